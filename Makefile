@@ -1,0 +1,24 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+PYTHON_VENV := .venv/bin/python
+
+.PHONY: demo test bench lock clean
+
+demo:  ## install, create the database, submit a sample command, print its stored state
+	scripts/bootstrap.sh
+	.venv/bin/ackstore demo
+
+test:  ## install, make sure PostgreSQL runs, run the whole test suite
+	scripts/bootstrap.sh
+	scripts/ensure-postgres.sh
+	$(PYTHON_VENV) -m pytest
+
+lock:  ## rewrite constraints.txt from a fresh install
+	rm -rf .venv-lock && python3 -m venv .venv-lock
+	.venv-lock/bin/pip install -q '.[dev]'
+	{ echo "# Reproducible install: pip install -c constraints.txt -e '.[dev]'"; \
+	  echo "# Regenerate with: make lock"; \
+	  .venv-lock/bin/pip freeze --exclude-editable | grep -v '^ackstore'; } > constraints.txt
+	rm -rf .venv-lock
+
+clean:
+	rm -rf .venv .ackstore

@@ -1,0 +1,138 @@
+"""Aggregation of acknowledgements into what the requester is told (B.5, B.4.3, A.2.4, A.2.7).
+
+:func:`decide` is the one rule the sweep applies to a request: it returns ``None`` while
+the request is undecided, else the :class:`Result` to store in ``request_results``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ackstore import errors, labels
+from ackstore.acks import ABSENT, Ack
+from ackstore.headers import CORRELATION_ID, Api
+from ackstore.wire import body_or_none, http_body, status_only
+
+SHORTCUT_LABELS = frozenset({labels.TWIN_PERSISTED, labels.LIVE_RESPONSE})
+
+
+@dataclass(frozen=True)
+class Request:
+    """What aggregation needs to know of a stored request."""
+
+    correlation_id: str
+    requested_acks: tuple[str, ...]
+    response_required: bool
+    timeout_ms: int
+    api: Api = "http"
+
+
+@dataclass(frozen=True)
+class Response:
+    """A command's own response: the twin command response or a live response."""
+
+    status: int
+    payload: Any = ABSENT
+
+
+@dataclass(frozen=True)
+class Result:
+    """The decided answer: status, body (``ABSENT`` for none) and response headers."""
+
+    status: int
+    body: Any
+    headers: Mapping[str, Any] = field(default_factory=dict)
+    cause: str = "acks"  # acks | deadline | error | response | accepted
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "body": body_or_none(self.body), "headers": dict(self.headers)}
+
+
+def timeout_placeholder(label: str, timeout_ms: int, correlation_id: str) -> Ack:
+    """The 408 ack that stands for a label that did not arrive by the deadline (B.5 item 1)."""
+    return Ack(
+        label=label,
+        status=408,
+        payload=errors.request_timeout(timeout_ms).to_json(),
+        headers={CORRELATION_ID: correlation_id},
+    )
+
+
+def collect(requested: Sequence[str], received: Iterable[Ack]) -> dict[str, Ack]:
+    """First ack per requested label wins; unrequested labels are ignored (B.5 item 2)."""
+    wanted = set(requested)
+    collected: dict[str, Ack] = {}
+    for ack in received:
+        if ack.label in wanted and ack.label not in collected:
+            collected[ack.label] = ack
+    return collected
+
+
+def combined_status(acks: Sequence[Ack]) -> int:
+    """One ack → its status; several → 200 if all 2xx else 424; none → 200 (B.5)."""
+    if len(acks) == 1:
+        return acks[0].status
+    return 200 if all(ack.is_success for ack in acks) else 424
+
+
+def decide(
+    request: Request,
+    *,
+    acks: Iterable[Ack] = (),
+    response: Response | None = None,
+    error: errors.DittoError | None = None,
+    deadline_passed: bool = False,
+) -> Result | None:
+    """Decide a request, or return ``None`` while it still waits.
+
+    ``acks`` are the acks that arrived by the deadline, in arrival order; ``response`` is the
+    command's own response (used when no label was requested); ``error`` is a failed twin
+    command, which decides the request at once and discards every ack (A.2.7).
+    """
+    headers = {CORRELATION_ID: request.correlation_id}
+    if error is not None:
+        return Result(error.status, error.to_json(), headers, cause="error")
+    requested = request.requested_acks
+    if not requested:
+        return _without_acks(request, response, deadline_passed, headers)
+    collected = collect(requested, acks)
+    if request.response_required and len(requested) == 1 and requested[0] in SHORTCUT_LABELS:
+        return _builtin_shortcut(request, collected.get(requested[0]), deadline_passed, headers)
+    if len(collected) < len(requested) and not deadline_passed:
+        return None
+    complete = [
+        collected.get(label) or timeout_placeholder(label, request.timeout_ms, request.correlation_id)
+        for label in requested
+    ]
+    cause = "acks" if len(collected) == len(requested) else "deadline"
+    status = combined_status(complete)
+    if request.response_required:
+        return Result(status, http_body(complete, request.correlation_id), headers, cause)
+    if all(ack.is_success for ack in complete):
+        return Result(202, ABSENT, headers, cause)
+    reduced = [status_only(ack) for ack in complete]
+    return Result(status, http_body(reduced, request.correlation_id), headers, cause)
+
+
+def _without_acks(
+    request: Request, response: Response | None, deadline_passed: bool, headers: dict[str, Any]
+) -> Result | None:
+    if not request.response_required:
+        return Result(202, ABSENT, headers, cause="accepted")
+    if response is not None:
+        return Result(response.status, response.payload, headers, cause="response")
+    if deadline_passed:
+        return Result(408, errors.command_timeout(request.timeout_ms).to_json(), headers, cause="deadline")
+    return None
+
+
+def _builtin_shortcut(
+    request: Request, ack: Ack | None, deadline_passed: bool, headers: dict[str, Any]
+) -> Result | None:
+    """Exactly one built-in label requested: the plain response, or 408 ``command.timeout``."""
+    if ack is not None:
+        return Result(ack.status, ack.payload, headers, cause="response")
+    if deadline_passed:
+        return Result(408, errors.command_timeout(request.timeout_ms).to_json(), headers, cause="deadline")
+    return None

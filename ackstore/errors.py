@@ -1,0 +1,229 @@
+"""Errors in Ditto's JSON shape, and the one factory per error code we answer with.
+
+Every client error leaves ackstore as ``{"status", "error", "message", "description"}``
+(Ditto's ``DittoRuntimeException`` JSON, ack-semantics.md B.3). Codes, messages and
+descriptions are Ditto's to the letter unless Part A of the specification names others.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+def java_number(value: int) -> str:
+    """Format an integer as Java's ``MessageFormat`` does in Ditto's messages: ``42,000``."""
+    return f"{value:,}"
+
+
+@dataclass(frozen=True)
+class DittoError(Exception):
+    """The project's own error type: a client-visible error with Ditto's fields."""
+
+    status: int
+    error: str
+    message: str
+    description: str | None = None
+    href: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.error}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The error object as sent to a client; absent fields are omitted, as in Ditto."""
+        body: dict[str, Any] = {"status": self.status, "error": self.error, "message": self.message}
+        if self.description is not None:
+            body["description"] = self.description
+        if self.href is not None:
+            body["href"] = self.href
+        return body
+
+
+# --- acknowledgement labels (B.2, B.3) ---------------------------------------------------
+
+LABEL_DESCRIPTION = "An acknowledgement label must conform to the regular expression of Ditto documentation."
+CONNECTION_LABEL_DESCRIPTION = (
+    "Declared acknowledgement labels of a connection must have the form <id>:<alphanumeric-suffix>"
+)
+
+
+def label_invalid(label: str, description: str = LABEL_DESCRIPTION) -> DittoError:
+    return DittoError(400, "acknowledgement:label.invalid", f"Acknowledgement label <{label}> is invalid.", description)
+
+
+def label_not_unique() -> DittoError:
+    return DittoError(
+        409,
+        "acknowledgement:label.not.unique",
+        "One or more declared acknowledgement labels are taken by other subscribers.",
+        "Please ensure all other subscribers with the declared acknowledgement labels are offline.",
+    )
+
+
+def label_not_declared(label: str) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:label.not.declared",
+        f"Cannot send acknowledgement with label <{label}>, which is not declared.",
+        "Each connection may only send acknowledgements whose label matches one declared for the connection.",
+    )
+
+
+def label_forbidden(label: str) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:ditto.acklabel.forbidden",
+        f"The Ditto internal Acknowledgement label <{label}> is not allowed to be issued externally!",
+        "Make sure to not issue an Ditto internal Acknowledgement label.",
+    )
+
+
+def correlation_id_missing() -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:correlation-id.missing",
+        "Correlation-id header for acknowledgement is missing.",
+        "Please provide the mandatory header 'correlation-id' as part of your acknowledgement",
+    )
+
+
+def duplicate_correlation_id(correlation_id: str) -> DittoError:
+    return DittoError(
+        409,
+        "acknowledgement:request.duplicate.correlation-id",
+        f"Correlation-id <{correlation_id}> for acknowledgement request was already used very recently.",
+        "Please use a unique correlation-id for each acknowledgement request.",
+    )
+
+
+def request_not_found(correlation_id: str) -> DittoError:
+    # Ditto has no such error (an ack without an aggregator is dropped); the ledger must answer.
+    return DittoError(
+        404,
+        "acknowledgement:request.notfound",
+        f"No acknowledgement request with correlation-id <{correlation_id}> was found.",
+        "Check the correlation-id: it must be the one of a signal submitted to the ledger.",
+    )
+
+
+def request_timeout(timeout_ms: int) -> DittoError:
+    """The payload of a 408 placeholder ack (B.5 item 1)."""
+    return DittoError(
+        408,
+        "acknowledgement:request.timeout",
+        f"The acknowledgement request reached the specified timeout of {java_number(timeout_ms)}ms.",
+        "Try increasing the timeout and make sure that the requested acknowledgement is sent back in time.",
+    )
+
+
+def command_timeout(timeout_ms: int) -> DittoError:
+    """The answer when only one built-in label was requested and it never came (B.5)."""
+    return DittoError(
+        408,
+        "command.timeout",
+        f"The Command reached the specified timeout of {java_number(timeout_ms)}ms.",
+        "Try increasing the command timeout.",
+    )
+
+
+# --- headers (B.6, B.7) --------------------------------------------------------------------
+
+HEADER_DESCRIPTION = "Verify that the header has the correct syntax and try again."
+
+
+def header_invalid_type(name: str, value: str, expected: str) -> DittoError:
+    return DittoError(
+        400,
+        "header.invalid",
+        f"The value '{value}' of the header '{name}' is not a valid {expected}.",
+        f"Verify that the value of the header '{name}' is a valid '{expected}' and try again.",
+    )
+
+
+def header_invalid(message: str, description: str = HEADER_DESCRIPTION) -> DittoError:
+    return DittoError(400, "header.invalid", message, description)
+
+
+def timeout_zero_with_response() -> DittoError:
+    return header_invalid(
+        "The value of the header 'timeout' must not be zero if response or acknowledgements are requested.",
+        "Please provide a positive timeout.",
+    )
+
+
+def websocket_acks_without_response() -> DittoError:
+    return header_invalid(
+        "For WebSocket, it is forbidden to request acknowledgements while 'response-required' is set to false."
+    )
+
+
+TIMEOUT_DESCRIPTION = "Please choose a valid timeout."
+
+
+def timeout_unparsable(message: str) -> DittoError:
+    return DittoError(400, "timeout.invalid", message, TIMEOUT_DESCRIPTION)
+
+
+def timeout_out_of_bounds(timeout_ms: int, max_ms: int) -> DittoError:
+    return DittoError(
+        400,
+        "timeout.invalid",
+        f"The timeout <{java_number(timeout_ms)}ms> is not inside its allowed bounds "
+        f"<0ms - {java_number(max_ms)}ms>",
+        TIMEOUT_DESCRIPTION,
+    )
+
+
+# --- envelopes ---------------------------------------------------------------------------
+
+JSON_DESCRIPTION = "Check if the JSON was valid (e.g. on https://jsonlint.com) and if it was in required format."
+
+
+def json_invalid(message: str) -> DittoError:
+    return DittoError(400, "json.invalid", message, JSON_DESCRIPTION)
+
+
+def json_field_missing(pointer: str) -> DittoError:
+    return DittoError(
+        400,
+        "json.field.missing",
+        f"JSON did not include required <{pointer}> field!",
+        "Check if all required JSON fields were set.",
+    )
+
+
+def json_field_invalid(pointer: str, expected: str) -> DittoError:
+    return json_invalid(f"Value of field <{pointer}> is not a valid {expected}.")
+
+
+def unknown_topic(topic: str, why: str = "Check if the topic path is correct.") -> DittoError:
+    return DittoError(
+        400, "things.protocol.adapter:unknown.topicpath", f"The topic path '{topic}' is not supported.", why
+    )
+
+
+def message_too_large(size: int, limit: int) -> DittoError:
+    return DittoError(
+        413,
+        "message.toolarge",
+        f"The size of <{java_number(size)}> bytes exceeds the maximum allowed size of <{java_number(limit)}> bytes.",
+        "Reduce the size of the message or its value and try again.",
+    )
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """Parse JSON text (UTF-8 if bytes) or raise ``json.invalid``."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise json_invalid(f"The input is not valid UTF-8: {exc.reason} at byte {exc.start}.") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise json_invalid(f"Failed to parse JSON string '{_clip(text)}': {exc}") from None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

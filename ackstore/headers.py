@@ -1,0 +1,236 @@
+"""Header normalisation and validation of an incoming signal (B.6, B.7 steps A–E, A.2.2).
+
+One pure function, :func:`normalize`, turns the raw headers of a twin command, live
+command or live message into the acknowledgement request ackstore stores, or raises
+the :class:`~ackstore.errors.DittoError` the requester is answered with.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Literal, Mapping
+
+from ackstore import errors, labels
+from ackstore.durations import parse_duration_ms
+from ackstore.settings import Settings
+
+Api = Literal["http", "websocket", "connectivity"]
+APIS: tuple[Api, ...] = ("http", "websocket", "connectivity")
+
+CORRELATION_ID = "correlation-id"
+REQUESTED_ACKS = "requested-acks"
+RESPONSE_REQUIRED = "response-required"
+TIMEOUT = "timeout"
+WEAK_ACK = "ditto-weak-ack"  # written by ackstore only, never read from clients (B.4.4)
+
+
+class Outcome(str, Enum):
+    """What the requester gets, per API (B.7's outcome table, rows without an error)."""
+
+    ACCEPTED = "accepted"  # HTTP: 202 at once
+    ACCEPTED_AFTER_ACKS = "accepted-after-acks"  # HTTP: 202 once all acks succeed, else the failure
+    RESPONSE = "response"  # the plain command response (connectivity: published, settled at once)
+    AGGREGATED = "aggregated"  # the aggregated result, B.5 (connectivity: settled after the acks)
+    NO_RESPONSE = "no-response"  # WebSocket: nothing is sent
+    SETTLED_AT_ONCE = "settled-at-once"  # connectivity: nothing published, settled, not counted
+    SETTLED_AFTER_ACKS = "settled-after-acks"  # connectivity: nothing published, settled after acks
+
+
+@dataclass(frozen=True)
+class AckRequest:
+    """The normalised acknowledgement request of one signal."""
+
+    correlation_id: str
+    requested_acks: tuple[str, ...]
+    response_required: bool
+    timeout_ms: int
+    outcome: Outcome
+    headers: dict[str, Any] = field(compare=False)
+
+    @property
+    def timeout_zero(self) -> bool:
+        return self.timeout_ms == 0
+
+
+def check_api(api: str) -> Api:
+    """``api`` selects an outcome table; anything else is a programming error."""
+    if api not in APIS:
+        raise ValueError(f"api must be one of {', '.join(APIS)}, not {api!r}")
+    return api  # type: ignore[return-value]
+
+
+def normalize(
+    raw_headers: object,
+    *,
+    channel: labels.Channel,
+    api: Api,
+    settings: Settings = Settings(),
+    new_correlation_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+) -> AckRequest:
+    """Apply B.7 steps A–D (and the WebSocket rule) to ``raw_headers``; raise DittoError if invalid."""
+    check_api(api)
+    if not isinstance(raw_headers, Mapping):
+        raise errors.json_field_invalid("/headers", "JSON object")
+    headers = {str(name).lower(): value for name, value in raw_headers.items()}
+    headers.pop(WEAK_ACK, None)
+
+    correlation_id = _correlation_id(headers.get(CORRELATION_ID), new_correlation_id)
+    explicit_rr = _boolean(RESPONSE_REQUIRED, headers.get(RESPONSE_REQUIRED))
+    timeout_ms = _timeout_ms(headers.get(TIMEOUT), api, settings)
+    timeout_zero = timeout_ms == 0
+    explicit_acks = _requested_acks(headers.get(REQUESTED_ACKS))
+
+    rr = True if explicit_rr is None else explicit_rr  # read as Ditto reads it: true when absent
+    acks = _step_a_defaults(explicit_acks, channel=channel, rr=rr, timeout_zero=timeout_zero)
+    acks = _step_b_drop_foreign_builtins(acks, channel)
+    response_required = (not timeout_zero) if explicit_rr is None else explicit_rr  # step C
+    if timeout_zero and (response_required or acks):  # step D
+        raise errors.timeout_zero_with_response()
+    if api == "websocket" and not response_required and acks:
+        raise errors.websocket_acks_without_response()
+
+    headers.update(
+        {
+            CORRELATION_ID: correlation_id,
+            REQUESTED_ACKS: list(acks),
+            RESPONSE_REQUIRED: response_required,
+        }
+    )
+    if headers.get(TIMEOUT) is None or parse_duration_ms(str(headers[TIMEOUT])) != timeout_ms:
+        headers[TIMEOUT] = f"{timeout_ms}ms"  # defaulted or capped: record the effective timeout
+    return AckRequest(
+        correlation_id=correlation_id,
+        requested_acks=acks,
+        response_required=response_required,
+        timeout_ms=timeout_ms,
+        outcome=outcome(api, response_required=response_required, has_acks=bool(acks)),
+        headers=headers,
+    )
+
+
+def outcome(api: Api, *, response_required: bool, has_acks: bool) -> Outcome:
+    """The per-API outcome of a valid request with a positive timeout (B.7, A.2.3)."""
+    if api == "http":
+        if not response_required:
+            return Outcome.ACCEPTED_AFTER_ACKS if has_acks else Outcome.ACCEPTED
+        return Outcome.AGGREGATED if has_acks else Outcome.RESPONSE
+    if api == "websocket":
+        if not response_required:
+            return Outcome.NO_RESPONSE  # with acks it was rejected by normalize()
+        return Outcome.AGGREGATED if has_acks else Outcome.RESPONSE
+    if not response_required:
+        return Outcome.SETTLED_AFTER_ACKS if has_acks else Outcome.SETTLED_AT_ONCE
+    return Outcome.AGGREGATED if has_acks else Outcome.RESPONSE
+
+
+def starts_aggregation(channel: labels.Channel, requested_acks: tuple[str, ...]) -> bool:
+    """B.7 step E: is any requested label one this channel's aggregator waits for?"""
+    ignored = labels.LIVE_RESPONSE if channel == "twin" else labels.TWIN_PERSISTED
+    return any(label != ignored for label in requested_acks)
+
+
+def implicit_label(channel: labels.Channel) -> str:
+    return labels.TWIN_PERSISTED if channel == "twin" else labels.LIVE_RESPONSE
+
+
+# --- steps -----------------------------------------------------------------------------
+
+
+def _step_a_defaults(
+    explicit: tuple[str, ...] | None, *, channel: labels.Channel, rr: bool, timeout_zero: bool
+) -> tuple[str, ...]:
+    if explicit is None:
+        return (implicit_label(channel),) if rr and not timeout_zero else ()
+    if channel == "twin":
+        return explicit  # twin modify commands do not bind requested-acks to response-required
+    if not rr:
+        return tuple(label for label in explicit if label != labels.LIVE_RESPONSE)
+    if explicit and labels.LIVE_RESPONSE not in explicit:
+        return explicit + (labels.LIVE_RESPONSE,)
+    return explicit  # an explicit [] disables the implicit live-response
+
+
+def _step_b_drop_foreign_builtins(acks: tuple[str, ...], channel: labels.Channel) -> tuple[str, ...]:
+    foreign = labels.foreign_builtins(channel)
+    return tuple(label for label in acks if label not in foreign)
+
+
+# --- header value parsers --------------------------------------------------------------
+
+
+def _correlation_id(value: object, new_correlation_id: Callable[[], str]) -> str:
+    if value is None:
+        return new_correlation_id()
+    if not isinstance(value, str) or not value.strip():
+        raise errors.header_invalid_type(CORRELATION_ID, _display(value), "non-empty String")
+    return value
+
+
+def _boolean(name: str, value: object) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise errors.header_invalid_type(name, _display(value), "boolean")
+
+
+def _timeout_ms(value: object, api: Api, settings: Settings) -> int:
+    if value is None:
+        return settings.default_timeout_ms
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise errors.header_invalid_type(TIMEOUT, _display(value), "duration")
+    timeout_ms = parse_duration_ms(str(value))
+    if timeout_ms <= settings.max_timeout_ms:
+        return timeout_ms
+    if api == "http":
+        raise errors.timeout_out_of_bounds(timeout_ms, settings.max_timeout_ms)
+    return settings.max_timeout_ms  # WebSocket and connectivity are capped silently, as in Ditto
+
+
+def _requested_acks(value: object) -> tuple[str, ...] | None:
+    """Parse ``requested-acks`` given as a JSON array, its text, or a comma-separated string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items = _requested_acks_text(value)
+        raw = value
+    elif isinstance(value, list):
+        items, raw = value, _display(value)
+    else:
+        raise errors.header_invalid_type(REQUESTED_ACKS, _display(value), "JSON array")
+    parsed: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise errors.header_invalid(
+                f"JSON array for <{REQUESTED_ACKS}> contained invalid acknowledgement labels."
+            )
+        if not labels.is_valid_label(item):
+            raise errors.header_invalid_type(REQUESTED_ACKS, raw, "JSON array of acknowledgement labels")
+        if item not in parsed:  # Ditto keeps acknowledgement requests as a set
+            parsed.append(item)
+    return tuple(parsed)
+
+
+def _requested_acks_text(text: str) -> list[Any]:
+    if text.lstrip().startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, list):
+            raise errors.header_invalid_type(REQUESTED_ACKS, text, "JSON array")
+        return value
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _display(value: object) -> str:
+    """A header value as Ditto shows it in messages: strings as they are, JSON compactly."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,47 @@
+"""Deployment settings that the rules depend on, with Part A's defaults (A.2.2)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from ackstore.durations import parse_duration_ms
+
+DEFAULT_TIMEOUT_MS = 5 * 60_000
+MAX_TIMEOUT_MS = 20 * 60_000
+MAX_ENVELOPE_BYTES = 1024 * 1024
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    max_timeout_ms: int = MAX_TIMEOUT_MS
+    max_envelope_bytes: int = MAX_ENVELOPE_BYTES
+    max_attempts: int = MAX_ATTEMPTS
+
+    def __post_init__(self) -> None:
+        if not 0 < self.default_timeout_ms <= self.max_timeout_ms:
+            raise ValueError(
+                f"default timeout {self.default_timeout_ms}ms must be positive and at most "
+                f"the maximum {self.max_timeout_ms}ms"
+            )
+        if self.max_envelope_bytes <= 0 or self.max_attempts <= 0:
+            raise ValueError("max_envelope_bytes and max_attempts must be positive")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "Settings":
+        """Read ``ACKSTORE_DEFAULT_TIMEOUT``, ``ACKSTORE_MAX_TIMEOUT`` (durations such as ``5m``),
+        ``ACKSTORE_MAX_ENVELOPE_BYTES`` and ``ACKSTORE_MAX_ATTEMPTS``; unset ones keep the defaults."""
+        return cls(
+            default_timeout_ms=_duration(env, "ACKSTORE_DEFAULT_TIMEOUT", DEFAULT_TIMEOUT_MS),
+            max_timeout_ms=_duration(env, "ACKSTORE_MAX_TIMEOUT", MAX_TIMEOUT_MS),
+            max_envelope_bytes=int(env.get("ACKSTORE_MAX_ENVELOPE_BYTES", MAX_ENVELOPE_BYTES)),
+            max_attempts=int(env.get("ACKSTORE_MAX_ATTEMPTS", MAX_ATTEMPTS)),
+        )
+
+
+def _duration(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    return default if raw is None else parse_duration_ms(raw)

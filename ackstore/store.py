@@ -1,0 +1,392 @@
+"""The store API: submit signals, declare labels, acknowledge, read results.
+
+Every public method answers in Ditto's shape: a ``{"status": 2xx, …}`` dict when it
+worked, or the error object (``status``, ``error``, ``message``, ``description``) when
+the input was bad — in which case nothing was written.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import Connection, Engine, and_, func, null, select
+from sqlalchemy.dialects.postgresql import insert
+
+from ackstore import aggregation, envelopes, errors, headers, labels
+from ackstore.acks import ABSENT, Ack
+from ackstore.database import make_engine, resolve_url
+from ackstore.schema import ack_requests, acks, declared_labels, request_results, signals, subscribers
+from ackstore.settings import Settings
+
+ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
+NO_CONTENT = {"status": 204}
+
+
+def _json_or_null(value: Any) -> Any:
+    """SQL NULL for an absent value, the JSON value otherwise (JSON ``null`` included)."""
+    return null() if value is ABSENT else value
+
+
+def accepted(correlation_id: str) -> dict[str, Any]:
+    return {"status": 202, "correlationId": correlation_id}
+
+
+class AckStore:
+    """The ledger, over one SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine, settings: Settings | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or Settings.from_env()
+
+    @classmethod
+    def connect(cls, url: str | None = None, *, settings: Settings | None = None) -> "AckStore":
+        """Connect to ``url`` (default: ``$ACKSTORE_DATABASE_URL``, else the embedded server)."""
+        return cls(make_engine(resolve_url(url)), settings)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "AckStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- signals ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        envelope: dict[str, Any] | str | bytes,
+        *,
+        api: str = "http",
+        source: str = "api",
+        source_message_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Store a twin command, live command or live message; 202 with its correlation id.
+
+        A retransmission (same source and message id) gets the first answer and stores nothing.
+        """
+        checked_api = headers.check_api(api)
+        if not isinstance(source, str) or not source:
+            raise ValueError("source must be a non-empty string")
+        message_id = source_message_id if source_message_id is not None else str(uuid.uuid4())
+        try:
+            loaded = envelopes.load_envelope(envelope, self.settings.max_envelope_bytes)
+            signal = envelopes.parse_signal(loaded)
+            request = headers.normalize(
+                signal.raw_headers, channel=signal.channel, api=checked_api, settings=self.settings
+            )
+            envelopes.canonical_json(request.headers)
+        except errors.DittoError as error:
+            return error.to_json()
+        with self.engine.begin() as connection:
+            signal_id = _insert_signal(connection, signal, request, checked_api, source, message_id)
+            if signal_id is None:
+                return _existing_answer(connection, source, message_id, request.correlation_id)
+            _insert_ack_requests(connection, signal_id, request.requested_acks)
+        return accepted(request.correlation_id)
+
+    # --- subscribers ------------------------------------------------------------------
+
+    def declare(
+        self,
+        subscriber: str,
+        labels_to_declare: Sequence[str],
+        *,
+        filter: str | None = None,
+        namespaces: Sequence[str] | None = None,
+        connection: str | None = None,
+        channels: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Declare the labels ``subscriber`` will issue (B.3); 204, or 400 / 409."""
+        try:
+            row = _subscriber_row(subscriber, filter, namespaces, connection, channels)
+            resolved = _declarable_labels(labels_to_declare, connection)
+        except errors.DittoError as error:
+            return error.to_json()
+        with self.engine.begin() as conn:
+            # Declarations are rare; one lock makes the uniqueness check and the write atomic.
+            conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("ackstore.declare"))))
+            conflict = _declaration_conflict(conn, subscriber, row["holder"], resolved)
+            if conflict is not None:
+                return conflict.to_json()
+            _write_declaration(conn, row, resolved)
+        return dict(NO_CONTENT)
+
+    # --- acknowledgements -------------------------------------------------------------
+
+    def acknowledge(self, subscriber: str, ack: dict[str, Any] | str | bytes) -> dict[str, Any]:
+        """Store a subscriber's single or aggregated acknowledgement; 204, or 400 / 404."""
+        try:
+            loaded = envelopes.load_envelope(ack, self.settings.max_envelope_bytes)
+            incoming = envelopes.parse_acknowledgement(loaded)
+        except errors.DittoError as error:
+            return error.to_json()
+        with self.engine.begin() as conn:
+            declared = _labels_declared_by(conn, subscriber)
+            for received in incoming.acks:
+                if received.label not in declared:
+                    return errors.label_not_declared(received.label).to_json()
+            target = _lock_signal(conn, incoming.correlation_id)
+            if target is None:
+                return errors.request_not_found(incoming.correlation_id).to_json()
+            decided = _is_decided(conn, target.id)
+            for received in incoming.acks:
+                _store_ack(conn, target, received, subscriber, decided)
+        return dict(NO_CONTENT)
+
+    # --- results ----------------------------------------------------------------------
+
+    def result(self, correlation_id: str) -> dict[str, Any] | None:
+        """What the requester is told: ``{"status", "body", "headers"}``; ``None`` while undecided.
+
+        An unknown correlation id is answered with the 404 error object.
+        """
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(signals.c.id, request_results.c.status, request_results.c.body, request_results.c.headers)
+                .select_from(signals.outerjoin(request_results, request_results.c.signal_id == signals.c.id))
+                .where(signals.c.correlation_id == correlation_id)
+            ).first()
+        if row is None:
+            return errors.request_not_found(correlation_id).to_json()
+        if row.status is None:
+            return None
+        return {"status": row.status, "body": row.body, "headers": row.headers}
+
+    def record_result(self, connection: Connection, signal_id: int, result: aggregation.Result) -> bool:
+        """Store a decided result once (the pipeline's sweep calls this); False if already decided."""
+        inserted = connection.execute(
+            insert(request_results)
+            .values(
+                signal_id=signal_id,
+                status=result.status,
+                body=_json_or_null(result.body),
+                headers=dict(result.headers),
+                cause=result.cause,
+            )
+            .on_conflict_do_nothing(index_elements=[request_results.c.signal_id])
+            .returning(request_results.c.signal_id)
+        ).first()
+        if inserted is not None:
+            connection.execute(signals.update().where(signals.c.id == signal_id).values(state="decided"))
+        return inserted is not None
+
+    def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
+        """The stored state of one signal: the row, its requested labels, its acks and result."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(signals).where(signals.c.correlation_id == correlation_id)).mappings().first()
+            if row is None:
+                return None
+            stored_acks = conn.execute(
+                select(acks.c.label, acks.c.status, acks.c.payload, acks.c.issuer, acks.c.weak, acks.c.disposition)
+                .where(acks.c.signal_id == row["id"])
+                .order_by(acks.c.id)
+            ).mappings()
+            state = {k: _jsonable(v) for k, v in row.items()}
+            state["acks"] = [dict(a) for a in stored_acks]
+        state["result"] = self.result(correlation_id)
+        return state
+
+
+# --- statements (each one named, values always bound) ---------------------------------
+
+
+def _insert_signal(
+    conn: Connection,
+    signal: envelopes.Signal,
+    request: headers.AckRequest,
+    api: str,
+    source: str,
+    message_id: str,
+) -> int | None:
+    """Insert the signal unless its (source, message id) or correlation id is taken."""
+    deadline = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, request.timeout_ms / 1000.0)
+    return conn.execute(
+        insert(signals)
+        .values(
+            source=source,
+            source_message_id=message_id,
+            correlation_id=request.correlation_id,
+            api=api,
+            channel=signal.channel,
+            kind=signal.kind,
+            action=signal.action,
+            thing_id=signal.thing_id,
+            topic=signal.topic,
+            path=signal.path,
+            value=_json_or_null(signal.value),
+            headers=request.headers,
+            requested_acks=list(request.requested_acks),
+            response_required=request.response_required,
+            timeout_ms=request.timeout_ms,
+            deadline_at=deadline,
+        )
+        .on_conflict_do_nothing()
+        .returning(signals.c.id)
+    ).scalar()
+
+
+def _existing_answer(conn: Connection, source: str, message_id: str, correlation_id: str) -> dict[str, Any]:
+    """A retransmission gets the first answer; a clash of correlation ids is 409 (A.2.9)."""
+    first = conn.execute(
+        select(signals.c.correlation_id).where(
+            and_(signals.c.source == source, signals.c.source_message_id == message_id)
+        )
+    ).scalar()
+    if first is not None:
+        return accepted(first)
+    return errors.duplicate_correlation_id(correlation_id).to_json()
+
+
+def _insert_ack_requests(conn: Connection, signal_id: int, requested: Iterable[str]) -> None:
+    rows = [{"signal_id": signal_id, "label": label} for label in requested]
+    if rows:
+        conn.execute(insert(ack_requests), rows)
+
+
+def _subscriber_row(
+    subscriber: object,
+    filter: object,
+    namespaces: object,
+    connection: object,
+    channels: object,
+) -> dict[str, Any]:
+    if not isinstance(subscriber, str) or not subscriber:
+        raise errors.json_field_invalid("/subscriber", "non-empty String")
+    if filter is not None and (not isinstance(filter, str) or not filter.strip()):
+        raise errors.json_field_invalid("/filter", "non-empty RQL String")
+    if namespaces is not None and not _is_string_list(namespaces):
+        raise errors.json_field_invalid("/namespaces", "JSON array of Strings")
+    if connection is not None and (not isinstance(connection, str) or not connection):
+        raise errors.json_field_invalid("/connection", "non-empty String")
+    chosen = list(ALL_CHANNELS) if channels is None else channels
+    if not _is_string_list(chosen) or not chosen or not set(chosen) <= set(ALL_CHANNELS):
+        raise errors.json_field_invalid("/channels", "non-empty JSON array of 'twin' and 'live'")
+    return {
+        "id": subscriber,
+        "holder": f"connection:{connection}" if connection else f"subscriber:{subscriber}",
+        "connection_id": connection,
+        "filter": filter,
+        "namespaces": list(namespaces) if namespaces is not None else None,
+        "channels": sorted(set(chosen)),
+    }
+
+
+def _is_string_list(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, str) and item for item in value)
+
+
+def _declarable_labels(requested: object, connection: str | None) -> list[str]:
+    if isinstance(requested, (str, bytes)) or not isinstance(requested, Sequence):
+        raise errors.json_field_invalid("/labels", "JSON array of acknowledgement labels")
+    resolved: list[str] = []
+    for label in requested:
+        declarable = labels.validate_declarable(label, connection)
+        if declarable not in resolved:
+            resolved.append(declarable)
+    return resolved
+
+
+def _declaration_conflict(
+    conn: Connection, subscriber: str, holder: str, wanted: list[str]
+) -> errors.DittoError | None:
+    """409 if another holder owns one of the labels, or the group declares a different set."""
+    others_in_group = conn.execute(
+        select(func.count()).where(and_(subscribers.c.holder == holder, subscribers.c.id != subscriber))
+    ).scalar_one()
+    if others_in_group:
+        group_labels = set(conn.execute(select(declared_labels.c.label).where(declared_labels.c.holder == holder)).scalars())
+        if group_labels != set(wanted):
+            return errors.label_not_unique()
+    taken = conn.execute(
+        select(func.count()).where(and_(declared_labels.c.label.in_(wanted), declared_labels.c.holder != holder))
+    ).scalar_one()
+    return errors.label_not_unique() if taken else None
+
+
+def _write_declaration(conn: Connection, row: dict[str, Any], wanted: list[str]) -> None:
+    previous_holder = conn.execute(select(subscribers.c.holder).where(subscribers.c.id == row["id"])).scalar()
+    upsert = insert(subscribers).values(**row)
+    conn.execute(
+        upsert.on_conflict_do_update(
+            index_elements=[subscribers.c.id],
+            set_={name: upsert.excluded[name] for name in row if name != "id"} | {"declared_at": func.now()},
+        )
+    )
+    if previous_holder is not None and previous_holder != row["holder"]:
+        _release_orphaned_labels(conn, previous_holder)
+    conn.execute(
+        declared_labels.delete().where(
+            and_(declared_labels.c.holder == row["holder"], declared_labels.c.label.not_in(wanted))
+        )
+    )
+    if wanted:
+        conn.execute(
+            insert(declared_labels).on_conflict_do_nothing(index_elements=[declared_labels.c.label]),
+            [{"label": label, "holder": row["holder"]} for label in wanted],
+        )
+
+
+def _release_orphaned_labels(conn: Connection, holder: str) -> None:
+    """A group nobody belongs to any more holds no labels."""
+    members = conn.execute(select(func.count()).where(subscribers.c.holder == holder)).scalar_one()
+    if not members:
+        conn.execute(declared_labels.delete().where(declared_labels.c.holder == holder))
+
+
+def _labels_declared_by(conn: Connection, subscriber: str) -> set[str]:
+    return set(
+        conn.execute(
+            select(declared_labels.c.label)
+            .join(subscribers, subscribers.c.holder == declared_labels.c.holder)
+            .where(subscribers.c.id == subscriber)
+        ).scalars()
+    )
+
+
+def _lock_signal(conn: Connection, correlation_id: str) -> Any:
+    """The signal an ack is for, share-locked so that deciding it waits for this ack."""
+    return conn.execute(
+        select(signals.c.id, signals.c.requested_acks)
+        .where(signals.c.correlation_id == correlation_id)
+        .with_for_update(read=True)
+    ).first()
+
+
+def _is_decided(conn: Connection, signal_id: int) -> bool:
+    return conn.execute(
+        select(func.count()).where(request_results.c.signal_id == signal_id)
+    ).scalar_one() > 0
+
+
+def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bool) -> None:
+    """Store one valid ack: counted if it is the first for a requested label of an undecided
+    request; otherwise kept as late, unrequested or duplicate (A.2.5, A.2.8)."""
+    row = {
+        "signal_id": target.id,
+        "label": ack.label,
+        "status": ack.status,
+        "payload": _json_or_null(ack.payload),
+        "headers": dict(ack.headers),
+        "issuer": issuer,
+    }
+    if decided or ack.label not in target.requested_acks:
+        disposition = "late" if decided else "unrequested"
+        conn.execute(insert(acks).values(**row, disposition=disposition))
+        return
+    counted = conn.execute(
+        insert(acks)
+        .values(**row, disposition="counted")
+        .on_conflict_do_nothing(
+            index_elements=[acks.c.signal_id, acks.c.label], index_where=acks.c.disposition == "counted"
+        )
+        .returning(acks.c.id)
+    ).first()
+    if counted is None:
+        conn.execute(insert(acks).values(**row, disposition="duplicate"))
+
+
+def _jsonable(value: Any) -> Any:
+    return value.isoformat() if hasattr(value, "isoformat") else value
