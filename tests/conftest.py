@@ -1,0 +1,60 @@
+"""Shared fixtures: one fresh PostgreSQL database per test run on the machine's server.
+
+The database is created on 127.0.0.1:5432 (trust auth), migrated with Alembic, emptied
+before each test that uses it, and dropped when the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from ackstore import migrate
+from ackstore.database import make_engine
+from ackstore.schema import LEDGER_TABLES
+from ackstore.settings import Settings
+from ackstore.store import AckStore
+
+ADMIN_URL = os.environ.get("ACKSTORE_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    name = f"ackstore_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))  # name is generated above, not input
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def migrated_engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    migrate.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def engine(migrated_engine: Engine) -> Engine:
+    """The migrated test database, emptied."""
+    names = ", ".join(table.name for table in LEDGER_TABLES)
+    with migrated_engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    return migrated_engine
+
+
+@pytest.fixture
+def store(engine: Engine) -> AckStore:
+    return AckStore(engine, Settings())

@@ -1,0 +1,77 @@
+"""The ``ackstore`` command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ackstore.store import AckStore
+from tests.ledger import ack_message, snapshot, twin_command
+
+
+def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dict | None = None) -> tuple[int, object]:
+    command = [sys.executable, "-m", "ackstore.cli"]
+    if url:
+        command += ["--database-url", url]
+    completed = subprocess.run(
+        [*command, *args], input=stdin, capture_output=True, timeout=120, env={**os.environ, **(env or {})}
+    )
+    output = completed.stdout.decode()
+    try:
+        return completed.returncode, json.loads(output)
+    except json.JSONDecodeError:
+        return completed.returncode, output + completed.stderr.decode()
+
+
+def test_help_explains_the_commands() -> None:
+    code, text = run("--help")
+    assert code == 0
+    for word in ("submit", "declare", "ack", "result", "db", "demo", "exit status", "ACKSTORE_DATABASE_URL"):
+        assert word in text
+
+
+def test_round_trip_with_exit_codes(store: AckStore, database_url: str, tmp_path: Path) -> None:
+    assert run("db", "upgrade", url=database_url)[0] == 0
+    assert run("declare", "auditor", "org:audit", url=database_url) == (0, {"status": 204})
+
+    command = tmp_path / "command.json"
+    command.write_text(json.dumps(twin_command(requested_acks=["org:audit"], correlation_id="c-cli")))
+    assert run("submit", str(command), "--source", "cli-test", "--message-id", "1", url=database_url) == (
+        0,
+        {"status": 202, "correlationId": "c-cli"},
+    )
+    code, answer = run("ack", "auditor", "-", url=database_url, stdin=json.dumps(ack_message("c-cli", "org:audit")).encode())
+    assert (code, answer) == (0, {"status": 204})
+    assert run("result", "c-cli", url=database_url) == (3, {"correlationId": "c-cli", "decided": False})
+    code, state = run("show", "c-cli", url=database_url)
+    assert code == 0 and state["acks"][0]["disposition"] == "counted"
+
+
+def test_error_answers_exit_non_zero_and_change_nothing(store: AckStore, database_url: str) -> None:
+    before = snapshot(store.engine)
+    code, answer = run("submit", "-", url=database_url, stdin=b'{"topic": oops')
+    assert code == 1 and answer["status"] == 400 and answer["error"] == "json.invalid"
+    code, answer = run("declare", "x", "'; drop table signals; --", url=database_url)
+    assert code == 1 and answer["error"] == "acknowledgement:label.invalid"
+    assert run("result", "unknown", url=database_url)[0] == 1
+    assert snapshot(store.engine) == before
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run("submit", "--api", "grpc", "-")[0] == 2
+
+
+def test_demo_runs_on_the_embedded_server(tmp_path: Path) -> None:
+    env = {"ACKSTORE_HOME": str(tmp_path / "home"), "ACKSTORE_DATABASE_URL": ""}
+    completed = subprocess.run(
+        [sys.executable, "-m", "ackstore.cli", "demo"], capture_output=True, timeout=120, env={**os.environ, **env}
+    )
+    output = completed.stdout.decode()
+    assert completed.returncode == 0, completed.stderr.decode()
+    assert "/pgdata" in output or "host=" in output  # the embedded server, not 127.0.0.1:5432
+    assert '"status": 202' in output and '"disposition": "counted"' in output

@@ -1,0 +1,123 @@
+"""Invariants of the pure rules, under random input (hypothesis)."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ackstore import aggregation, envelopes, headers, labels
+from ackstore.acks import Ack
+from ackstore.errors import DittoError
+from ackstore.settings import Settings
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)),
+    max_leaves=10,
+)
+label_like = st.one_of(
+    st.sampled_from(sorted(labels.BUILTIN_LABELS) + ["my:ack", "conn:x", "ab", "a.b", "{{connection:id}}:abc"]),
+    st.text(max_size=12),
+)
+durations = st.one_of(
+    st.from_regex(r"[+-]?[0-9]{1,25}(ms|mo|s|m|h|d|w|y)?", fullmatch=True),
+    st.text(max_size=8),
+    st.integers(min_value=-(10**20), max_value=10**20),
+)
+header_values = {
+    "requested-acks": st.one_of(
+        st.lists(label_like, max_size=4), st.lists(json_scalars, max_size=3), st.text(max_size=30), json_scalars
+    ),
+    "response-required": st.one_of(st.booleans(), st.sampled_from(["true", "false", "True", "yes", ""]), json_scalars),
+    "timeout": st.one_of(durations, json_scalars),
+    "correlation-id": st.one_of(st.text(max_size=10), json_scalars),
+    "ditto-weak-ack": json_values,
+    "x-custom": json_values,
+}
+raw_headers = st.fixed_dictionaries({}, optional=header_values)
+
+
+@settings(max_examples=600, deadline=None)
+@given(raw=raw_headers, channel=st.sampled_from(["twin", "live"]), api=st.sampled_from(headers.APIS))
+def test_normaliser_raises_only_ditto_errors_and_keeps_its_invariants(raw: dict, channel: str, api: str) -> None:
+    config = Settings()
+    try:
+        request = headers.normalize(raw, channel=channel, api=api, settings=config)
+    except DittoError as error:
+        assert 400 <= error.status < 500
+        assert set(error.to_json()) >= {"status", "error", "message", "description"}
+        return
+    assert 0 <= request.timeout_ms <= config.max_timeout_ms
+    assert all(labels.is_valid_label(label) for label in request.requested_acks)
+    assert not set(request.requested_acks) & labels.foreign_builtins(channel)
+    assert len(set(request.requested_acks)) == len(request.requested_acks)
+    assert not (request.timeout_zero and (request.response_required or request.requested_acks))
+    if api == "websocket":
+        assert request.response_required or not request.requested_acks
+    assert "ditto-weak-ack" not in request.headers
+
+
+@settings(max_examples=400, deadline=None)
+@given(envelope=st.dictionaries(st.sampled_from(["topic", "path", "value", "headers", "status"]), json_values))
+def test_envelope_parsers_raise_only_ditto_errors(envelope: dict) -> None:
+    for parse in (envelopes.parse_signal, envelopes.parse_acknowledgement):
+        try:
+            parse(envelope)
+        except DittoError as error:
+            assert 400 <= error.status < 500
+
+
+topics = st.builds(
+    "{}/{}/things/{}/{}/{}".format,
+    st.sampled_from(["org.acme", "", "1bad"]),
+    st.sampled_from(["t1", "x"]),
+    st.sampled_from(["twin", "live", "other"]),
+    st.sampled_from(["commands", "messages", "acks", "events"]),
+    st.sampled_from(["modify", "create", "merge", "delete", "retrieve", "my:ack", "twin-persisted", ""]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(topic=topics, path=st.one_of(st.just("/"), st.text(max_size=5)), status=json_scalars, value=json_values)
+def test_envelope_parsers_on_plausible_topics(topic: str, path: str, status: object, value: object) -> None:
+    envelope = {"topic": topic, "path": path, "status": status, "value": value, "headers": {"correlation-id": "c"}}
+    for parse in (envelopes.parse_signal, envelopes.parse_acknowledgement):
+        try:
+            parse(envelope)
+        except DittoError as error:
+            assert 400 <= error.status < 500
+
+
+ack_labels = st.sampled_from(["a:one", "a:two", "a:three", "twin-persisted", "search-persisted"])
+statuses = st.sampled_from([200, 201, 204, 302, 400, 404, 408, 412, 424, 500])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    requested=st.lists(ack_labels, min_size=1, max_size=4, unique=True),
+    received=st.lists(st.builds(Ack, label=ack_labels, status=statuses), max_size=8),
+    deadline_passed=st.booleans(),
+    rr=st.booleans(),
+)
+def test_aggregation_invariants(requested: list, received: list, deadline_passed: bool, rr: bool) -> None:
+    request = aggregation.Request("c", tuple(requested), rr, 10_000)
+    result = aggregation.decide(request, acks=received, deadline_passed=deadline_passed)
+    collected = aggregation.collect(requested, received)
+    if result is None:
+        assert not deadline_passed and len(collected) < len(requested)
+        return
+    first = {}
+    for ack in received:
+        first.setdefault(ack.label, ack)
+    assert all(collected[label] is first[label] for label in collected)  # first per label wins
+    if rr and len(requested) == 1 and requested[0] == "twin-persisted":
+        return  # the built-in shortcut answers with the plain response
+    complete = [collected.get(l) or aggregation.timeout_placeholder(l, 10_000, "c") for l in requested]
+    statuses_ = [ack.status for ack in complete]
+    if not rr and all(200 <= s < 300 for s in statuses_):
+        assert result.status == 202
+    elif len(complete) == 1:
+        assert result.status == statuses_[0]
+    else:
+        assert result.status == (200 if all(200 <= s < 300 for s in statuses_) else 424)
