@@ -79,7 +79,7 @@ def normalize(
 
     correlation_id = _correlation_id(headers.get(CORRELATION_ID), new_correlation_id)
     explicit_rr = _boolean(RESPONSE_REQUIRED, headers.get(RESPONSE_REQUIRED))
-    timeout_ms = _timeout_ms(headers.get(TIMEOUT), api, settings)
+    timeout_ms, timeout_as_given = _timeout_ms(headers.get(TIMEOUT), api, settings)
     timeout_zero = timeout_ms == 0
     explicit_acks = _requested_acks(headers.get(REQUESTED_ACKS))
 
@@ -99,7 +99,7 @@ def normalize(
             RESPONSE_REQUIRED: response_required,
         }
     )
-    if headers.get(TIMEOUT) is None or parse_duration_ms(str(headers[TIMEOUT])) != timeout_ms:
+    if not timeout_as_given:
         headers[TIMEOUT] = f"{timeout_ms}ms"  # defaulted or capped: record the effective timeout
     return AckRequest(
         correlation_id=correlation_id,
@@ -177,17 +177,18 @@ def _boolean(name: str, value: object) -> bool | None:
     raise errors.header_invalid_type(name, _display(value), "boolean")
 
 
-def _timeout_ms(value: object, api: Api, settings: Settings) -> int:
+def _timeout_ms(value: object, api: Api, settings: Settings) -> tuple[int, bool]:
+    """The effective timeout, and whether it is the one the header gave (not defaulted or capped)."""
     if value is None:
-        return settings.default_timeout_ms
+        return settings.default_timeout_ms, False
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise errors.header_invalid_type(TIMEOUT, _display(value), "duration")
     timeout_ms = parse_duration_ms(str(value))
     if timeout_ms <= settings.max_timeout_ms:
-        return timeout_ms
+        return timeout_ms, True
     if api == "http":
         raise errors.timeout_out_of_bounds(timeout_ms, settings.max_timeout_ms)
-    return settings.max_timeout_ms  # WebSocket and connectivity are capped silently, as in Ditto
+    return settings.max_timeout_ms, False  # WebSocket and connectivity are capped silently, as in Ditto
 
 
 def _requested_acks(value: object) -> tuple[str, ...] | None:

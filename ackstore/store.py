@@ -77,7 +77,6 @@ class AckStore:
             request = headers.normalize(
                 signal.raw_headers, channel=signal.channel, api=checked_api, settings=self.settings
             )
-            envelopes.canonical_json(request.headers)
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as connection:
