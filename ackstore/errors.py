@@ -227,3 +227,16 @@ def parse_json_text(text: str | bytes) -> Any:
 
 def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+# --- search ------------------------------------------------------------------------------
+
+
+def rql_invalid(expression: str, problem: str, position: int) -> DittoError:
+    """A malformed RQL filter; ``position`` is 1-based, as Ditto's parser reports it."""
+    return DittoError(
+        400,
+        "rql.expression.invalid",
+        f"The RQL expression '{_clip(expression)}' is invalid: {problem} at position {position}.",
+        "Only the normalized form is supported, e.g. and(eq(attributes/location,\"kitchen\"),gt(attributes/floor,2)).",
+    )

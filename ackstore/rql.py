@@ -1,0 +1,198 @@
+"""Ditto's RQL dialect (B.12): one parser producing one AST.
+
+The AST is compiled to SQL for the search index and to predicates for subscriber filters;
+this module only parses, so it stays pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+from ackstore import errors
+
+COMPARISONS = ("eq", "ne", "gt", "ge", "lt", "le", "like", "ilike")
+PLACEHOLDERS = ("time:now", "time:now_epoch_millis")
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    name: str  # time:now or time:now_epoch_millis
+
+
+Value = Union[str, int, float, bool, None, Placeholder]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    op: str  # one of COMPARISONS
+    property: str  # JSON pointer without the leading '/'
+    value: Value
+
+
+@dataclass(frozen=True)
+class In:
+    property: str
+    values: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Exists:
+    property: str
+
+
+@dataclass(frozen=True)
+class Empty:
+    property: str
+
+
+@dataclass(frozen=True)
+class Logical:
+    op: str  # and / or
+    operands: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: "Node"
+
+
+Node = Union[Comparison, In, Exists, Empty, Logical, Not]
+
+_NAME = re.compile(r"[a-z]+")
+_PROPERTY = re.compile(r"[^\s,()\"'\\]+")
+_NUMBER = re.compile(r"[+-]?[0-9]+(?P<fraction>\.[0-9]+)?(?P<exponent>[eE][+-]?[0-9]+)?")
+_KEYWORD = re.compile(r"time:now_epoch_millis|time:now|true|false|null")
+
+
+def parse(expression: str) -> Node:
+    """Parse a filter such as ``and(eq(attributes/on,true),gt(attributes/floor,2))``."""
+    if not isinstance(expression, str):
+        raise errors.rql_invalid(str(expression), "the filter must be a string", 1)
+    parser = _Parser(expression)
+    node = parser.query(depth=0)
+    parser.skip_spaces()
+    if parser.pos != len(expression):
+        parser.fail("unexpected input after the end of the query")
+    return node
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, problem: str) -> None:
+        raise errors.rql_invalid(self.text, problem, self.pos + 1)
+
+    def skip_spaces(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
+            self.pos += 1
+
+    def expect(self, char: str) -> None:
+        self.skip_spaces()
+        if not self.text.startswith(char, self.pos):
+            found = repr(self.text[self.pos]) if self.pos < len(self.text) else "the end"
+            self.fail(f"expected '{char}' but found {found}")
+        self.pos += 1
+
+    def match(self, pattern: re.Pattern[str]) -> re.Match[str] | None:
+        self.skip_spaces()
+        found = pattern.match(self.text, self.pos)
+        if found is not None:
+            self.pos = found.end()
+        return found
+
+    def query(self, depth: int) -> Node:
+        if depth > MAX_DEPTH:
+            self.fail(f"the query nests deeper than {MAX_DEPTH} levels")
+        start = self.pos
+        name = self.match(_NAME)
+        if name is None:
+            self.fail("expected an operator such as eq, and, exists")
+        op = name.group()
+        self.expect("(")
+        if op in ("and", "or"):
+            operands = [self.query(depth + 1)]
+            while self._comma():
+                operands.append(self.query(depth + 1))
+            node: Node = Logical(op, tuple(operands))
+        elif op == "not":
+            node = Not(self.query(depth + 1))
+        elif op in COMPARISONS:
+            prop = self.property()
+            self.expect(",")
+            node = Comparison(op, prop, self.value())
+        elif op == "in":
+            prop = self.property()
+            self.expect(",")
+            values = [self.value()]
+            while self._comma():
+                values.append(self.value())
+            node = In(prop, tuple(values))
+        elif op in ("exists", "empty"):
+            prop = self.property()
+            node = Exists(prop) if op == "exists" else Empty(prop)
+        else:
+            self.pos = start
+            self.fail(f"unknown operator '{op}'")
+        self.expect(")")
+        return node
+
+    def _comma(self) -> bool:
+        self.skip_spaces()
+        if self.text.startswith(",", self.pos):
+            self.pos += 1
+            return True
+        return False
+
+    def property(self) -> str:
+        found = self.match(_PROPERTY)
+        if found is None:
+            self.fail("expected a property (a JSON pointer such as attributes/location)")
+        prop = found.group().lstrip("/")
+        if not prop:
+            self.pos = found.start()
+            self.fail("expected a property (a JSON pointer such as attributes/location)")
+        return prop
+
+    def value(self) -> Value:
+        self.skip_spaces()
+        if self.pos < len(self.text) and self.text[self.pos] in "\"'":
+            return self.string()
+        number = self.match(_NUMBER)
+        if number is not None and not self._followed_by_word():
+            text = number.group()
+            return float(text) if number.group("fraction") or number.group("exponent") else int(text)
+        if number is not None:
+            self.pos = number.start()
+        keyword = self.match(_KEYWORD)
+        if keyword is not None and not self._followed_by_word():
+            return {"true": True, "false": False, "null": None}.get(keyword.group(), Placeholder(keyword.group()))
+        if keyword is not None:
+            self.pos = keyword.start()
+        self.fail("expected a value: a number, a quoted string, true, false, null or a time placeholder")
+        raise AssertionError("unreachable")
+
+    def _followed_by_word(self) -> bool:
+        return self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_:.")
+
+    def string(self) -> str:
+        quote = self.text[self.pos]
+        self.pos += 1
+        chars: list[str] = []
+        while self.pos < len(self.text):
+            char = self.text[self.pos]
+            if char == "\\" and self.pos + 1 < len(self.text):
+                chars.append(self.text[self.pos + 1])
+                self.pos += 2
+            elif char == quote:
+                self.pos += 1
+                return "".join(chars)
+            else:
+                chars.append(char)
+                self.pos += 1
+        self.fail(f"the string is not closed with {quote}")
+        raise AssertionError("unreachable")

@@ -1,0 +1,83 @@
+"""B.12: Ditto's RQL dialect, every operator and value kind, and errors with their position."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ackstore import rql
+from ackstore.errors import DittoError
+from ackstore.rql import Comparison, Empty, Exists, In, Logical, Not, Placeholder
+
+VALID = [
+    ('eq(attributes/location,"kitchen")', Comparison("eq", "attributes/location", "kitchen")),
+    ("ne(/attributes/location,'hall')", Comparison("ne", "attributes/location", "hall")),
+    ("gt(attributes/floor,2)", Comparison("gt", "attributes/floor", 2)),
+    ("ge(attributes/floor,-2)", Comparison("ge", "attributes/floor", -2)),
+    ("lt(features/f1/properties/x,1.5)", Comparison("lt", "features/f1/properties/x", 1.5)),
+    ("le(features/f1/properties/x,1e3)", Comparison("le", "features/f1/properties/x", 1000.0)),
+    ('like(attributes/name,"ki*ch?n")', Comparison("like", "attributes/name", "ki*ch?n")),
+    ('ilike(attributes/name,"KI*")', Comparison("ilike", "attributes/name", "KI*")),
+    ("eq(attributes/on,true)", Comparison("eq", "attributes/on", True)),
+    ("eq(attributes/on,false)", Comparison("eq", "attributes/on", False)),
+    ("eq(attributes/gone,null)", Comparison("eq", "attributes/gone", None)),
+    ("lt(_modified,time:now)", Comparison("lt", "_modified", Placeholder("time:now"))),
+    ("gt(attributes/t,time:now_epoch_millis)", Comparison("gt", "attributes/t", Placeholder("time:now_epoch_millis"))),
+    ('eq(attributes/q,"say \\"hi\\"")', Comparison("eq", "attributes/q", 'say "hi"')),
+    ("eq(attributes/q,'it\\'s')", Comparison("eq", "attributes/q", "it's")),
+    ('eq(thingId,"org.acme:t1")', Comparison("eq", "thingId", "org.acme:t1")),
+    ('in(attributes/color,"red","green",3)', In("attributes/color", ("red", "green", 3))),
+    ("exists(features/lamp)", Exists("features/lamp")),
+    ("empty(attributes/tags)", Empty("attributes/tags")),
+    ("not(exists(features/lamp))", Not(Exists("features/lamp"))),
+    (
+        "and(eq(a/b,1),or(eq(c,2),not(empty(d))))",
+        Logical("and", (Comparison("eq", "a/b", 1), Logical("or", (Comparison("eq", "c", 2), Not(Empty("d")))))),
+    ),
+    ("and(eq(a,1))", Logical("and", (Comparison("eq", "a", 1),))),
+    (" and( eq(a, 1) , eq(b,2) ) ", Logical("and", (Comparison("eq", "a", 1), Comparison("eq", "b", 2)))),
+]
+
+
+@pytest.mark.parametrize(("expression", "tree"), VALID, ids=[v[0] for v in VALID])
+def test_valid_expressions(expression: str, tree: rql.Node) -> None:
+    assert rql.parse(expression) == tree
+
+
+INVALID = [
+    # (expression, problem, 1-based position)
+    ("", "expected an operator", 1),
+    ("eq(a,", "expected a value", 6),
+    ("foo(a,1)", "unknown operator 'foo'", 1),
+    ("eq(a,1) x", "unexpected input after the end", 9),
+    ("eq(,1)", "expected a property", 4),
+    ("eq(/,1)", "expected a property", 4),
+    ('eq(a,"x)', "the string is not closed", 9),
+    ("eq(a,truex)", "expected a value", 6),
+    ("eq(a,kitchen)", "expected a value", 6),
+    ("eq(a,1", "expected ')' but found the end", 7),
+    ("eq(a 1)", "expected ',' but found '1'", 6),
+    ("and()", "expected an operator", 5),
+    ("in(a)", "expected ','", 5),
+    ("exists(a,b)", "expected ')' but found ','", 9),
+    ("eq(a,1)eq(b,2)", "unexpected input after the end", 8),
+    ("eq(a,'x'); drop table things", "unexpected input after the end", 10),
+    ("not(" * 70 + "exists(a)" + ")" * 70, "nests deeper than 64", 261),
+]
+
+
+@pytest.mark.parametrize(("expression", "problem", "position"), INVALID, ids=[i[0][:30] for i in INVALID])
+def test_invalid_expressions_name_the_position(expression: str, problem: str, position: int) -> None:
+    with pytest.raises(DittoError) as raised:
+        rql.parse(expression)
+    assert raised.value.status == 400 and raised.value.error == "rql.expression.invalid"
+    assert problem in raised.value.message
+    assert raised.value.message.endswith(f"at position {position}.")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("eqandortexisn(),'\"\\/ 12.:_-abcfglkmt")), max_size=40))
+def test_parser_raises_only_its_own_error(text: str) -> None:
+    try:
+        rql.parse(text)
+    except DittoError as error:
+        assert error.error == "rql.expression.invalid"
