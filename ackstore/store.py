@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy import Connection, Engine, and_, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
-from ackstore import aggregation, envelopes, errors, headers, labels
+from ackstore import aggregation, envelopes, errors, headers, labels, rql
 from ackstore.acks import ABSENT, Ack
 from ackstore.database import make_engine, resolve_url
 from ackstore.schema import ack_requests, acks, declared_labels, request_results, signals, subscribers
@@ -254,8 +254,8 @@ def _subscriber_row(
 ) -> dict[str, Any]:
     if not isinstance(subscriber, str) or not subscriber:
         raise errors.json_field_invalid("/subscriber", "non-empty String")
-    if filter is not None and (not isinstance(filter, str) or not filter.strip()):
-        raise errors.json_field_invalid("/filter", "non-empty RQL String")
+    if filter is not None:
+        rql.parse(filter)  # 400 rql.expression.invalid, with the position of the problem
     if namespaces is not None and not _is_string_list(namespaces):
         raise errors.json_field_invalid("/namespaces", "JSON array of Strings")
     if connection is not None and (not isinstance(connection, str) or not connection):

@@ -70,6 +70,8 @@ BAD_DECLARATIONS = [
     ("bad channel", "auditor-2", ["org:x"], {"channels": ["events"]}),
     ("bad namespaces", "auditor-2", ["org:x"], {"namespaces": "org"}),
     ("label taken", "auditor-2", ["org:audit"], {}),
+    ("malformed RQL filter", "auditor-2", ["org:x"], {"filter": "eq(attributes/on,"}),
+    ("empty RQL filter", "auditor-2", ["org:x"], {"filter": ""}),
 ]
 
 

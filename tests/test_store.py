@@ -136,6 +136,12 @@ def test_builtin_labels_cannot_be_declared(store: AckStore, label: str) -> None:
     assert store.declare("app", [label])["error"] == "acknowledgement:ditto.acklabel.forbidden"
 
 
+def test_declare_stores_a_valid_filter(store: AckStore) -> None:
+    assert store.declare("app", ["a:b"], filter='eq(attributes/room,"kitchen")', namespaces=["org.acme"]) == {"status": 204}
+    answer = store.declare("app", ["a:b"], filter="eq(attributes/room")
+    assert answer["error"] == "rql.expression.invalid" and answer["message"].endswith("at position 19.")
+
+
 def test_declare_validates_channels(store: AckStore) -> None:
     assert store.declare("app", ["a:b"], channels=["twin"]) == {"status": 204}
     assert store.declare("app", ["a:b"], channels=["events"])["status"] == 400
