@@ -64,7 +64,9 @@ Node = Union[Comparison, In, Exists, Empty, Logical, Not]
 _NAME = re.compile(r"[a-z]+")
 _PROPERTY = re.compile(r"[^\s,()\"'\\]+")
 _NUMBER = re.compile(r"[+-]?[0-9]+(?P<fraction>\.[0-9]+)?(?P<exponent>[eE][+-]?[0-9]+)?")
-_KEYWORD = re.compile(r"time:now_epoch_millis|time:now|true|false|null")
+LITERALS = {"true": True, "false": False, "null": None}
+# Longest first, so that time:now_epoch_millis is not read as time:now.
+_KEYWORD = re.compile("|".join(re.escape(word) for word in sorted([*PLACEHOLDERS, *LITERALS], key=len, reverse=True)))
 
 
 def parse(expression: str) -> Node:
@@ -170,7 +172,8 @@ class _Parser:
             self.pos = number.start()
         keyword = self.match(_KEYWORD)
         if keyword is not None and not self._followed_by_word():
-            return {"true": True, "false": False, "null": None}.get(keyword.group(), Placeholder(keyword.group()))
+            word = keyword.group()
+            return LITERALS[word] if word in LITERALS else Placeholder(word)
         if keyword is not None:
             self.pos = keyword.start()
         self.fail("expected a value: a number, a quoted string, true, false, null or a time placeholder")
