@@ -240,3 +240,141 @@ def rql_invalid(expression: str, problem: str, position: int) -> DittoError:
         f"The RQL expression '{_clip(expression)}' is invalid: {problem} at position {position}.",
         "Only the normalized form is supported, e.g. and(eq(attributes/location,\"kitchen\"),gt(attributes/floor,2)).",
     )
+
+
+# --- twin commands (B.10) -----------------------------------------------------------------
+# Codes and templates of Ditto's things service (things/model/.../commands/exceptions).
+
+_NOT_FOUND_TAIL = "could not be found or the requester had insufficient permissions to access it."
+
+
+def thing_not_found(thing_id: str) -> DittoError:
+    return DittoError(
+        404,
+        "things:thing.notfound",
+        f"The Thing with ID '{thing_id}' could not be found or requester had insufficient permissions to access it.",
+        "Check if the ID of your requested Thing was correct and you have sufficient permissions.",
+    )
+
+
+def thing_part_not_found(kind: str, thing_id: str, feature_id: str | None = None, pointer: str | None = None) -> DittoError:
+    """404 for a missing part of an existing thing; ``kind`` names the part as Ditto's code does."""
+    templates = {
+        "attributes": ("attributes.notfound", f"The attributes of the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}"),
+        "attribute": (
+            "attribute.notfound",
+            f"The attribute with key '{pointer}' on the thing with ID '{thing_id}' {_NOT_FOUND_TAIL}",
+        ),
+        "definition": ("definition.notfound", f"The definition of the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}"),
+        "features": ("features.notfound", f"The Features on the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}"),
+        "feature": (
+            "feature.notfound",
+            f"The Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}",
+        ),
+        "feature.definition": (
+            "feature.definition.notfound",
+            f"The Definition of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}",
+        ),
+        "feature.properties": (
+            "feature.properties.notfound",
+            f"The Properties of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}",
+        ),
+        "feature.property": (
+            "feature.property.notfound",
+            f"The Property with JSON Pointer '{pointer}' of the Feature with ID '{feature_id}' on the Thing with ID "
+            f"'{thing_id}' does not exist or the requester had insufficient permissions to access it.",
+        ),
+        "feature.desiredProperties": (
+            "feature.desiredproperties.notfound",
+            f"The desired properties of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' "
+            f"{_NOT_FOUND_TAIL}",
+        ),
+        "feature.desiredProperty": (
+            "feature.desiredproperty.notfound",
+            f"The desired property with JSON Pointer '{pointer}' of the Feature with ID '{feature_id}' on the Thing "
+            f"with ID '{thing_id}' does not exist or the requester had insufficient permissions to access it.",
+        ),
+    }
+    code, message = templates[kind]
+    return DittoError(404, f"things:{code}", message, "Check if the ID of the Thing and the requested resource was correct and you have sufficient permissions.")
+
+
+def thing_conflict(thing_id: str) -> DittoError:
+    return DittoError(
+        409,
+        "things:thing.conflict",
+        f"The Thing with ID '{thing_id}' already exists",
+        "Choose another Thing ID",
+    )
+
+
+def precondition_failed(header: str, expected: str, actual: str) -> DittoError:
+    return DittoError(
+        412,
+        "things:precondition.failed",
+        f"The comparison of precondition header '{header}' for the requested Thing resource evaluated to false. "
+        f"Header value: '{expected}', actual entity-tag: '{actual}'.",
+        "The comparison of the provided precondition header with the current ETag value of the requested Thing "
+        "resource evaluated to false. Check the value of your conditional header value.",
+    )
+
+
+def thing_too_large(actual_bytes: int, max_bytes: int) -> DittoError:
+    return DittoError(
+        413,
+        "things:thing.toolarge",
+        f"The size of '{_java_decimal(actual_bytes / 1024.0)}' kB exceeds the maximal allowed Thing size of "
+        f"'{_java_decimal(max_bytes / 1024.0)}' kB.",
+        "Reduce the Thing size in the bounds of the specified limit",
+    )
+
+
+def _java_decimal(value: float) -> str:
+    """``MessageFormat`` of a double: grouping, at most three fraction digits."""
+    return f"{value:,.3f}".rstrip("0").rstrip(".")
+
+
+def merge_invalid() -> DittoError:
+    return DittoError(
+        400,
+        "things:merge.invalid",
+        "The provided JSON Merge Patch is invalid, it must conform to RFC7396.",
+        "The provided JSON Merge Patch cannot be applied at the given path.",
+        "https://tools.ietf.org/html/rfc7396",
+    )
+
+
+def attribute_pointer_invalid(pointer: str) -> DittoError:
+    return DittoError(
+        400,
+        "things:attribute.pointerinvalid",
+        f" The Attribute JSON pointer '{pointer}' is invalid.",
+        "Check if the pointer to the requested Attribute is correct.",
+    )
+
+
+def json_pointer_invalid(pointer: str) -> DittoError:
+    return DittoError(
+        400,
+        "json.pointer.invalid",
+        f"JSON pointer <{pointer}> is invalid.",
+        "Check if the JSON pointer is correct: no empty segments and no trailing slash.",
+    )
+
+
+def thing_id_not_settable() -> DittoError:
+    return DittoError(
+        400,
+        "things:id.notsettable",
+        "The Thing ID in the request body is not equal to the Thing ID in the request URL.",
+        "Either delete the Thing ID from the request body or use the same Thing ID as in the request URL.",
+    )
+
+
+def unknown_path(path: str) -> DittoError:
+    return DittoError(
+        400,
+        "things.protocol.adapter:unknown.path",
+        f"The path '{path}' is not supported for this command.",
+        "Check if the path is correct: '/', '/attributes[/…]', '/definition', '/policyId' or '/features[/…]'.",
+    )

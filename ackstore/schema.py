@@ -41,6 +41,7 @@ ACK_DISPOSITIONS = ("counted", "duplicate", "late", "unrequested")
 RESULT_CAUSES = ("acks", "deadline", "error", "response", "accepted")
 SETTLEMENT_DECISIONS = ("ack", "reject", "redeliver", "dead-letter")
 EVENT_ACTIONS = ("created", "modified", "merged", "deleted")
+INDEX_VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -151,6 +152,7 @@ Index(
     unique=True,
     postgresql_where=text("disposition = 'counted'"),
 )
+Index(None, acks.c.signal_id, acks.c.label)
 
 command_responses = Table(
     "command_responses",
@@ -209,15 +211,31 @@ search_index = Table(
     metadata,
     Column("thing_id", Text, nullable=False),
     Column("path", Text, nullable=False),  # JSON pointer without the leading '/'
-    Column("ordinal", Integer, nullable=False, server_default=text("0")),  # array element
+    Column("ordinal", Integer, nullable=False),  # n-th value at this path (array elements share it)
     Column("value_type", Text, nullable=False),
     Column("value_text", Text, nullable=True),
     Column("value_number", Numeric, nullable=True),
     Column("value_bool", Boolean, nullable=True),
+    Column("empty", Boolean, nullable=False),  # null, "", {} or [] (RQL empty)
     Column("revision", BigInteger, nullable=False),
     PrimaryKeyConstraint("thing_id", "path", "ordinal"),
-    CheckConstraint(_in("value_type", ("string", "number", "boolean", "null", "object", "array")), name="type"),
+    CheckConstraint(_in("value_type", INDEX_VALUE_TYPES), name="type"),
 )
+Index(None, search_index.c.path, search_index.c.value_text)
+Index(None, search_index.c.path, search_index.c.value_number)
+
+# One row per thing the index has seen: its watermark (indexed revision) and digest.
+search_things = Table(
+    "search_things",
+    metadata,
+    Column("thing_id", Text, primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("revision", BigInteger, nullable=False),
+    Column("digest", Text, nullable=False),
+    Column("present", Boolean, nullable=False),  # false once the thing is deleted
+    _timestamp("indexed_at"),
+)
+Index(None, search_things.c.namespace)
 
 settlements = Table(
     "settlements",
@@ -243,6 +261,69 @@ pipeline_runs = Table(
     UniqueConstraint("run_id", "step"),
 )
 
+# --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
+# UNLOGGED: staging rows are recomputed after a crash, never trusted across runs.
+
+
+def _staging(name: str, *columns: Column) -> Table:
+    return Table(name, metadata, Column("run_id", Text, nullable=False), *columns, prefixes=["UNLOGGED"])
+
+
+stage_twin_outcomes = _staging(
+    "stage_twin_outcomes",
+    Column("signal_id", BigInteger, nullable=False),
+    Column("thing_id", Text, nullable=False),
+    Column("base_revision", BigInteger, nullable=False),  # the thing's revision the fold started from
+    _status(),
+    Column("payload", JSONB, nullable=True),
+    Column("is_error", Boolean, nullable=False),
+    Column("event_action", Text, nullable=True),  # NULL: the command failed, nothing changed
+    Column("revision", BigInteger, nullable=True),  # the thing's revision after this command
+    Column("is_last", Boolean, nullable=False),  # the thing's final state is on this row
+    Column("final_revision", BigInteger, nullable=True),
+    Column("final_document", JSONB, nullable=True),
+)
+Index(None, stage_twin_outcomes.c.run_id)
+
+stage_search_things = _staging(
+    "stage_search_things",
+    Column("thing_id", Text, nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("old_revision", BigInteger, nullable=False),  # 0: never indexed
+    Column("revision", BigInteger, nullable=False),
+    Column("digest", Text, nullable=False),
+    Column("present", Boolean, nullable=False),
+    Column("changed", Boolean, nullable=False),  # false: the index already holds this state
+)
+Index(None, stage_search_things.c.run_id)
+
+stage_search_rows = _staging(
+    "stage_search_rows",
+    Column("thing_id", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("value_type", Text, nullable=False),
+    Column("value_text", Text, nullable=True),
+    Column("value_number", Text, nullable=True),  # decimal text, cast on merge
+    Column("value_bool", Boolean, nullable=True),
+    Column("empty", Boolean, nullable=False),
+    Column("revision", BigInteger, nullable=False),
+)
+Index(None, stage_search_rows.c.run_id)
+
+stage_results = _staging(
+    "stage_results",
+    Column("signal_id", BigInteger, nullable=False),
+    _status(),
+    Column("body", JSONB, nullable=True),
+    Column("headers", JSONB, nullable=False),
+    Column("cause", Text, nullable=False),
+)
+Index(None, stage_results.c.run_id)
+
+STAGING_TABLES = (stage_twin_outcomes, stage_search_things, stage_search_rows, stage_results)
+
+
 LEDGER_TABLES = (
     signals,
     ack_requests,
@@ -254,6 +335,7 @@ LEDGER_TABLES = (
     things,
     thing_events,
     search_index,
+    search_things,
     settlements,
     pipeline_runs,
 )

@@ -1,0 +1,172 @@
+"""The search index (B.11, B.12): flattening thing documents, and RQL compiled to SQL.
+
+A thing is indexed as one row per JSON value below its root: the JSON-pointer path (keys
+joined by ``/``, as RQL names properties), a per-path ordinal, and the value typed. An
+array gives a row for itself and a row per element *at the same path*, so a comparison
+matches when any element matches (B.11). Queries are SQLAlchemy expressions: every value
+is a bind parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import ColumnElement, Connection, and_, exists, false, not_, or_, select, true
+
+from ackstore import rql
+from ackstore.schema import search_index, search_things
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    path: str
+    ordinal: int
+    value_type: str  # string number boolean null object array
+    value_text: str | None = None
+    value_number: str | None = None  # decimal text: exact, whatever the JSON number's size
+    value_bool: bool | None = None
+    empty: bool = False  # null, "", {} or [] (B.12 ``empty``)
+
+
+def flatten(document: dict[str, Any] | None) -> list[IndexRow]:
+    """The index rows of one thing document (none for a deleted thing)."""
+    if document is None:
+        return []
+    ordinals: dict[str, int] = {}
+    rows: list[IndexRow] = []
+    for key, value in document.items():
+        rows.extend(_rows(_escape(key), value, ordinals))
+    return rows
+
+
+def _rows(path: str, value: Any, ordinals: dict[str, int]) -> Iterator[IndexRow]:
+    ordinal = ordinals.get(path, 0)
+    ordinals[path] = ordinal + 1
+    if isinstance(value, dict):
+        yield IndexRow(path, ordinal, "object", empty=not value)
+        for key, member in value.items():
+            yield from _rows(f"{path}/{_escape(key)}", member, ordinals)
+    elif isinstance(value, list):
+        yield IndexRow(path, ordinal, "array", empty=not value)
+        for element in value:
+            yield from _rows(path, element, ordinals)
+    elif isinstance(value, bool):
+        yield IndexRow(path, ordinal, "boolean", value_bool=value)
+    elif isinstance(value, (int, float)):
+        yield IndexRow(path, ordinal, "number", value_number=repr(value) if isinstance(value, float) else str(value))
+    elif isinstance(value, str):
+        yield IndexRow(path, ordinal, "string", value_text=value, empty=value == "")
+    else:
+        yield IndexRow(path, ordinal, "null", empty=True)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+
+def search(
+    connection: Connection, expression: str, namespaces: Sequence[str] | None = None, *, now: datetime | None = None
+) -> list[str]:
+    """Ids of indexed things matching the RQL filter, sorted; 400 ``rql.expression.invalid`` if malformed."""
+    condition = compile_filter(rql.parse(expression), now=now)
+    query = select(search_things.c.thing_id).where(search_things.c.present, condition)
+    if namespaces:
+        query = query.where(search_things.c.namespace.in_(list(namespaces)))
+    return list(connection.execute(query.order_by(search_things.c.thing_id)).scalars())
+
+
+def compile_filter(node: rql.Node, *, now: datetime | None = None) -> ColumnElement[bool]:
+    """The RQL AST as a condition on ``search_things`` (one EXISTS per property test)."""
+    return _Compiler(now or datetime.now(timezone.utc)).compile(node)
+
+
+class _Compiler:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def compile(self, node: rql.Node) -> ColumnElement[bool]:
+        if isinstance(node, rql.Logical):
+            parts = [self.compile(operand) for operand in node.operands]
+            return and_(*parts) if node.op == "and" else or_(*parts)
+        if isinstance(node, rql.Not):
+            return not_(self.compile(node.operand))
+        if isinstance(node, rql.Exists):
+            return _at(node.property, true())
+        if isinstance(node, rql.Empty):
+            return not_(_at(node.property, search_index.c.empty.is_(False)))
+        if isinstance(node, rql.In):
+            return or_(*(self._equal(node.property, value) for value in node.values))
+        if node.op == "eq":
+            return self._equal(node.property, node.value)
+        if node.op == "ne":  # a missing property is "not equal" too, as in Ditto's search
+            return not_(self._equal(node.property, node.value))
+        return _at(node.property, self._value_test(node.op, self._resolve(node.value)))
+
+    def _equal(self, prop: str, value: rql.Value) -> ColumnElement[bool]:
+        return _at(prop, self._value_test("eq", self._resolve(value)))
+
+    def _resolve(self, value: rql.Value) -> Any:
+        if isinstance(value, rql.Placeholder):
+            if value.name == "time:now_epoch_millis":
+                return int(self.now.timestamp() * 1000)
+            return self.now.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return value
+
+    @staticmethod
+    def _value_test(op: str, value: Any) -> ColumnElement[bool]:
+        """Comparisons only between values of the same JSON type, without conversion (B.12)."""
+        c = search_index.c
+        if value is None:
+            return c.value_type == "null" if op == "eq" else false()
+        if isinstance(value, bool):
+            return and_(c.value_type == "boolean", c.value_bool.is_(value)) if op == "eq" else false()
+        if isinstance(value, (int, float)):
+            if op in ("like", "ilike"):
+                return false()
+            return and_(c.value_type == "number", _compare(c.value_number, op, Decimal(repr(value))))
+        if op in ("like", "ilike"):
+            pattern = like_pattern(value)
+            text = c.value_text.like(pattern, escape="\\") if op == "like" else c.value_text.ilike(pattern, escape="\\")
+            return and_(c.value_type == "string", text)
+        return and_(c.value_type == "string", _compare(c.value_text.collate("C"), op, value))
+
+
+def _compare(column: Any, op: str, value: Any) -> ColumnElement[bool]:
+    return {
+        "eq": column == value,
+        "gt": column > value,
+        "ge": column >= value,
+        "lt": column < value,
+        "le": column <= value,
+    }[op]
+
+
+def _at(prop: str, condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    return exists(
+        select(1).where(
+            search_index.c.thing_id == search_things.c.thing_id,
+            search_index.c.path == prop.lstrip("/"),
+            condition,
+        )
+    )
+
+
+def like_pattern(pattern: str) -> str:
+    """RQL wildcards (``*`` any sequence, ``?`` one character) as a SQL LIKE pattern."""
+    out = []
+    for char in pattern:
+        if char in "\\%_":
+            out.append("\\" + char)
+        elif char == "*":
+            out.append("%")
+        elif char == "?":
+            out.append("_")
+        else:
+            out.append(char)
+    return "".join(out)

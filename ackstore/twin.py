@@ -1,0 +1,355 @@
+"""Applying twin commands to a thing document (B.10): the fold the apply_twin job streams.
+
+:func:`apply` takes the thing's current state and one command and returns the new state
+and the command's outcome (status, payload, event action). It is pure and deterministic,
+so a re-run of the job computes exactly the same states, events and acks.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ackstore import errors
+from ackstore.acks import ABSENT
+
+DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
+IF_MATCH, IF_NONE_MATCH = "if-match", "if-none-match"
+
+# Top-level members a client may address, and what they must hold.
+_OBJECT_PARTS = {"attributes", "features"}
+_STRING_PARTS = {"definition", "policyId"}
+
+
+@dataclass(frozen=True)
+class ThingState:
+    """A thing as stored: ``revision`` 0 means it never existed; ``document`` None: absent."""
+
+    thing_id: str
+    revision: int = 0
+    document: dict[str, Any] | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.document is not None
+
+
+@dataclass(frozen=True)
+class Command:
+    """One pending twin command, as stored in ``signals``."""
+
+    signal_id: int
+    action: str  # create / modify / merge / delete
+    path: str
+    value: Any = ABSENT
+    headers: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a command did: its response, and the event it produced (None if it failed)."""
+
+    status: int
+    payload: Any = ABSENT
+    event_action: str | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.event_action is not None
+
+    @property
+    def is_error(self) -> bool:
+        return self.status >= 400
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The resource a path addresses: where it lives in the document and how to name it."""
+
+    pointer: tuple[str, ...]  # segments from the document root; () is the thing
+    kind: str  # thing, attributes, attribute, definition, policyId, features, feature, …
+    feature_id: str | None = None
+    inner: str | None = None  # the attribute / property pointer, for error messages
+
+
+def apply(state: ThingState, command: Command, max_thing_bytes: int = DEFAULT_MAX_THING_BYTES) -> tuple[ThingState, Outcome]:
+    """Apply one command; a failed command leaves the state unchanged."""
+    try:
+        return _apply(state, command, max_thing_bytes)
+    except errors.DittoError as error:
+        return state, Outcome(error.status, error.to_json())
+
+
+def fold(state: ThingState, commands: list[Command], max_thing_bytes: int = DEFAULT_MAX_THING_BYTES) -> tuple[ThingState, list[Outcome]]:
+    """Apply commands in ingestion order, each onto the result of the previous one."""
+    outcomes = []
+    for command in commands:
+        state, outcome = apply(state, command, max_thing_bytes)
+        outcomes.append(outcome)
+    return state, outcomes
+
+
+def entity_tag(state: ThingState, path: str = "/") -> str | None:
+    """B.10's ETag of the addressed resource: ``"rev:N"`` for the thing, ``"hash:…"`` below it."""
+    target = _resolve(path)
+    return _tag(state, target, _get(state.document, target.pointer))
+
+
+def document_bytes(document: Any) -> int:
+    return len(canonical(document).encode("utf-8"))
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
+# --- the command kinds ---------------------------------------------------------------------
+
+
+def _apply(state: ThingState, command: Command, max_thing_bytes: int) -> tuple[ThingState, Outcome]:
+    target = _resolve(command.path)
+    if command.action == "create" and target.pointer:
+        raise errors.unknown_path(command.path)
+    if target.pointer and not state.exists:
+        raise errors.thing_not_found(state.thing_id)
+    current = _get(state.document, target.pointer)
+    _check_preconditions(state, target, current, command.headers or {})
+    if command.action == "delete":
+        return _delete(state, target, current)
+    value = command.value
+    if value is ABSENT:
+        raise errors.json_field_missing("/value")
+    if command.action == "merge":
+        document, status, action = _merge(state, target, value)
+    elif command.action == "create" or (command.action == "modify" and not target.pointer):
+        document, status, action = _put_thing(state, value, creating_only=command.action == "create")
+    else:
+        _check_type(target, value)
+        document, status, action = _put_part(state, target, current, value)
+    size = document_bytes(document)
+    if size > max_thing_bytes:
+        raise errors.thing_too_large(size, max_thing_bytes)
+    payload = (document if not target.pointer else value) if status == 201 else ABSENT
+    return ThingState(state.thing_id, state.revision + 1, document), Outcome(status, payload, action)
+
+
+def _put_thing(state: ThingState, value: Any, *, creating_only: bool) -> tuple[dict, int, str]:
+    if creating_only and state.exists:
+        raise errors.thing_conflict(state.thing_id)
+    if not isinstance(value, dict):
+        raise errors.json_field_invalid("/value", "JSON object of a Thing")
+    document = _with_thing_id(state.thing_id, value)
+    for part in _OBJECT_PARTS | _STRING_PARTS:
+        if part in document:
+            _check_type(_resolve("/" + part), document[part])
+    if state.exists:
+        return document, 204, "modified"
+    return document, 201, "created"
+
+
+def _put_part(state: ThingState, target: _Target, current: Any, value: Any) -> tuple[dict, int, str]:
+    if target.feature_id is not None and target.kind != "feature":
+        if _get(state.document, target.pointer[:2]) is ABSENT:
+            raise _not_found(state, _resolve("/features/" + _escape(target.feature_id)))
+    document = copy.deepcopy(state.document)
+    _set(document, target.pointer, value)
+    if current is ABSENT:
+        return document, 201, "created"
+    return document, 204, "modified"
+
+
+def _merge(state: ThingState, target: _Target, value: Any) -> tuple[dict, int, str]:
+    """RFC 7396 at any path: the patch is the value wrapped in the path's members."""
+    patch = value
+    for segment in reversed(target.pointer):
+        patch = {segment: patch}
+    if not isinstance(patch, dict):
+        raise errors.merge_invalid()
+    if not state.exists:
+        return _with_thing_id(state.thing_id, _without_nulls(patch)), 201, "created"
+    document = merge_patch(state.document, patch)
+    if document.get("thingId") != state.thing_id:
+        raise errors.thing_id_not_settable()
+    for part in _OBJECT_PARTS | _STRING_PARTS:
+        if part in document:
+            _check_type(_resolve("/" + part), document[part])
+    return document, 204, "merged"
+
+
+def _delete(state: ThingState, target: _Target, current: Any) -> tuple[ThingState, Outcome]:
+    if not target.pointer:
+        if not state.exists:
+            raise errors.thing_not_found(state.thing_id)
+        return ThingState(state.thing_id, state.revision + 1, None), Outcome(204, ABSENT, "deleted")
+    if target.kind == "policyId":
+        raise errors.unknown_path("/policyId")
+    if current is ABSENT:
+        raise _not_found(state, target)
+    document = copy.deepcopy(state.document)
+    _remove(document, target.pointer)
+    return ThingState(state.thing_id, state.revision + 1, document), Outcome(204, ABSENT, "deleted")
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396: objects merge member-wise, ``null`` removes a member, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _with_thing_id(thing_id: str, value: dict) -> dict:
+    given = value.get("thingId", thing_id)
+    if given != thing_id:
+        raise errors.thing_id_not_settable()
+    return {"thingId": thing_id, **{k: copy.deepcopy(v) for k, v in value.items() if k != "thingId"}}
+
+
+# --- preconditions (B.10: if-match / if-none-match against the resource's ETag) -------------
+
+
+def _check_preconditions(state: ThingState, target: _Target, current: Any, headers: Mapping[str, Any]) -> None:
+    actual = _tag(state, target, current)
+    if IF_MATCH in headers:
+        expected = str(headers[IF_MATCH])
+        if actual is None or not _tag_matches(expected, actual):
+            raise errors.precondition_failed(IF_MATCH, expected, actual or "")
+    if IF_NONE_MATCH in headers:
+        expected = str(headers[IF_NONE_MATCH])
+        if actual is not None and _tag_matches(expected, actual):
+            raise errors.precondition_failed(IF_NONE_MATCH, expected, actual)
+
+
+def _tag(state: ThingState, target: _Target, current: Any) -> str | None:
+    if current is ABSENT:
+        return None
+    if not target.pointer:
+        return f'"rev:{state.revision}"'
+    return '"hash:' + hashlib.sha256(canonical(current).encode("utf-8")).hexdigest()[:16] + '"'
+
+
+def _tag_matches(header: str, actual: str) -> bool:
+    """A comma-separated list of entity tags, or ``*``; weak prefixes and missing quotes tolerated."""
+    for tag in (part.strip() for part in header.split(",")):
+        if tag == "*":
+            return True
+        tag = tag[2:] if tag.startswith("W/") else tag
+        if (tag if tag.startswith('"') else f'"{tag}"') == actual:
+            return True
+    return False
+
+
+# --- paths -----------------------------------------------------------------------------------
+
+
+def _resolve(path: str) -> _Target:
+    """Map a Ditto Protocol path to the addressed resource, or raise a 400."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise errors.unknown_path(str(path))
+    if path == "/":
+        return _Target((), "thing")
+    raw = path[1:].split("/")
+    segments = tuple(_unescape(s) for s in raw)
+    head, rest = segments[0], segments[1:]
+    if head == "attributes":
+        if not rest:
+            return _Target(segments, "attributes")
+        if any(s == "" for s in rest):
+            raise errors.attribute_pointer_invalid("/" + "/".join(raw[1:]))
+        return _Target(segments, "attribute", inner="/" + "/".join(raw[1:]))
+    if head in _STRING_PARTS and not rest:
+        return _Target(segments, head)
+    if head == "features":
+        return _feature_target(path, segments, raw)
+    raise errors.unknown_path(path)
+
+
+def _feature_target(path: str, segments: tuple[str, ...], raw: list[str]) -> _Target:
+    if len(segments) == 1:
+        return _Target(segments, "features")
+    feature_id = segments[1]
+    if feature_id == "":
+        raise errors.json_pointer_invalid(path)
+    if len(segments) == 2:
+        return _Target(segments, "feature", feature_id)
+    part, inner = segments[2], segments[3:]
+    if part == "definition" and not inner:
+        return _Target(segments, "feature.definition", feature_id)
+    if part in ("properties", "desiredProperties"):
+        single = "feature.property" if part == "properties" else "feature.desiredProperty"
+        if not inner:
+            return _Target(segments, f"feature.{part}", feature_id)
+        if any(s == "" for s in inner):
+            raise errors.json_pointer_invalid(path)
+        return _Target(segments, single, feature_id, "/" + "/".join(raw[3:]))
+    raise errors.unknown_path(path)
+
+
+def _check_type(target: _Target, value: Any) -> None:
+    kind = target.kind
+    if kind in ("attributes", "features", "feature", "feature.properties", "feature.desiredProperties"):
+        if not isinstance(value, dict):
+            raise errors.json_field_invalid("/value", "JSON object")
+        if kind == "features" and not all(isinstance(f, dict) for f in value.values()):
+            raise errors.json_field_invalid("/value", "JSON object of Features")
+    elif kind in _STRING_PARTS and not isinstance(value, str):
+        raise errors.json_field_invalid("/value", "String")
+    elif kind == "feature.definition" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise errors.json_field_invalid("/value", "JSON array of Strings")
+
+
+def _not_found(state: ThingState, target: _Target) -> errors.DittoError:
+    if target.kind == "thing":
+        return errors.thing_not_found(state.thing_id)
+    return errors.thing_part_not_found(target.kind, state.thing_id, target.feature_id, target.inner)
+
+
+def _unescape(segment: str) -> str:
+    return segment.replace("~1", "/").replace("~0", "~")
+
+
+def _escape(segment: str) -> str:
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def _get(document: Any, pointer: tuple[str, ...]) -> Any:
+    node = document
+    if node is None:
+        return ABSENT
+    for segment in pointer:
+        if not isinstance(node, dict) or segment not in node:
+            return ABSENT
+        node = node[segment]
+    return node
+
+
+def _set(document: dict, pointer: tuple[str, ...], value: Any) -> None:
+    """Set a member, creating (or replacing non-object) intermediate members, as Ditto does."""
+    node = document
+    for segment in pointer[:-1]:
+        child = node.get(segment)
+        if not isinstance(child, dict):
+            child = node[segment] = {}
+        node = child
+    node[pointer[-1]] = copy.deepcopy(value)
+
+
+def _remove(document: dict, pointer: tuple[str, ...]) -> None:
+    node = document
+    for segment in pointer[:-1]:
+        node = node[segment]
+    del node[pointer[-1]]

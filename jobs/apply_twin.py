@@ -1,0 +1,150 @@
+"""Step 1, apply_twin: fold pending twin commands onto their things (B.10).
+
+Spark reads the pending commands with their thing's state, streams each thing's commands
+in ingestion order through :func:`ackstore.twin.fold` (sorted partitions, one plain Python
+loop per partition: stack-notes.md), and stages one row per command. One transaction then
+writes the new thing states, the events, the responses and the ``twin-persisted`` acks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from ackstore import labels, twin
+from ackstore.acks import ABSENT
+from ackstore.schema import stage_twin_outcomes
+from jobs.settings import PipelineSettings
+from jobs.sql import statement, statements
+from jobs.step import Step, expect_count
+
+JOB = "apply_twin"
+OUTCOME_COLUMNS = (
+    ("signal_id", "int64"),
+    ("thing_id", "string"),
+    ("base_revision", "int64"),
+    ("status", "int32"),
+    ("payload", "string"),
+    ("is_error", "bool_"),
+    ("event_action", "string"),
+    ("revision", "int64"),
+    ("is_last", "bool_"),
+    ("final_revision", "int64"),
+    ("final_document", "string"),
+)
+
+
+def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
+    step = Step(JOB, settings, (stage_twin_outcomes,))
+    with step.locked():
+        with step.engine.connect() as conn:
+            low, high = conn.execute(statement(JOB, "pending_bounds")).one()
+        step.stats["commands"] = 0
+        if low is not None:
+            step.timed("spark", lambda: _stage(spark, step, (low, high)))
+            _merge(step)
+        return step.record()
+
+
+def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
+    pending = step.jdbc.read(
+        spark, statements(JOB)["pending"], partition_column="signal_id", bounds=bounds,
+        partitions=step.settings.partitions,
+    )
+    max_bytes = step.settings.max_thing_bytes
+    outcomes = (
+        pending.repartition(step.settings.partitions, "thing_id")
+        .sortWithinPartitions("thing_id", "signal_id")
+        .mapInArrow(lambda batches: fold_batches(batches, max_bytes), _spark_schema())
+    )
+    from pyspark.sql import functions as F
+
+    step.jdbc.append(outcomes.withColumn("run_id", F.lit(step.run_id)), stage_twin_outcomes.name)
+
+
+def _merge(step: Step) -> None:
+    params = {
+        "run_id": step.run_id,
+        "builtins": sorted(labels.BUILTIN_LABELS),
+        "twin_persisted": labels.TWIN_PERSISTED,
+    }
+    with step.merge() as conn:
+
+        def run_statement(name: str) -> int:
+            return conn.execute(statement(JOB, name), params).rowcount
+
+        staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
+        expect_count("command responses", run_statement("insert_responses"), staged)
+        changed = conn.execute(statement(JOB, "changed_things"), params).scalar_one()
+        expect_count("things", run_statement("update_things") + run_statement("insert_things"), changed)
+        step.stats["commands"] = staged
+        step.stats["things"] = changed
+        step.stats["events"] = run_statement("insert_events")
+        run_statement("mark_signals")
+        step.stats["acks"] = run_statement("insert_twin_persisted")
+        run_statement("clear_staging")
+
+
+# --- the fold, run inside Spark's Python workers --------------------------------------------
+
+
+def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
+    """Stream sorted command rows; emit one outcome row per command, the final state on the last."""
+    import pyarrow as pa
+
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in OUTCOME_COLUMNS])
+    group: list[dict[str, Any]] = []
+    for batch in batches:
+        out: list[dict[str, Any]] = []
+        for row in batch.to_pylist():
+            if group and row["thing_id"] != group[0]["thing_id"]:
+                out.extend(fold_thing(group, max_thing_bytes))
+                group = []
+            group.append(row)
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+    if group:
+        yield pa.RecordBatch.from_pylist(fold_thing(group, max_thing_bytes), schema=schema)
+
+
+def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[str, Any]]:
+    """The outcome rows of one thing's pending commands, in ingestion order."""
+    first = rows[0]
+    base_document = json.loads(first["base_document"]) if first["base_document"] is not None else None
+    state = twin.ThingState(first["thing_id"], first["base_revision"], base_document)
+    out = []
+    for row in rows:
+        command = twin.Command(
+            signal_id=row["signal_id"],
+            action=row["action"],
+            path=row["path"],
+            value=json.loads(row["value"]) if row["value"] is not None else ABSENT,
+            headers=json.loads(row["headers"]),
+        )
+        state, outcome = twin.apply(state, command, max_thing_bytes)
+        out.append(
+            {
+                "signal_id": row["signal_id"],
+                "thing_id": state.thing_id,
+                "base_revision": first["base_revision"],
+                "status": outcome.status,
+                "payload": None if outcome.payload is ABSENT else twin.canonical(outcome.payload),
+                "is_error": outcome.is_error,
+                "event_action": outcome.event_action,
+                "revision": state.revision if outcome.applied else None,
+                "is_last": False,
+                "final_revision": None,
+                "final_document": None,
+            }
+        )
+    out[-1].update(
+        is_last=True,
+        final_revision=state.revision,
+        final_document=None if state.document is None else twin.canonical(state.document),
+    )
+    return out
+
+
+def _spark_schema() -> str:
+    spark_types = {"int64": "bigint", "string": "string", "int32": "int", "bool_": "boolean"}
+    return ", ".join(f"{name} {spark_types[kind]}" for name, kind in OUTCOME_COLUMNS)

@@ -1,0 +1,108 @@
+"""Step 2, index_search: flatten changed things into the search index (B.11).
+
+Spark reads the things whose revision is past the index's watermark, flattens the changed
+documents with :func:`ackstore.search.flatten`, and stages rows and watermarks. One
+transaction replaces the things' index rows, advances the watermarks and writes the
+``search-persisted`` acks of the commands whose revision is now indexed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from ackstore import labels, search
+from ackstore.schema import stage_search_rows, stage_search_things
+from jobs.settings import PipelineSettings
+from jobs.sql import statement, statements
+from jobs.step import Step, expect_count
+
+JOB = "index_search"
+WEAK_REASON = "The search index already held this state of the thing: nothing needed writing."
+ROW_COLUMNS = (
+    ("thing_id", "string"),
+    ("path", "string"),
+    ("ordinal", "int32"),
+    ("value_type", "string"),
+    ("value_text", "string"),
+    ("value_number", "string"),
+    ("value_bool", "bool_"),
+    ("empty", "bool_"),
+    ("revision", "int64"),
+)
+SPARK_TYPES = {"int64": "bigint", "string": "string", "int32": "int", "bool_": "boolean"}
+WATERMARK_COLUMNS = ("thing_id", "namespace", "old_revision", "revision", "digest", "present", "changed")
+
+
+def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
+    step = Step(JOB, settings, (stage_search_things, stage_search_rows))
+    with step.locked():
+        with step.engine.connect() as conn:
+            anything = conn.execute(statement(JOB, "anything_changed")).scalar()
+        step.stats["things"] = 0
+        if anything:
+            step.timed("spark", lambda: _stage(spark, step))
+            _merge(step)
+        return step.record()
+
+
+def _stage(spark: Any, step: Step) -> None:
+    from pyspark.sql import functions as F
+
+    changed = step.jdbc.read(
+        spark, statements(JOB)["changed"], partition_column="bucket", bounds=(0, 63),
+        partitions=step.settings.partitions,
+    ).cache()
+    try:
+        run_id = F.lit(step.run_id)
+        step.jdbc.append(changed.select(*WATERMARK_COLUMNS).withColumn("run_id", run_id), stage_search_things.name)
+        rows = (
+            changed.where(F.col("changed") & F.col("present"))
+            .select("thing_id", "revision", "document")
+            .mapInArrow(flatten_batches, ", ".join(f"{n} {SPARK_TYPES[k]}" for n, k in ROW_COLUMNS))
+        )
+        step.jdbc.append(rows.withColumn("run_id", run_id), stage_search_rows.name)
+    finally:
+        changed.unpersist()
+
+
+def _merge(step: Step) -> None:
+    params = {"run_id": step.run_id, "label": labels.SEARCH_PERSISTED, "weak_reason": WEAK_REASON}
+    with step.merge() as conn:
+
+        def run_statement(name: str) -> int:
+            return conn.execute(statement(JOB, name), params).rowcount
+
+        staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
+        advanced = run_statement("insert_watermarks") + run_statement("advance_watermarks")
+        expect_count("index watermarks", advanced, staged)
+        step.stats["things"] = staged
+        step.stats["rows_deleted"] = run_statement("delete_rows")
+        step.stats["rows"] = run_statement("insert_rows")
+        step.stats["acks"] = run_statement("insert_search_persisted")
+        run_statement("clear_staging")
+
+
+def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """Index rows of each (thing_id, revision, document) row, inside Spark's Python workers."""
+    import pyarrow as pa
+
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in ROW_COLUMNS])
+    for batch in batches:
+        out = []
+        for thing in batch.to_pylist():
+            for row in search.flatten(json.loads(thing["document"])):
+                out.append(
+                    {
+                        "thing_id": thing["thing_id"],
+                        "path": row.path,
+                        "ordinal": row.ordinal,
+                        "value_type": row.value_type,
+                        "value_text": row.value_text,
+                        "value_number": row.value_number,
+                        "value_bool": row.value_bool,
+                        "empty": row.empty,
+                        "revision": thing["revision"],
+                    }
+                )
+        yield pa.RecordBatch.from_pylist(out, schema=schema)

@@ -1,0 +1,33 @@
+"""What every job needs besides the Spark session: the database, the rules' settings, a run id."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+
+from ackstore.database import resolve_url
+from ackstore.settings import Settings
+from ackstore.twin import DEFAULT_MAX_THING_BYTES
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    database_url: str
+    rules: Settings = field(default_factory=Settings)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    partitions: int = 4  # JDBC read partitions and fold partitions
+    max_thing_bytes: int = DEFAULT_MAX_THING_BYTES
+
+    @classmethod
+    def from_env(cls, database_url: str | None = None, run_id: str | None = None) -> "PipelineSettings":
+        """``$ACKSTORE_DATABASE_URL`` (or the argument), the ``ACKSTORE_*`` rule settings,
+        ``ACKSTORE_PARTITIONS`` and ``ACKSTORE_MAX_THING_BYTES``."""
+        extra = {} if run_id is None else {"run_id": run_id}
+        return cls(
+            database_url=resolve_url(database_url),
+            rules=Settings.from_env(),
+            partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
+            max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),
+            **extra,
+        )

@@ -1,0 +1,68 @@
+-- Statements of the index_search job. Bind parameters: :run_id, :label, :weak_reason.
+
+-- name: changed
+-- Things whose revision is newer than the index's watermark (read by Spark). ``bucket`` only
+-- spreads the read over JDBC partitions; md5 of jsonb's normalised text is the digest.
+SELECT t.thing_id, split_part(t.thing_id, ':', 1) AS namespace,
+       COALESCE(w.revision, 0) AS old_revision, t.revision,
+       COALESCE(md5(t.document::text), '') AS digest, t.document IS NOT NULL AS present,
+       COALESCE(md5(t.document::text), '') <> COALESCE(w.digest, '') AS changed,
+       t.document::text AS document, mod(hashtext(t.thing_id) & 2147483647, 64) AS bucket
+FROM things t
+LEFT JOIN search_things w ON w.thing_id = t.thing_id
+WHERE w.thing_id IS NULL OR w.revision < t.revision
+
+-- name: anything_changed
+SELECT EXISTS (
+    SELECT 1 FROM things t LEFT JOIN search_things w ON w.thing_id = t.thing_id
+    WHERE w.thing_id IS NULL OR w.revision < t.revision)
+
+-- name: staged
+SELECT count(*) FROM stage_search_things WHERE run_id = :run_id
+
+-- name: insert_watermarks
+INSERT INTO search_things (thing_id, namespace, revision, digest, present, indexed_at)
+SELECT st.thing_id, st.namespace, st.revision, st.digest, st.present, now()
+FROM stage_search_things st
+WHERE st.run_id = :run_id AND st.old_revision = 0
+ON CONFLICT (thing_id) DO NOTHING
+
+-- name: advance_watermarks
+-- A compare-and-set per thing: only from the revision the read saw.
+UPDATE search_things w
+SET revision = st.revision, digest = st.digest, present = st.present, indexed_at = now()
+FROM stage_search_things st
+WHERE st.run_id = :run_id AND st.old_revision > 0
+  AND w.thing_id = st.thing_id AND w.revision = st.old_revision
+
+-- name: delete_rows
+DELETE FROM search_index si
+USING stage_search_things st
+WHERE st.run_id = :run_id AND st.changed AND si.thing_id = st.thing_id
+
+-- name: insert_rows
+INSERT INTO search_index (thing_id, path, ordinal, value_type, value_text, value_number, value_bool, empty, revision)
+SELECT r.thing_id, r.path, r.ordinal, r.value_type, r.value_text, CAST(r.value_number AS numeric),
+       r.value_bool, r.empty, r.revision
+FROM stage_search_rows r
+WHERE r.run_id = :run_id
+
+-- name: insert_search_persisted
+-- Every applied command whose revision is now indexed gets its ack: 204 when the index was
+-- written, a weak 200 when it already held this state (B.11). The last write before COMMIT.
+INSERT INTO acks (signal_id, label, status, payload, headers, issuer, weak, received_at, disposition)
+SELECT e.signal_id, :label,
+       CASE WHEN st.changed THEN 204 ELSE 200 END,
+       CASE WHEN st.changed THEN NULL ELSE to_jsonb(CAST(:weak_reason AS text)) END,
+       jsonb_build_object('correlation-id', s.correlation_id)
+         || CASE WHEN st.changed THEN '{}'::jsonb ELSE jsonb_build_object('ditto-weak-ack', true) END,
+       'ackstore', NOT st.changed, clock_timestamp(),
+       CASE WHEN EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = e.signal_id)
+            THEN 'late' ELSE 'counted' END
+FROM stage_search_things st
+JOIN thing_events e ON e.thing_id = st.thing_id AND e.revision > st.old_revision AND e.revision <= st.revision
+JOIN signals s ON s.id = e.signal_id
+WHERE st.run_id = :run_id AND :label = ANY (s.requested_acks)
+
+-- name: clear_staging
+TRUNCATE stage_search_things, stage_search_rows

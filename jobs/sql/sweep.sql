@@ -1,0 +1,47 @@
+-- Statements of the sweep job. Bind parameter: :run_id.
+
+-- name: undecided
+-- Every undecided request with what is known of it (read by Spark). Only acks whose fact
+-- happened by the deadline count (A.2.1); whether the deadline has passed is judged now.
+SELECT s.id AS signal_id, s.correlation_id, s.api, s.requested_acks, s.response_required,
+       s.timeout_ms, s.deadline_at <= statement_timestamp() AS deadline_passed,
+       r.status AS response_status, r.payload::text AS response_payload,
+       COALESCE(r.is_error, false) AS response_is_error,
+       (SELECT jsonb_agg(jsonb_build_array(a.label, a.status, a.payload, a.payload IS NOT NULL,
+                                           a.headers, a.weak) ORDER BY a.received_at, a.id)
+          FROM acks a
+         WHERE a.signal_id = s.id AND a.disposition = 'counted'
+           AND a.received_at <= s.deadline_at)::text AS acks
+FROM signals s
+LEFT JOIN command_responses r ON r.signal_id = s.id
+WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)
+
+-- name: undecided_bounds
+SELECT min(s.id), max(s.id) FROM signals s
+WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)
+
+-- name: staged
+SELECT count(*) FROM stage_results WHERE run_id = :run_id
+
+-- name: insert_results
+INSERT INTO request_results (signal_id, status, body, headers, cause)
+SELECT x.signal_id, x.status, x.body, x.headers, x.cause
+FROM stage_results x
+WHERE x.run_id = :run_id
+ON CONFLICT (signal_id) DO NOTHING
+
+-- name: mark_decided
+UPDATE signals s SET state = 'decided'
+FROM stage_results x
+WHERE x.run_id = :run_id AND s.id = x.signal_id AND s.state <> 'settled'
+
+-- name: flag_late
+-- Counted acks whose fact came after the deadline did not count: kept, flagged late (A.2.5).
+UPDATE acks a SET disposition = 'late'
+FROM stage_results x
+JOIN signals s ON s.id = x.signal_id
+WHERE x.run_id = :run_id AND a.signal_id = x.signal_id AND a.disposition = 'counted'
+  AND a.received_at > s.deadline_at
+
+-- name: clear_staging
+TRUNCATE stage_results

@@ -1,0 +1,94 @@
+"""What every pipeline step does around its Spark work: one run at a time, clean staging,
+a crash point between staging and merge, one merge transaction, and a record of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import Connection, Engine, Table, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+
+from ackstore.database import make_engine
+from ackstore.schema import pipeline_runs
+from jobs import faults
+from jobs.settings import PipelineSettings
+from jobs.spark import Jdbc
+
+
+class PipelineBusy(RuntimeError):
+    """Another process is running the same step."""
+
+
+class StagingMismatch(RuntimeError):
+    """The ledger changed between staging and merge; the merge was rolled back."""
+
+
+class Step:
+    """One run of one step: its engine, its JDBC target and its lock."""
+
+    def __init__(self, name: str, settings: PipelineSettings, staging: tuple[Table, ...]) -> None:
+        self.name = name
+        self.settings = settings
+        self.run_id = settings.run_id
+        self.staging = staging
+        self.jdbc = Jdbc.from_sqlalchemy_url(settings.database_url)
+        self.engine: Engine = make_engine(settings.database_url)
+        self.stats: dict[str, Any] = {}
+        self._started = time.perf_counter()
+
+    @contextmanager
+    def locked(self) -> Iterator["Step"]:
+        """Hold the step's session lock for the whole run; clear staging left by dead runs."""
+        with self.engine.connect() as lock_connection:
+            key = func.hashtext(f"ackstore.pipeline.{self.name}")
+            if not lock_connection.execute(select(func.pg_try_advisory_lock(key))).scalar():
+                raise PipelineBusy(f"another process is running the {self.name} step")
+            lock_connection.commit()
+            try:
+                with self.engine.begin() as conn:
+                    for table in self.staging:  # only a dead run's rows can be there: we hold the lock
+                        conn.execute(text(f"TRUNCATE {table.name}"))  # a name from schema.py, not input
+                yield self
+            finally:
+                lock_connection.execute(select(func.pg_advisory_unlock(key)))
+                lock_connection.commit()
+                self.engine.dispose()
+
+    def timed(self, label: str, work: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        result = work()
+        self.stats[f"{label}_seconds"] = round(time.perf_counter() - started, 3)
+        return result
+
+    @contextmanager
+    def merge(self) -> Iterator[Connection]:
+        """The one transaction that moves staged rows into the ledger."""
+        faults.checkpoint(f"{self.name}:staged")
+        started = time.perf_counter()
+        with self.engine.begin() as conn:
+            conn.execute(text("SET LOCAL synchronous_commit = on"))
+            yield conn
+        self.stats["merge_seconds"] = round(time.perf_counter() - started, 3)
+        faults.checkpoint(f"{self.name}:merged")
+
+    def record(self) -> dict[str, Any]:
+        self.stats["seconds"] = round(time.perf_counter() - self._started, 3)
+        with self.engine.begin() as conn:
+            row = insert(pipeline_runs).values(
+                run_id=self.run_id, step=self.name, stats=self.stats, finished_at=func.now()
+            )
+            conn.execute(
+                row.on_conflict_do_update(
+                    index_elements=[pipeline_runs.c.run_id, pipeline_runs.c.step],
+                    set_={"stats": row.excluded.stats, "finished_at": row.excluded.finished_at},
+                )
+            )
+        return dict(self.stats)
+
+
+def expect_count(what: str, actual: int, expected: int) -> None:
+    if actual != expected:
+        raise StagingMismatch(f"{what}: {actual} rows changed, {expected} staged; rolled back")

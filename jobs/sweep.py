@@ -1,0 +1,119 @@
+"""Step 3, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
+
+Spark reads every undecided request with its command response and the acks that arrived
+by its deadline, and applies :func:`ackstore.aggregation.decide` to each. Decided ones are
+staged; one transaction writes ``request_results`` and flags acks that came too late.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from ackstore import aggregation, errors
+from ackstore.acks import ABSENT, Ack
+from ackstore.schema import stage_results
+from ackstore.twin import canonical
+from jobs.settings import PipelineSettings
+from jobs.sql import statement, statements
+from jobs.step import Step, expect_count
+
+JOB = "sweep"
+RESULT_SCHEMA = "signal_id bigint, status int, body string, headers string, cause string"
+
+
+def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
+    step = Step(JOB, settings, (stage_results,))
+    with step.locked():
+        with step.engine.connect() as conn:
+            low, high = conn.execute(statement(JOB, "undecided_bounds")).one()
+        step.stats["decided"] = 0
+        if low is not None:
+            step.timed("spark", lambda: _stage(spark, step, (low, high)))
+            _merge(step)
+        return step.record()
+
+
+def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
+    from pyspark.sql import functions as F
+
+    undecided = step.jdbc.read(
+        spark, statements(JOB)["undecided"], partition_column="signal_id", bounds=bounds,
+        partitions=step.settings.partitions,
+    )
+    results = undecided.mapInArrow(decide_batches, RESULT_SCHEMA)
+    step.jdbc.append(results.withColumn("run_id", F.lit(step.run_id)), stage_results.name)
+
+
+def _merge(step: Step) -> None:
+    params = {"run_id": step.run_id}
+    with step.merge() as conn:
+
+        def run_statement(name: str) -> int:
+            return conn.execute(statement(JOB, name), params).rowcount
+
+        staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
+        expect_count("request results", run_statement("insert_results"), staged)
+        step.stats["decided"] = staged
+        run_statement("mark_decided")
+        step.stats["late_acks"] = run_statement("flag_late")
+        run_statement("clear_staging")
+
+
+# --- deciding, inside Spark's Python workers --------------------------------------------------
+
+
+def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [("signal_id", pa.int64()), ("status", pa.int32()), ("body", pa.string()), ("headers", pa.string()),
+         ("cause", pa.string())]
+    )
+    for batch in batches:
+        out = []
+        for row in batch.to_pylist():
+            result = decide_row(row)
+            if result is not None:
+                out.append(
+                    {
+                        "signal_id": row["signal_id"],
+                        "status": result.status,
+                        "body": None if result.body is ABSENT else canonical(result.body),
+                        "headers": canonical(dict(result.headers)),
+                        "cause": result.cause,
+                    }
+                )
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+def decide_row(row: dict[str, Any]) -> aggregation.Result | None:
+    """One stored request, as the read query gives it, through the aggregation rule."""
+    request = aggregation.Request(
+        correlation_id=row["correlation_id"],
+        requested_acks=tuple(row["requested_acks"] or ()),
+        response_required=row["response_required"],
+        timeout_ms=row["timeout_ms"],
+        api=row["api"],
+    )
+    payload = json.loads(row["response_payload"]) if row["response_payload"] is not None else ABSENT
+    error = response = None
+    if row["response_status"] is not None:
+        if row["response_is_error"]:
+            error = _error_from(row["response_status"], payload)
+        else:
+            response = aggregation.Response(row["response_status"], payload)
+    acks = [
+        Ack(label, status, ack_payload if has_payload else ABSENT, headers or {}, weak)
+        for label, status, ack_payload, has_payload, headers, weak in json.loads(row["acks"] or "[]")
+    ]
+    return aggregation.decide(
+        request, acks=acks, response=response, error=error, deadline_passed=row["deadline_passed"]
+    )
+
+
+def _error_from(status: int, payload: Any) -> errors.DittoError:
+    body = payload if isinstance(payload, dict) else {}
+    return errors.DittoError(
+        status, body.get("error", "things:error"), body.get("message", ""), body.get("description"), body.get("href")
+    )
