@@ -30,7 +30,9 @@ examples:
   ackstore declare my-app my-app:processed
   ackstore submit command.json          # {"status": 202, "correlationId": "..."}
   ackstore ack my-app ack.json          # {"status": 204}
+  ackstore pipeline run                 # apply twin commands, index, decide (local Spark)
   ackstore result 3f0c…                 # {"status": 200, "body": …, "headers": …}
+  ackstore search 'eq(attributes/on,true)'   # {"status": 200, "items": ["org.acme:lamp"]}
   ackstore demo                         # all of the above on a sample command
 """
 
@@ -82,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print a signal's stored state: row, acks and result")
     show.add_argument("correlation_id", metavar="CORRELATION_ID")
 
+    search = commands.add_parser("search", help="ids of indexed things matching an RQL filter (B.12)")
+    search.add_argument("filter", metavar="RQL", help='e.g. and(eq(attributes/on,true),gt(attributes/floor,2))')
+    search.add_argument("--namespace", action="append", dest="namespaces", help="only things of this namespace")
+
+    pipeline = commands.add_parser("pipeline", help="run the batch pipeline (what the Airflow DAG runs)")
+    pipeline_commands = pipeline.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
+    run = pipeline_commands.add_parser("run", help="run every step once, in order, and print their counts")
+    run.add_argument("--step", action="append", dest="steps", help="run only this step (repeatable)")
+    run.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
+    run.add_argument("--run-id", help="the run's id (default: a new one); a re-run may reuse it")
+
     commands.add_parser("demo", help="set up the ledger and walk a sample command through it")
     return parser
 
@@ -94,7 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ackstore.demo import run_demo
 
         return run_demo(args.database_url)
+    if args.command == "pipeline":
+        return _pipeline(args)
     with AckStore.connect(args.database_url) as store:
+        if args.command == "search":
+            return _answer(store.search(args.filter, args.namespaces))
         if args.command == "submit":
             return _answer(
                 store.submit(_read(args.file), api=args.api, source=args.source, source_message_id=args.message_id)
@@ -135,6 +152,21 @@ def _db(args: argparse.Namespace) -> int:
         _print({"revision": migrate.current_revision(engine), "head": migrate.head_revision()})
     finally:
         engine.dispose()
+    return EXIT_OK
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import spark_session
+
+    settings = PipelineSettings.from_env(args.database_url, run_id=args.run_id)
+    steps = tuple(args.steps) if args.steps else tuple(pipeline.STEPS)
+    spark = spark_session("ackstore-pipeline", remote=args.spark_remote)
+    try:
+        _print({"runId": settings.run_id, "steps": pipeline.run(spark, settings, steps)})
+    finally:
+        spark.stop()
     return EXIT_OK
 
 

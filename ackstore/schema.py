@@ -36,6 +36,8 @@ NAMING = {
 }
 metadata = MetaData(naming_convention=NAMING)
 
+# A signal row never changes after ingestion; its checkpoints (A.3) are rows in other tables:
+# persisted/failed in command_responses, decided in request_results, settled in settlements.
 SIGNAL_STATES = ("received", "persisted", "failed", "decided", "settled")
 ACK_DISPOSITIONS = ("counted", "duplicate", "late", "unrequested")
 RESULT_CAUSES = ("acks", "deadline", "error", "response", "accepted")
@@ -80,19 +82,16 @@ signals = Table(
     Column("timeout_ms", BigInteger, nullable=False),
     _timestamp("received_at"),
     Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("state", Text, nullable=False, server_default=text("'received'")),
     UniqueConstraint("source", "source_message_id"),
     UniqueConstraint("correlation_id"),
     CheckConstraint(_in("api", ("http", "websocket", "connectivity")), name="api"),
     CheckConstraint(_in("channel", ("twin", "live")), name="channel"),
     CheckConstraint(_in("kind", ("twin-command", "live-command", "live-message")), name="kind"),
-    CheckConstraint(_in("state", SIGNAL_STATES), name="state"),
     CheckConstraint("timeout_ms >= 0", name="timeout"),
     CheckConstraint("deadline_at >= received_at", name="deadline"),
     CheckConstraint("source <> '' AND source_message_id <> '' AND correlation_id <> ''", name="ids"),
 )
 Index(None, signals.c.thing_id, signals.c.id)
-Index(None, signals.c.state, signals.c.deadline_at)
 
 ack_requests = Table(
     "ack_requests",
@@ -152,7 +151,6 @@ Index(
     unique=True,
     postgresql_where=text("disposition = 'counted'"),
 )
-Index(None, acks.c.signal_id, acks.c.label)
 
 command_responses = Table(
     "command_responses",

@@ -13,10 +13,18 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy import Connection, Engine, and_, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
-from ackstore import aggregation, envelopes, errors, headers, labels, rql
+from ackstore import aggregation, envelopes, errors, headers, labels, rql, search
 from ackstore.acks import ABSENT, Ack
 from ackstore.database import make_engine, resolve_url
-from ackstore.schema import ack_requests, acks, declared_labels, request_results, signals, subscribers
+from ackstore.schema import (
+    ack_requests,
+    acks,
+    command_responses,
+    declared_labels,
+    request_results,
+    signals,
+    subscribers,
+)
 from ackstore.settings import Settings
 
 ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
@@ -168,9 +176,18 @@ class AckStore:
             .on_conflict_do_nothing(index_elements=[request_results.c.signal_id])
             .returning(request_results.c.signal_id)
         ).first()
-        if inserted is not None:
-            connection.execute(signals.update().where(signals.c.id == signal_id).values(state="decided"))
         return inserted is not None
+
+    def search(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
+        """Indexed things matching an RQL filter: 200 with their ids, or 400 for a bad filter."""
+        if namespaces is not None and not _is_string_list(namespaces):
+            return errors.json_field_invalid("/namespaces", "JSON array of Strings").to_json()
+        try:
+            with self.engine.connect() as conn:
+                items = search.search(conn, expression, namespaces)
+        except errors.DittoError as error:
+            return error.to_json()
+        return {"status": 200, "items": items}
 
     def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
         """The stored state of one signal: the row, its requested labels, its acks and result."""
@@ -185,6 +202,7 @@ class AckStore:
             ).mappings()
             state = {k: _jsonable(v) for k, v in row.items()}
             state["acks"] = [dict(a) for a in stored_acks]
+            state["state"] = _checkpoint(conn, row["id"])
         state["result"] = self.result(correlation_id)
         return state
 
@@ -385,6 +403,18 @@ def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bo
     ).first()
     if counted is None:
         conn.execute(insert(acks).values(**row, disposition="duplicate"))
+
+
+def _checkpoint(conn: Connection, signal_id: int) -> str:
+    """The furthest checkpoint a signal reached: received, persisted / failed, decided (A.3)."""
+    if _is_decided(conn, signal_id):
+        return "decided"
+    is_error = conn.execute(
+        select(command_responses.c.is_error).where(command_responses.c.signal_id == signal_id)
+    ).scalar()
+    if is_error is None:
+        return "received"
+    return "failed" if is_error else "persisted"
 
 
 def _jsonable(value: Any) -> Any:

@@ -2,15 +2,16 @@
 
 :func:`apply` takes the thing's current state and one command and returns the new state
 and the command's outcome (status, payload, event action). It is pure and deterministic,
-so a re-run of the job computes exactly the same states, events and acks.
+so a re-run of the job computes exactly the same states, events and acks. Documents are
+treated as immutable: a change copies only the objects along its path.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 from ackstore import errors
@@ -98,12 +99,22 @@ def entity_tag(state: ThingState, path: str = "/") -> str | None:
     return _tag(state, target, _get(state.document, target.pointer))
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
+
+
 def document_bytes(document: Any) -> int:
-    return len(canonical(document).encode("utf-8"))
+    return len(compact(document).encode("utf-8"))
+
+
+def compact(value: Any) -> str:
+    """JSON text without spaces, in the document's own member order (for storage as jsonb)."""
+    return _COMPACT(value)
 
 
 def canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    """JSON text with sorted members: equal values give equal text (for entity tags)."""
+    return _CANONICAL(value)
 
 
 # --- the command kinds ---------------------------------------------------------------------
@@ -116,7 +127,8 @@ def _apply(state: ThingState, command: Command, max_thing_bytes: int) -> tuple[T
     if target.pointer and not state.exists:
         raise errors.thing_not_found(state.thing_id)
     current = _get(state.document, target.pointer)
-    _check_preconditions(state, target, current, command.headers or {})
+    if command.headers:
+        _check_preconditions(state, target, current, command.headers)
     if command.action == "delete":
         return _delete(state, target, current)
     value = command.value
@@ -154,8 +166,7 @@ def _put_part(state: ThingState, target: _Target, current: Any, value: Any) -> t
     if target.feature_id is not None and target.kind != "feature":
         if _get(state.document, target.pointer[:2]) is ABSENT:
             raise _not_found(state, _resolve("/features/" + _escape(target.feature_id)))
-    document = copy.deepcopy(state.document)
-    _set(document, target.pointer, value)
+    document = _set(state.document, target.pointer, value)
     if current is ABSENT:
         return document, 201, "created"
     return document, 204, "modified"
@@ -188,15 +199,14 @@ def _delete(state: ThingState, target: _Target, current: Any) -> tuple[ThingStat
         raise errors.unknown_path("/policyId")
     if current is ABSENT:
         raise _not_found(state, target)
-    document = copy.deepcopy(state.document)
-    _remove(document, target.pointer)
+    document = _remove(state.document, target.pointer)
     return ThingState(state.thing_id, state.revision + 1, document), Outcome(204, ABSENT, "deleted")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7396: objects merge member-wise, ``null`` removes a member, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return patch
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -216,7 +226,7 @@ def _with_thing_id(thing_id: str, value: dict) -> dict:
     given = value.get("thingId", thing_id)
     if given != thing_id:
         raise errors.thing_id_not_settable()
-    return {"thingId": thing_id, **{k: copy.deepcopy(v) for k, v in value.items() if k != "thingId"}}
+    return {"thingId": thing_id, **{k: v for k, v in value.items() if k != "thingId"}}
 
 
 # --- preconditions (B.10: if-match / if-none-match against the resource's ETag) -------------
@@ -256,6 +266,7 @@ def _tag_matches(header: str, actual: str) -> bool:
 # --- paths -----------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)  # paths repeat across commands; a bad path raises and is not cached
 def _resolve(path: str) -> _Target:
     """Map a Ditto Protocol path to the addressed resource, or raise a 400."""
     if not isinstance(path, str) or not path.startswith("/"):
@@ -337,19 +348,23 @@ def _get(document: Any, pointer: tuple[str, ...]) -> Any:
     return node
 
 
-def _set(document: dict, pointer: tuple[str, ...], value: Any) -> None:
-    """Set a member, creating (or replacing non-object) intermediate members, as Ditto does."""
-    node = document
-    for segment in pointer[:-1]:
-        child = node.get(segment)
-        if not isinstance(child, dict):
-            child = node[segment] = {}
-        node = child
-    node[pointer[-1]] = copy.deepcopy(value)
+def _set(document: dict, pointer: tuple[str, ...], value: Any) -> dict:
+    """A new document with the member set, creating (or replacing non-object) intermediate
+    members, as Ditto does. Only the objects along the path are copied (documents are never
+    mutated, so the rest is shared safely)."""
+    if not pointer:
+        return value
+    copied = dict(document)
+    child = copied.get(pointer[0])
+    copied[pointer[0]] = _set(child if isinstance(child, dict) else {}, pointer[1:], value)
+    return copied
 
 
-def _remove(document: dict, pointer: tuple[str, ...]) -> None:
-    node = document
-    for segment in pointer[:-1]:
-        node = node[segment]
-    del node[pointer[-1]]
+def _remove(document: dict, pointer: tuple[str, ...]) -> dict:
+    """A new document without the (existing) member at ``pointer``."""
+    copied = dict(document)
+    if len(pointer) == 1:
+        del copied[pointer[0]]
+    else:
+        copied[pointer[0]] = _remove(copied[pointer[0]], pointer[1:])
+    return copied

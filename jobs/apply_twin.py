@@ -71,7 +71,7 @@ def _merge(step: Step) -> None:
     with step.merge() as conn:
 
         def run_statement(name: str) -> int:
-            return conn.execute(statement(JOB, name), params).rowcount
+            return step.execute(conn, JOB, name, params)
 
         staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
         expect_count("command responses", run_statement("insert_responses"), staged)
@@ -80,7 +80,6 @@ def _merge(step: Step) -> None:
         step.stats["commands"] = staged
         step.stats["things"] = changed
         step.stats["events"] = run_statement("insert_events")
-        run_statement("mark_signals")
         step.stats["acks"] = run_statement("insert_twin_persisted")
         run_statement("clear_staging")
 
@@ -119,7 +118,7 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
             action=row["action"],
             path=row["path"],
             value=json.loads(row["value"]) if row["value"] is not None else ABSENT,
-            headers=json.loads(row["headers"]),
+            headers=json.loads(row["headers"]) if row["headers"] != "{}" else None,
         )
         state, outcome = twin.apply(state, command, max_thing_bytes)
         out.append(
@@ -128,7 +127,7 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
                 "thing_id": state.thing_id,
                 "base_revision": first["base_revision"],
                 "status": outcome.status,
-                "payload": None if outcome.payload is ABSENT else twin.canonical(outcome.payload),
+                "payload": None if outcome.payload is ABSENT else twin.compact(outcome.payload),
                 "is_error": outcome.is_error,
                 "event_action": outcome.event_action,
                 "revision": state.revision if outcome.applied else None,
@@ -140,7 +139,7 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
     out[-1].update(
         is_last=True,
         final_revision=state.revision,
-        final_document=None if state.document is None else twin.canonical(state.document),
+        final_document=None if state.document is None else twin.compact(state.document),
     )
     return out
 

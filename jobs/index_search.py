@@ -71,7 +71,7 @@ def _merge(step: Step) -> None:
     with step.merge() as conn:
 
         def run_statement(name: str) -> int:
-            return conn.execute(statement(JOB, name), params).rowcount
+            return step.execute(conn, JOB, name, params)
 
         staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
         advanced = run_statement("insert_watermarks") + run_statement("advance_watermarks")

@@ -15,6 +15,7 @@ from ackstore.database import make_engine
 from ackstore.schema import pipeline_runs
 from jobs import faults
 from jobs.settings import PipelineSettings
+from jobs.sql import statement
 from jobs.spark import Jdbc
 
 
@@ -73,6 +74,13 @@ class Step:
             yield conn
         self.stats["merge_seconds"] = round(time.perf_counter() - started, 3)
         faults.checkpoint(f"{self.name}:merged")
+
+    def execute(self, conn: Connection, job: str, name: str, params: dict[str, Any]) -> int:
+        """Run one named statement of the merge; its time goes into the stats (for profiling)."""
+        started = time.perf_counter()
+        count = conn.execute(statement(job, name), params).rowcount
+        self.stats.setdefault("statement_seconds", {})[name] = round(time.perf_counter() - started, 3)
+        return count
 
     def record(self) -> dict[str, Any]:
         self.stats["seconds"] = round(time.perf_counter() - self._started, 3)

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from ackstore import aggregation, errors
 from ackstore.acks import ABSENT, Ack
 from ackstore.schema import stage_results
-from ackstore.twin import canonical
+from ackstore.twin import compact
 from jobs.settings import PipelineSettings
 from jobs.sql import statement, statements
 from jobs.step import Step, expect_count
@@ -50,12 +50,11 @@ def _merge(step: Step) -> None:
     with step.merge() as conn:
 
         def run_statement(name: str) -> int:
-            return conn.execute(statement(JOB, name), params).rowcount
+            return step.execute(conn, JOB, name, params)
 
         staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
         expect_count("request results", run_statement("insert_results"), staged)
         step.stats["decided"] = staged
-        run_statement("mark_decided")
         step.stats["late_acks"] = run_statement("flag_late")
         run_statement("clear_staging")
 
@@ -79,8 +78,8 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
                     {
                         "signal_id": row["signal_id"],
                         "status": result.status,
-                        "body": None if result.body is ABSENT else canonical(result.body),
-                        "headers": canonical(dict(result.headers)),
+                        "body": None if result.body is ABSENT else compact(result.body),
+                        "headers": compact(dict(result.headers)),
                         "cause": result.cause,
                     }
                 )

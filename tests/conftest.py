@@ -58,3 +58,26 @@ def engine(migrated_engine: Engine) -> Engine:
 @pytest.fixture
 def store(engine: Engine) -> AckStore:
     return AckStore(engine, Settings())
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local Spark session for the run (about 7 s to start)."""
+    from jobs.spark import spark_session
+
+    session = spark_session("ackstore-tests", cores=2)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def run_pipeline(spark, engine: Engine, database_url: str):
+    """Run pipeline steps (default: all) on the test database; returns their stats."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    def run(*steps: str, **settings) -> dict:
+        chosen = steps or tuple(pipeline.STEPS)
+        return pipeline.run(spark, PipelineSettings(database_url=database_url, partitions=2, **settings), chosen)
+
+    return run

@@ -2,8 +2,10 @@
 
 -- name: pending
 -- Twin commands without a response yet, with the state of their thing (read by Spark).
+-- Of the headers only the conditional ones matter to the fold (B.10).
 SELECT s.id AS signal_id, s.thing_id, s.action, s.path, s.value::text AS value,
-       s.headers::text AS headers, COALESCE(t.revision, 0) AS base_revision,
+       jsonb_strip_nulls(jsonb_build_object('if-match', s.headers->'if-match',
+                                            'if-none-match', s.headers->'if-none-match'))::text AS headers, COALESCE(t.revision, 0) AS base_revision,
        t.document::text AS base_document
 FROM signals s
 LEFT JOIN things t ON t.thing_id = s.thing_id
@@ -57,12 +59,6 @@ SELECT o.thing_id, o.revision, o.signal_id, o.event_action, s.path,
 FROM stage_twin_outcomes o
 JOIN signals s ON s.id = o.signal_id
 WHERE o.run_id = :run_id AND o.event_action IS NOT NULL
-
--- name: mark_signals
-UPDATE signals s
-SET state = CASE WHEN o.is_error THEN 'failed' ELSE 'persisted' END
-FROM stage_twin_outcomes o
-WHERE o.run_id = :run_id AND s.id = o.signal_id AND s.state = 'received'
 
 -- name: insert_twin_persisted
 -- The last write before COMMIT (only the instant TRUNCATE follows): clock_timestamp() is the fact's time (A.2.1). A request

@@ -30,18 +30,15 @@ FROM stage_results x
 WHERE x.run_id = :run_id
 ON CONFLICT (signal_id) DO NOTHING
 
--- name: mark_decided
-UPDATE signals s SET state = 'decided'
-FROM stage_results x
-WHERE x.run_id = :run_id AND s.id = x.signal_id AND s.state <> 'settled'
-
 -- name: flag_late
 -- Counted acks whose fact came after the deadline did not count: kept, flagged late (A.2.5).
+-- Only a request decided by its deadline or by an error can have such acks: one decided by
+-- its acks had them all in time, and one without labels has no counted acks.
 UPDATE acks a SET disposition = 'late'
 FROM stage_results x
 JOIN signals s ON s.id = x.signal_id
-WHERE x.run_id = :run_id AND a.signal_id = x.signal_id AND a.disposition = 'counted'
-  AND a.received_at > s.deadline_at
+WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND a.signal_id = x.signal_id
+  AND a.disposition = 'counted' AND a.received_at > s.deadline_at
 
 -- name: clear_staging
 TRUNCATE stage_results

@@ -18,6 +18,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # Signals become immutable: each checkpoint is a row elsewhere, and the pipeline no longer
+    # rewrites a wide signal row (and its indexes) twice per request.
+    op.drop_column('signals', 'state')  # drops its CHECK and its index with it
     op.create_table('search_things',
     sa.Column('thing_id', sa.Text(), nullable=False),
     sa.Column('namespace', sa.Text(), nullable=False),
@@ -80,7 +83,6 @@ def upgrade() -> None:
     prefixes=['UNLOGGED']
     )
     op.create_index(op.f('ix_stage_twin_outcomes_run_id'), 'stage_twin_outcomes', ['run_id'], unique=False)
-    op.create_index(op.f('ix_acks_signal_id_label'), 'acks', ['signal_id', 'label'], unique=False)
     # Existing rows (none were written before 0002) would get false; the default is dropped at once.
     op.add_column('search_index', sa.Column('empty', sa.Boolean(), nullable=False, server_default=sa.false()))
     op.alter_column('search_index', 'empty', server_default=None)
@@ -90,11 +92,15 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.add_column('signals', sa.Column('state', sa.Text(), server_default=sa.text("'received'"), nullable=False))
+    op.create_check_constraint(
+        op.f('ck_signals_state'), 'signals', "state IN ('received', 'persisted', 'failed', 'decided', 'settled')"
+    )
+    op.create_index(op.f('ix_signals_state_deadline_at'), 'signals', ['state', 'deadline_at'], unique=False)
     op.drop_index(op.f('ix_search_index_path_value_text'), table_name='search_index')
     op.drop_index(op.f('ix_search_index_path_value_number'), table_name='search_index')
     op.alter_column('search_index', 'ordinal', server_default=sa.text('0'))
     op.drop_column('search_index', 'empty')
-    op.drop_index(op.f('ix_acks_signal_id_label'), table_name='acks')
     op.drop_index(op.f('ix_stage_twin_outcomes_run_id'), table_name='stage_twin_outcomes')
     op.drop_table('stage_twin_outcomes')
     op.drop_index(op.f('ix_stage_search_things_run_id'), table_name='stage_search_things')

@@ -1,0 +1,139 @@
+"""Benchmark: the Spark pipeline against PostgreSQL writing the same rows by itself.
+
+    python -m benchmarks.pipeline --commands 100000
+
+Generates N twin modify commands over N/10 things (each requesting ``twin-persisted`` and
+``search-persisted``) in two fresh databases, runs the pipeline in one and the raw-SQL
+baseline in the other (same tables, same indexes, one server-side transaction), checks
+both decided every request, and prints throughput and the ratio pipeline/baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from ackstore.database import make_engine, normalize_url
+from ackstore.migrate import upgrade
+
+WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
+DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _sections() -> dict[str, str]:
+    from jobs.sql import _NAME
+
+    parts = _NAME.split(WORKLOAD.read_text())[1:]
+    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+
+
+@contextmanager
+def fresh_database(server_url: str, label: str) -> Iterator[str]:
+    """A new database on the server, migrated to head; dropped afterwards."""
+    name = f"ackstore_bench_{label}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))  # a name we made, not input
+    url = make_url(normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+        engine.dispose()
+        yield url
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def generate(url: str, commands: int, things: int) -> float:
+    sections = _sections()
+    engine = make_engine(url)
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        conn.execute(text(sections["generate_commands"]), {"commands": commands, "things": things})
+        conn.execute(text(sections["generate_ack_requests"]))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE"))
+    engine.dispose()
+    return time.perf_counter() - started
+
+
+def run_baseline(url: str) -> float:
+    engine = make_engine(url)
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        conn.exec_driver_sql(_sections()["baseline"])
+    elapsed = time.perf_counter() - started
+    engine.dispose()
+    return elapsed
+
+
+def decided(url: str) -> tuple[int, int]:
+    """(requests decided with 200, requests in all)."""
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        ok = conn.execute(text("SELECT count(*) FROM request_results WHERE status = 200")).scalar_one()
+        total = conn.execute(text("SELECT count(*) FROM signals")).scalar_one()
+    engine.dispose()
+    return ok, total
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pipeline", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commands", type=int, default=100_000)
+    parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER),
+                        help="a PostgreSQL URL; the benchmark creates and drops its own databases there")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args(argv)
+    n, things = args.commands, max(1, args.commands // 10)
+
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import spark_session
+
+    with fresh_database(args.server, "base") as base_url, fresh_database(args.server, "pipe") as pipe_url:
+        generate(base_url, n, things)
+        generation = generate(pipe_url, n, things)
+        baseline = run_baseline(base_url)
+
+        started = time.perf_counter()
+        spark = spark_session("ackstore-bench", cores=args.cores)
+        session_start = time.perf_counter() - started
+        settings = PipelineSettings(database_url=pipe_url, partitions=max(2, args.cores * 2))
+        started = time.perf_counter()
+        stats = pipeline.run(spark, settings)
+        end_to_end = time.perf_counter() - started
+        spark.stop()
+
+        for name, url in (("baseline", base_url), ("pipeline", pipe_url)):
+            ok, total = decided(url)
+            if ok != total:
+                raise SystemExit(f"{name}: only {ok} of {total} requests were decided with 200")
+
+    print(f"commands={n:,} things={things:,} cores={args.cores} (workload generated in {generation:.1f} s)")
+    print(f"spark session start      {session_start:7.1f} s (not counted below)")
+    for name, step in stats.items():
+        print(f"{name:<24} {step['seconds']:7.1f} s {n / step['seconds']:12,.0f} commands/s   {_detail(step)}")
+    print(f"{'pipeline end to end':<24} {end_to_end:7.1f} s {n / end_to_end:12,.0f} commands/s")
+    print(f"{'raw SQL baseline':<24} {baseline:7.1f} s {n / baseline:12,.0f} commands/s")
+    print(f"ratio pipeline/baseline  {end_to_end / baseline:7.2f}x")
+    return 0
+
+
+def _detail(step: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in step.items() if k != "seconds")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+-- The benchmark's workload and its raw-SQL baseline. Bind parameters: :commands, :things.
+
+-- name: generate_commands
+-- N twin modify commands over T things, each requesting twin-persisted and search-persisted.
+-- The first command of each thing modifies "/" (creating it, 201); the others modify one
+-- attribute (204).
+INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                     thing_id, topic, path, value, headers, requested_acks, response_required,
+                     timeout_ms, deadline_at)
+SELECT 'bench', i::text, 'bench-' || i, 'http', 'twin', 'twin-command', 'modify',
+       'bench:thing-' || (i % :things),
+       'bench/thing-' || (i % :things) || '/things/twin/commands/modify',
+       CASE WHEN i < :things THEN '/' ELSE '/attributes/counter' END,
+       CASE WHEN i < :things THEN jsonb_build_object('attributes', jsonb_build_object('counter', i, 'on', true))
+            ELSE to_jsonb(i) END,
+       jsonb_build_object('correlation-id', 'bench-' || i,
+                          'requested-acks', jsonb_build_array('twin-persisted', 'search-persisted'),
+                          'response-required', true, 'timeout', '1200000ms'),
+       ARRAY['twin-persisted', 'search-persisted'], true, 1200000, now() + interval '20 minutes'
+FROM generate_series(0, :commands - 1) AS i;
+
+-- name: generate_ack_requests
+INSERT INTO ack_requests (signal_id, label)
+SELECT s.id, l.label FROM signals s CROSS JOIN unnest(s.requested_acks) AS l(label)
+
+-- name: baseline
+-- What the pipeline writes for this workload, written by PostgreSQL alone: one transaction,
+-- server-side INSERT … SELECT, no Spark and no client round trips.
+WITH final AS (
+    SELECT s.thing_id, count(*) AS revision, max(s.id) AS last_id
+    FROM signals s GROUP BY s.thing_id
+)
+INSERT INTO things (thing_id, revision, document, deleted)
+SELECT f.thing_id, f.revision,
+       jsonb_build_object('thingId', f.thing_id, 'attributes',
+                          jsonb_build_object('counter', (SELECT CASE WHEN l.path = '/' THEN l.value->'attributes'->'counter' ELSE l.value END FROM signals l WHERE l.id = f.last_id), 'on', true)),
+       false
+FROM final f;
+
+INSERT INTO thing_events (thing_id, revision, signal_id, action, path, value, headers)
+SELECT s.thing_id, row_number() OVER (PARTITION BY s.thing_id ORDER BY s.id), s.id,
+       CASE WHEN s.path = '/' THEN 'created' ELSE 'modified' END, s.path, s.value,
+       s.headers || jsonb_build_object('requested-acks', '[]'::jsonb)
+FROM signals s;
+
+INSERT INTO command_responses (signal_id, status, payload, is_error)
+SELECT s.id, CASE WHEN s.path = '/' THEN 201 ELSE 204 END,
+       CASE WHEN s.path = '/' THEN s.value || jsonb_build_object('thingId', s.thing_id) END, false
+FROM signals s;
+
+INSERT INTO acks (signal_id, label, status, payload, headers, issuer, received_at, disposition)
+SELECT r.signal_id, 'twin-persisted', r.status, r.payload,
+       jsonb_build_object('correlation-id', s.correlation_id), 'ackstore', clock_timestamp(), 'counted'
+FROM command_responses r JOIN signals s ON s.id = r.signal_id;
+
+INSERT INTO search_things (thing_id, namespace, revision, digest, present)
+SELECT t.thing_id, 'bench', t.revision, md5(t.document::text), true FROM things t;
+
+INSERT INTO search_index (thing_id, path, ordinal, value_type, value_text, value_number, value_bool, empty, revision)
+SELECT t.thing_id, p.path, 0, p.value_type, p.value_text, p.value_number, p.value_bool, false, t.revision
+FROM things t
+CROSS JOIN LATERAL (VALUES
+    ('thingId', 'string', t.thing_id, NULL::numeric, NULL::boolean),
+    ('attributes', 'object', NULL, NULL, NULL),
+    ('attributes/counter', 'number', NULL, (t.document->'attributes'->>'counter')::numeric, NULL),
+    ('attributes/on', 'boolean', NULL, NULL, true)
+) AS p(path, value_type, value_text, value_number, value_bool);
+
+INSERT INTO acks (signal_id, label, status, payload, headers, issuer, received_at, disposition)
+SELECT s.id, 'search-persisted', 204, NULL, jsonb_build_object('correlation-id', s.correlation_id),
+       'ackstore', clock_timestamp(), 'counted'
+FROM signals s;
+
+INSERT INTO request_results (signal_id, status, body, headers, cause)
+SELECT s.id, 200,
+       jsonb_build_object('twin-persisted', jsonb_build_object('status', r.status, 'headers',
+                              jsonb_build_object('correlation-id', s.correlation_id))
+                              || CASE WHEN r.payload IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('payload', r.payload) END,
+                          'search-persisted', jsonb_build_object('status', 204, 'headers',
+                              jsonb_build_object('correlation-id', s.correlation_id))),
+       jsonb_build_object('correlation-id', s.correlation_id), 'acks'
+FROM signals s JOIN command_responses r ON r.signal_id = s.id;

@@ -1,0 +1,174 @@
+"""B.10: every twin command kind and every outcome of the fold, one table row each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ackstore import twin
+from ackstore.acks import ABSENT
+
+T = "org.acme:lamp"
+LAMP = {
+    "thingId": T,
+    "policyId": "org.acme:policy",
+    "definition": "org.acme:lamp:1.0.0",
+    "attributes": {"on": True, "location": {"room": "kitchen"}},
+    "features": {"power": {"definition": ["org.acme:power:1.0.0"], "properties": {"watts": 40},
+                           "desiredProperties": {"watts": 60}}},
+}
+SAME = object()  # the document is unchanged
+GONE = None  # the thing is deleted / absent
+
+# (name, existing document, action, path, value, headers, status, error code, document after, event)
+ROWS: list[tuple[str, Any, str, str, Any, dict, int, str | None, Any, str | None]] = [
+    ("create thing", GONE, "create", "/", {"attributes": {"a": 1}}, {}, 201, None, {"thingId": T, "attributes": {"a": 1}}, "created"),
+    ("create existing thing", LAMP, "create", "/", {}, {}, 409, "things:thing.conflict", SAME, None),
+    ("create with another thingId", GONE, "create", "/", {"thingId": "org.acme:other"}, {}, 400, "things:id.notsettable", SAME, None),
+    ("create at a sub-path", LAMP, "create", "/attributes", {}, {}, 400, "things.protocol.adapter:unknown.path", SAME, None),
+    ("create a thing that is not an object", GONE, "create", "/", [1], {}, 400, "json.invalid", SAME, None),
+    ("modify thing that exists", LAMP, "modify", "/", {"attributes": {"b": 2}}, {}, 204, None, {"thingId": T, "attributes": {"b": 2}}, "modified"),
+    ("modify missing thing creates it", GONE, "modify", "/", {"attributes": {"b": 2}}, {}, 201, None, {"thingId": T, "attributes": {"b": 2}}, "created"),
+    ("modify part of a missing thing", GONE, "modify", "/attributes/on", True, {}, 404, "things:thing.notfound", SAME, None),
+    ("merge thing", LAMP, "merge", "/", {"attributes": {"on": None, "new": 1}}, {}, 204, None,
+     {**LAMP, "attributes": {"location": {"room": "kitchen"}, "new": 1}}, "merged"),
+    ("merge at / on a missing thing creates it without nulls", GONE, "merge", "/", {"attributes": {"a": 1, "b": None}}, {}, 201, None,
+     {"thingId": T, "attributes": {"a": 1}}, "created"),
+    ("merge at a sub-path of a missing thing", GONE, "merge", "/attributes", {"a": 1}, {}, 404, "things:thing.notfound", SAME, None),
+    ("merge at a sub-path", LAMP, "merge", "/attributes/location", {"floor": 2}, {}, 204, None,
+     {**LAMP, "attributes": {"on": True, "location": {"room": "kitchen", "floor": 2}}}, "merged"),
+    ("merge a non-object at /", LAMP, "merge", "/", 5, {}, 400, "things:merge.invalid", SAME, None),
+    ("merge changing the thingId", LAMP, "merge", "/", {"thingId": "org.acme:x"}, {}, 400, "things:id.notsettable", SAME, None),
+    ("delete thing", LAMP, "delete", "/", ABSENT, {}, 204, None, GONE, "deleted"),
+    ("delete missing thing", GONE, "delete", "/", ABSENT, {}, 404, "things:thing.notfound", SAME, None),
+    ("modify attributes", LAMP, "modify", "/attributes", {"x": 1}, {}, 204, None, {**LAMP, "attributes": {"x": 1}}, "modified"),
+    ("modify attributes not an object", LAMP, "modify", "/attributes", 3, {}, 400, "json.invalid", SAME, None),
+    ("create attributes", {"thingId": T}, "modify", "/attributes", {"x": 1}, {}, 201, None, {"thingId": T, "attributes": {"x": 1}}, "created"),
+    ("delete attributes", LAMP, "delete", "/attributes", ABSENT, {}, 204, None, {k: v for k, v in LAMP.items() if k != "attributes"}, "deleted"),
+    ("delete missing attributes", {"thingId": T}, "delete", "/attributes", ABSENT, {}, 404, "things:attributes.notfound", SAME, None),
+    ("modify attribute", LAMP, "modify", "/attributes/on", False, {}, 204, None, {**LAMP, "attributes": {"on": False, "location": {"room": "kitchen"}}}, "modified"),
+    ("create nested attribute", LAMP, "modify", "/attributes/location/floor", 3, {}, 201, None,
+     {**LAMP, "attributes": {"on": True, "location": {"room": "kitchen", "floor": 3}}}, "created"),
+    ("delete attribute", LAMP, "delete", "/attributes/on", ABSENT, {}, 204, None, {**LAMP, "attributes": {"location": {"room": "kitchen"}}}, "deleted"),
+    ("delete missing attribute", LAMP, "delete", "/attributes/nope", ABSENT, {}, 404, "things:attribute.notfound", SAME, None),
+    ("attribute pointer with an empty segment", LAMP, "modify", "/attributes//x", 1, {}, 400, "things:attribute.pointerinvalid", SAME, None),
+    ("modify definition", LAMP, "modify", "/definition", "org.acme:lamp:2.0.0", {}, 204, None, {**LAMP, "definition": "org.acme:lamp:2.0.0"}, "modified"),
+    ("definition must be a string", LAMP, "modify", "/definition", 7, {}, 400, "json.invalid", SAME, None),
+    ("delete definition", LAMP, "delete", "/definition", ABSENT, {}, 204, None, {k: v for k, v in LAMP.items() if k != "definition"}, "deleted"),
+    ("delete missing definition", {"thingId": T}, "delete", "/definition", ABSENT, {}, 404, "things:definition.notfound", SAME, None),
+    ("modify policyId", LAMP, "modify", "/policyId", "org.acme:p2", {}, 204, None, {**LAMP, "policyId": "org.acme:p2"}, "modified"),
+    ("create policyId", {"thingId": T}, "modify", "/policyId", "org.acme:p2", {}, 201, None, {"thingId": T, "policyId": "org.acme:p2"}, "created"),
+    ("modify features", LAMP, "modify", "/features", {"f": {}}, {}, 204, None, {**LAMP, "features": {"f": {}}}, "modified"),
+    ("features must hold objects", LAMP, "modify", "/features", {"f": 1}, {}, 400, "json.invalid", SAME, None),
+    ("delete missing features", {"thingId": T}, "delete", "/features", ABSENT, {}, 404, "things:features.notfound", SAME, None),
+    ("create feature", LAMP, "modify", "/features/dimmer", {"properties": {"level": 1}}, {}, 201, None,
+     {**LAMP, "features": {**LAMP["features"], "dimmer": {"properties": {"level": 1}}}}, "created"),
+    ("delete feature", LAMP, "delete", "/features/power", ABSENT, {}, 204, None, {**LAMP, "features": {}}, "deleted"),
+    ("delete missing feature", LAMP, "delete", "/features/nope", ABSENT, {}, 404, "things:feature.notfound", SAME, None),
+    ("modify feature definition", LAMP, "modify", "/features/power/definition", ["org.acme:power:2.0.0"], {}, 204, None,
+     {**LAMP, "features": {"power": {**LAMP["features"]["power"], "definition": ["org.acme:power:2.0.0"]}}}, "modified"),
+    ("feature definition must be strings", LAMP, "modify", "/features/power/definition", [1], {}, 400, "json.invalid", SAME, None),
+    ("delete missing feature definition", {**LAMP, "features": {"f": {}}}, "delete", "/features/f/definition", ABSENT, {}, 404,
+     "things:feature.definition.notfound", SAME, None),
+    ("modify feature properties", LAMP, "modify", "/features/power/properties", {"watts": 5}, {}, 204, None,
+     {**LAMP, "features": {"power": {**LAMP["features"]["power"], "properties": {"watts": 5}}}}, "modified"),
+    ("properties of a missing feature", LAMP, "modify", "/features/nope/properties", {"a": 1}, {}, 404, "things:feature.notfound", SAME, None),
+    ("delete missing feature properties", {**LAMP, "features": {"f": {}}}, "delete", "/features/f/properties", ABSENT, {}, 404,
+     "things:feature.properties.notfound", SAME, None),
+    ("modify feature property", LAMP, "modify", "/features/power/properties/watts", 9, {}, 204, None,
+     {**LAMP, "features": {"power": {**LAMP["features"]["power"], "properties": {"watts": 9}}}}, "modified"),
+    ("create feature property", LAMP, "modify", "/features/power/properties/volts", 230, {}, 201, None,
+     {**LAMP, "features": {"power": {**LAMP["features"]["power"], "properties": {"watts": 40, "volts": 230}}}}, "created"),
+    ("property of a missing feature", LAMP, "modify", "/features/nope/properties/x", 1, {}, 404, "things:feature.notfound", SAME, None),
+    ("delete missing feature property", LAMP, "delete", "/features/power/properties/nope", ABSENT, {}, 404,
+     "things:feature.property.notfound", SAME, None),
+    ("modify desired properties", LAMP, "modify", "/features/power/desiredProperties", {"watts": 1}, {}, 204, None,
+     {**LAMP, "features": {"power": {**LAMP["features"]["power"], "desiredProperties": {"watts": 1}}}}, "modified"),
+    ("modify desired property", LAMP, "modify", "/features/power/desiredProperties/watts", 2, {}, 204, None,
+     {**LAMP, "features": {"power": {**LAMP["features"]["power"], "desiredProperties": {"watts": 2}}}}, "modified"),
+    ("delete missing desired property", LAMP, "delete", "/features/power/desiredProperties/nope", ABSENT, {}, 404,
+     "things:feature.desiredproperty.notfound", SAME, None),
+    ("delete missing desired properties", {**LAMP, "features": {"f": {}}}, "delete", "/features/f/desiredProperties", ABSENT, {}, 404,
+     "things:feature.desiredproperties.notfound", SAME, None),
+    ("unknown path", LAMP, "modify", "/nonsense", 1, {}, 400, "things.protocol.adapter:unknown.path", SAME, None),
+    ("empty feature id", LAMP, "modify", "/features//properties", {}, {}, 400, "json.pointer.invalid", SAME, None),
+    ("if-match the current revision", LAMP, "modify", "/", {"attributes": {}}, {"if-match": '"rev:3"'}, 204, None,
+     {"thingId": T, "attributes": {}}, "modified"),
+    ("if-match a revision tag on a sub-resource (it has a hash tag)", LAMP, "modify", "/attributes/on", False,
+     {"if-match": '"rev:3"'}, 412, "things:precondition.failed", SAME, None),
+    ("if-match a stale revision", LAMP, "modify", "/", {}, {"if-match": '"rev:2"'}, 412, "things:precondition.failed", SAME, None),
+    ("if-match * on a missing thing", GONE, "modify", "/", {}, {"if-match": "*"}, 412, "things:precondition.failed", SAME, None),
+    ("if-none-match * on an existing thing", LAMP, "modify", "/", {}, {"if-none-match": "*"}, 412, "things:precondition.failed", SAME, None),
+    ("if-none-match * on a missing thing", GONE, "modify", "/", {}, {"if-none-match": "*"}, 201, None, {"thingId": T}, "created"),
+    ("if-none-match * on a missing attribute", LAMP, "modify", "/attributes/new", 1, {"if-none-match": "*"}, 201, None,
+     {**LAMP, "attributes": {**LAMP["attributes"], "new": 1}}, "created"),
+    ("if-match * on a missing attribute", LAMP, "modify", "/attributes/new", 1, {"if-match": "*"}, 412, "things:precondition.failed", SAME, None),
+]
+
+
+@pytest.mark.parametrize(
+    "existing, action, path, value, headers, status, code, after, event",
+    [row[1:] for row in ROWS],
+    ids=[row[0] for row in ROWS],
+)
+def test_command_outcome(existing, action, path, value, headers, status, code, after, event) -> None:
+    state = twin.ThingState(T, 3 if existing is not None else 0, existing)
+    new_state, outcome = twin.apply(state, twin.Command(1, action, path, value, headers))
+
+    assert outcome.status == status
+    assert outcome.event_action == event
+    if code is not None:
+        assert outcome.payload["error"] == code and outcome.payload["status"] == status
+        assert set(outcome.payload) >= {"status", "error", "message", "description"}
+        assert new_state == state  # a failed command changes nothing
+        return
+    assert new_state.document == after
+    assert new_state.revision == state.revision + 1
+    if status == 201:
+        assert outcome.payload == (after if path == "/" else value)  # the created value, echoed
+    else:
+        assert outcome.payload is ABSENT
+
+
+def test_the_fold_does_not_mutate_its_input() -> None:
+    import copy
+
+    before = copy.deepcopy(LAMP)
+    state = twin.ThingState(T, 1, LAMP)
+    for path, value in (("/attributes/on", False), ("/features/power/properties/watts", 1), ("/attributes/location/x", 2)):
+        state, _ = twin.apply(state, twin.Command(1, "modify", path, value))
+    twin.apply(state, twin.Command(2, "delete", "/attributes/on"))
+    assert LAMP == before
+
+
+def test_entity_tags() -> None:
+    state = twin.ThingState(T, 7, LAMP)
+    assert twin.entity_tag(state) == '"rev:7"'
+    tag = twin.entity_tag(state, "/attributes/on")
+    assert tag.startswith('"hash:') and tag == twin.entity_tag(twin.ThingState(T, 8, LAMP), "/attributes/on")
+    _, outcome = twin.apply(state, twin.Command(1, "modify", "/attributes/on", False, {"if-match": tag}))
+    assert outcome.status == 204
+    _, outcome = twin.apply(state, twin.Command(1, "modify", "/attributes/on", False, {"if-match": '"hash:0"'}))
+    assert outcome.status == 412
+
+
+def test_too_large_thing_is_413_and_changes_nothing() -> None:
+    state = twin.ThingState(T, 1, {"thingId": T})
+    new_state, outcome = twin.apply(state, twin.Command(1, "modify", "/attributes/blob", "x" * 200), max_thing_bytes=100)
+    assert outcome.status == 413 and outcome.payload["error"] == "things:thing.toolarge"
+    assert new_state == state
+
+
+def test_fold_applies_in_order_and_counts_revisions() -> None:
+    commands = [
+        twin.Command(1, "create", "/", {}),
+        twin.Command(2, "create", "/", {}),  # 409: no revision
+        twin.Command(3, "modify", "/attributes/a", 1),
+        twin.Command(4, "delete", "/"),
+        twin.Command(5, "modify", "/attributes/a", 2),  # 404: deleted
+        twin.Command(6, "merge", "/", {"attributes": {"b": 1}}),  # re-created
+    ]
+    state, outcomes = twin.fold(twin.ThingState(T), commands)
+    assert [o.status for o in outcomes] == [201, 409, 201, 204, 404, 201]
+    assert state.revision == 4 and state.document == {"thingId": T, "attributes": {"b": 1}}
