@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
 
 URL_VARIABLE = "ACKSTORE_DATABASE_URL"
 HOME_VARIABLE = "ACKSTORE_HOME"
@@ -52,3 +55,18 @@ def _json_serializer(value: Any) -> str:
 
 def make_engine(url: str) -> Engine:
     return create_engine(url, json_serializer=_json_serializer, pool_pre_ping=True)
+
+
+@contextmanager
+def scratch_database(server_url: str, label: str) -> Iterator[str]:
+    """A new, empty database on ``server_url``'s server for tests and benchmarks; dropped after."""
+    name = f"ackstore_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))  # a name made here, never input
+    try:
+        yield make_url(normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

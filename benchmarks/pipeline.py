@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
 
-from ackstore.database import make_engine, normalize_url
+from ackstore.database import make_engine, scratch_database
 from ackstore.migrate import upgrade
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
@@ -38,21 +36,11 @@ def _sections() -> dict[str, str]:
 @contextmanager
 def fresh_database(server_url: str, label: str) -> Iterator[str]:
     """A new database on the server, migrated to head; dropped afterwards."""
-    name = f"ackstore_bench_{label}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))  # a name we made, not input
-    url = make_url(normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
-    engine = make_engine(url)
-    try:
+    with scratch_database(server_url, f"bench_{label}") as url:
+        engine = make_engine(url)
         upgrade(engine)
         engine.dispose()
         yield url
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def generate(url: str, commands: int, things: int) -> float:

@@ -6,6 +6,7 @@ Only the DataFrame API is used, so every job runs on a local session and on Spar
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ def spark_session(app_name: str = "ackstore", *, remote: str | None = None, core
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would drown the job's output
     return session
 
 

@@ -7,15 +7,13 @@ before each test that uses it, and dropped when the run ends.
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Iterator
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, text
 
 from ackstore import migrate
-from ackstore.database import make_engine
+from ackstore.database import make_engine, scratch_database
 from ackstore.schema import LEDGER_TABLES
 from ackstore.settings import Settings
 from ackstore.store import AckStore
@@ -25,17 +23,8 @@ ADMIN_URL = os.environ.get("ACKSTORE_TEST_ADMIN_URL", "postgresql+psycopg2://pos
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
-    name = f"ackstore_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))  # name is generated above, not input
-    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
+    with scratch_database(ADMIN_URL, "test") as url:
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="session")
