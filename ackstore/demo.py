@@ -1,4 +1,5 @@
-"""``ackstore demo``: set up the ledger and walk one sample twin command through it."""
+"""``ackstore demo``: set up the ledger and walk two sample twin commands through it:
+submit, acknowledge, run the pipeline on a local Spark session, read the answers, search."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from ackstore import migrate
-from ackstore.database import make_engine, resolve_url
+from ackstore.database import embedded_data_dir, make_engine, resolve_url, uses_embedded
 from ackstore.store import AckStore
 
 SUBSCRIBER = "demo-auditor"
@@ -23,11 +24,17 @@ def run_demo(database_url: str | None = None) -> int:
     url = resolve_url(database_url)
     engine = make_engine(url)
     print(f"ledger database: {engine.url.render_as_string(hide_password=True)}")
+    if uses_embedded(database_url):
+        print(f"(the embedded PostgreSQL, data in {embedded_data_dir()})")
     migrate.upgrade(engine)
     print(f"schema revision: {migrate.current_revision(engine)}")
     store = AckStore(engine)
     try:
         _step("declare the subscriber's label", store.declare(SUBSCRIBER, [CUSTOM_LABEL]))
+        created = _step(
+            "submit the thing (modify at /: created if missing)",
+            store.submit(sample("create-lamp.json"), source="demo", source_message_id=str(uuid.uuid4())),
+        )
         command = sample("modify-lamp.json")
         print("\nsample command:\n" + command.decode())
         answer = _step("submit it", store.submit(command, source="demo", source_message_id=str(uuid.uuid4())))
@@ -41,14 +48,28 @@ def run_demo(database_url: str | None = None) -> int:
             "value": {"audited": True},
         }
         _step(f"the subscriber acknowledges {CUSTOM_LABEL}", store.acknowledge(SUBSCRIBER, ack))
-        _step("its stored state", store.stored_signal(correlation_id))
-        print(
-            "\nThe request stays undecided until the pipeline writes twin-persisted and sweeps it;"
-            f"\nread its answer then with: ackstore result {correlation_id}"
-        )
+        print(f"\n== undecided until the pipeline ran: {store.result(correlation_id)}")
+        _step("run the pipeline: apply_twin, index_search, sweep (local Spark)", _run_pipeline(url))
+        _step("what the first requester is told", store.result(created["correlationId"]))
+        _step("what the second requester is told", store.result(correlation_id))
+        _step("search: eq(features/lamp/properties/on,true)", store.search("eq(features/lamp/properties/on,true)"))
+        print(f"\nthe whole record of the second command: ackstore show {correlation_id}")
     finally:
         store.close()
     return 0
+
+
+def _run_pipeline(url: str) -> dict[str, Any]:
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import spark_session
+
+    spark = spark_session("ackstore-demo", cores=2)
+    try:
+        stats = pipeline.run(spark, PipelineSettings(database_url=url, partitions=2))
+    finally:
+        spark.stop()
+    return {step: {k: v for k, v in counts.items() if k != "statement_seconds"} for step, counts in stats.items()}
 
 
 def _step(title: str, value: Any) -> Any:

@@ -9,12 +9,11 @@ treated as immutable: a change copies only the objects along its path.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ackstore import errors
+from ackstore import errors, jsontext
 from ackstore.acks import ABSENT
 
 DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
@@ -99,22 +98,18 @@ def entity_tag(state: ThingState, path: str = "/") -> str | None:
     return _tag(state, target, _get(state.document, target.pointer))
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
-
-
 def document_bytes(document: Any) -> int:
     return len(compact(document).encode("utf-8"))
 
 
 def compact(value: Any) -> str:
     """JSON text without spaces, in the document's own member order (for storage as jsonb)."""
-    return _COMPACT(value)
+    return jsontext.dumps(value)
 
 
 def canonical(value: Any) -> str:
     """JSON text with sorted members: equal values give equal text (for entity tags)."""
-    return _CANONICAL(value)
+    return jsontext.canonical(value)
 
 
 # --- the command kinds ---------------------------------------------------------------------

@@ -8,10 +8,9 @@ writes the new thing states, the events, the responses and the ``twin-persisted`
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator
 
-from ackstore import labels, twin
+from ackstore import jsontext, labels, twin
 from ackstore.acks import ABSENT
 from ackstore.schema import stage_twin_outcomes
 from jobs.settings import PipelineSettings
@@ -109,7 +108,7 @@ def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
 def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[str, Any]]:
     """The outcome rows of one thing's pending commands, in ingestion order."""
     first = rows[0]
-    base_document = json.loads(first["base_document"]) if first["base_document"] is not None else None
+    base_document = jsontext.loads(first["base_document"]) if first["base_document"] is not None else None
     state = twin.ThingState(first["thing_id"], first["base_revision"], base_document)
     out = []
     for row in rows:
@@ -117,8 +116,8 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
             signal_id=row["signal_id"],
             action=row["action"],
             path=row["path"],
-            value=json.loads(row["value"]) if row["value"] is not None else ABSENT,
-            headers=json.loads(row["headers"]) if row["headers"] != "{}" else None,
+            value=jsontext.loads(row["value"]) if row["value"] is not None else ABSENT,
+            headers=jsontext.loads(row["headers"]) if row["headers"] != "{}" else None,
         )
         state, outcome = twin.apply(state, command, max_thing_bytes)
         out.append(

@@ -8,10 +8,9 @@ transaction replaces the things' index rows, advances the watermarks and writes 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator
 
-from ackstore import labels, search
+from ackstore import jsontext, labels, search
 from ackstore.schema import stage_search_rows, stage_search_things
 from jobs.settings import PipelineSettings
 from jobs.sql import statement, statements
@@ -91,7 +90,7 @@ def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         out = []
         for thing in batch.to_pylist():
-            for row in search.flatten(json.loads(thing["document"])):
+            for row in search.flatten(jsontext.loads(thing["document"])):
                 out.append(
                     {
                         "thing_id": thing["thing_id"],

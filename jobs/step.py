@@ -70,7 +70,6 @@ class Step:
         faults.checkpoint(f"{self.name}:staged")
         started = time.perf_counter()
         with self.engine.begin() as conn:
-            conn.execute(text("SET LOCAL synchronous_commit = on"))
             yield conn
         self.stats["merge_seconds"] = round(time.perf_counter() - started, 3)
         faults.checkpoint(f"{self.name}:merged")

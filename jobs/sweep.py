@@ -7,10 +7,9 @@ staged; one transaction writes ``request_results`` and flags acks that came too 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator
 
-from ackstore import aggregation, errors
+from ackstore import aggregation, errors, jsontext
 from ackstore.acks import ABSENT, Ack
 from ackstore.schema import stage_results
 from ackstore.twin import compact
@@ -95,7 +94,7 @@ def decide_row(row: dict[str, Any]) -> aggregation.Result | None:
         timeout_ms=row["timeout_ms"],
         api=row["api"],
     )
-    payload = json.loads(row["response_payload"]) if row["response_payload"] is not None else ABSENT
+    payload = jsontext.loads(row["response_payload"]) if row["response_payload"] is not None else ABSENT
     error = response = None
     if row["response_status"] is not None:
         if row["response_is_error"]:
@@ -104,7 +103,7 @@ def decide_row(row: dict[str, Any]) -> aggregation.Result | None:
             response = aggregation.Response(row["response_status"], payload)
     acks = [
         Ack(label, status, ack_payload if has_payload else ABSENT, headers or {}, weak)
-        for label, status, ack_payload, has_payload, headers, weak in json.loads(row["acks"] or "[]")
+        for label, status, ack_payload, has_payload, headers, weak in jsontext.loads(row["acks"] or "[]")
     ]
     return aggregation.decide(
         request, acks=acks, response=response, error=error, deadline_passed=row["deadline_passed"]

@@ -31,7 +31,8 @@ def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dic
 def test_help_explains_the_commands() -> None:
     code, text = run("--help")
     assert code == 0
-    for word in ("submit", "declare", "ack", "result", "db", "demo", "exit status", "ACKSTORE_DATABASE_URL"):
+    for word in ("submit", "declare", "ack", "result", "db", "demo", "pipeline", "search", "exit status",
+                 "ACKSTORE_DATABASE_URL"):
         assert word in text
 
 
@@ -59,19 +60,32 @@ def test_error_answers_exit_non_zero_and_change_nothing(store: AckStore, databas
     code, answer = run("declare", "x", "'; drop table signals; --", url=database_url)
     assert code == 1 and answer["error"] == "acknowledgement:label.invalid"
     assert run("result", "unknown", url=database_url)[0] == 1
+    code, answer = run("search", "and(eq(attributes/a,1)", url=database_url)
+    assert code == 1 and answer["error"] == "rql.expression.invalid" and "position 23" in answer["message"]
     assert snapshot(store.engine) == before
+
+
+def test_search_on_an_empty_index(store: AckStore, database_url: str) -> None:
+    assert run("search", "exists(attributes)", "--namespace", "org.acme", url=database_url) == (
+        0, {"status": 200, "items": []}
+    )
 
 
 def test_usage_errors_exit_2() -> None:
     assert run("submit", "--api", "grpc", "-")[0] == 2
 
 
-def test_demo_runs_on_the_embedded_server(tmp_path: Path) -> None:
+@pytest.mark.spark
+def test_demo_runs_the_pipeline_on_the_embedded_server(tmp_path: Path) -> None:
     env = {"ACKSTORE_HOME": str(tmp_path / "home"), "ACKSTORE_DATABASE_URL": ""}
     completed = subprocess.run(
-        [sys.executable, "-m", "ackstore.cli", "demo"], capture_output=True, timeout=120, env={**os.environ, **env}
+        [sys.executable, "-m", "ackstore.cli", "demo"], capture_output=True, timeout=300, env={**os.environ, **env}
     )
     output = completed.stdout.decode()
-    assert completed.returncode == 0, completed.stderr.decode()
-    assert "/pgdata" in output or "host=" in output  # the embedded server, not 127.0.0.1:5432
-    assert '"status": 202' in output and '"disposition": "counted"' in output
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    assert f"data in {tmp_path / 'home' / 'pgdata'}" in output  # the embedded server, not 127.0.0.1:5432
+    told = output.split("== what the first requester is told")[1]
+    assert told.lstrip().startswith('{\n  "status": 201')
+    second = output.split("== what the second requester is told")[1].split("==")[0]
+    assert '"status": 200' in second and all(label in second for label in ("twin-persisted", "search-persisted", "demo:audit"))
+    assert '"org.acme:lamp-1"' in output.split("== search")[1]

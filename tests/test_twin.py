@@ -172,3 +172,41 @@ def test_fold_applies_in_order_and_counts_revisions() -> None:
     state, outcomes = twin.fold(twin.ThingState(T), commands)
     assert [o.status for o in outcomes] == [201, 409, 201, 204, 404, 201]
     assert state.revision == 4 and state.document == {"thingId": T, "attributes": {"b": 1}}
+
+
+# --- invariants of the fold (hypothesis) -------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    max_leaves=8,
+)
+_paths = st.sampled_from(
+    ["/", "/attributes", "/attributes/a", "/attributes/a/b", "/definition", "/policyId", "/features",
+     "/features/f", "/features/f/properties", "/features/f/properties/p", "/features/f/desiredProperties/p",
+     "/features/f/definition", "/attributes//x", "/bogus"]
+)
+_commands = st.lists(
+    st.builds(twin.Command, st.integers(1, 10**6), st.sampled_from(["create", "modify", "merge", "delete"]), _paths,
+              _json, st.sampled_from([None, {"if-match": "*"}, {"if-none-match": "*"}])),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_commands)
+def test_fold_invariants(commands: list) -> None:
+    start = twin.ThingState(T)
+    state, outcomes = twin.fold(start, commands)
+    assert state == twin.fold(start, commands)[0]  # deterministic: a re-run computes the same
+    assert state.revision == sum(o.applied for o in outcomes)  # one revision per applied command
+    for outcome in outcomes:
+        assert outcome.status in (201, 204) or 400 <= outcome.status < 500
+        assert outcome.applied == (outcome.status < 400)
+        if outcome.is_error:
+            assert set(outcome.payload) >= {"status", "error", "message", "description"}
+    if state.document is not None:
+        assert state.document["thingId"] == T
