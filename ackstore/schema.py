@@ -316,6 +316,7 @@ stage_results = _staging(
     Column("body", JSONB, nullable=True),
     Column("headers", JSONB, nullable=False),
     Column("cause", Text, nullable=False),
+    Column("acks_seen", Integer, nullable=False),  # in-time counted acks the decision was made on
 )
 Index(None, stage_results.c.run_id)
 

@@ -43,20 +43,22 @@ class Step:
     @contextmanager
     def locked(self) -> Iterator["Step"]:
         """Hold the step's session lock for the whole run; clear staging left by dead runs."""
-        with self.engine.connect() as lock_connection:
-            key = func.hashtext(f"ackstore.pipeline.{self.name}")
-            if not lock_connection.execute(select(func.pg_try_advisory_lock(key))).scalar():
-                raise PipelineBusy(f"another process is running the {self.name} step")
-            lock_connection.commit()
-            try:
-                with self.engine.begin() as conn:
-                    for table in self.staging:  # only a dead run's rows can be there: we hold the lock
-                        conn.execute(text(f"TRUNCATE {table.name}"))  # a name from schema.py, not input
-                yield self
-            finally:
-                lock_connection.execute(select(func.pg_advisory_unlock(key)))
+        key = func.hashtext(f"ackstore.pipeline.{self.name}")
+        try:
+            with self.engine.connect() as lock_connection:
+                if not lock_connection.execute(select(func.pg_try_advisory_lock(key))).scalar():
+                    raise PipelineBusy(f"another process is running the {self.name} step")
                 lock_connection.commit()
-                self.engine.dispose()
+                try:
+                    with self.engine.begin() as conn:
+                        for table in self.staging:  # only a dead run's rows can be there: we hold the lock
+                            conn.execute(text(f"TRUNCATE {table.name}"))  # a name from schema.py, not input
+                    yield self
+                finally:
+                    lock_connection.execute(select(func.pg_advisory_unlock(key)))
+                    lock_connection.commit()
+        finally:
+            self.engine.dispose()
 
     def timed(self, label: str, work: Callable[[], Any]) -> Any:
         started = time.perf_counter()

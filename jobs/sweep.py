@@ -18,7 +18,7 @@ from jobs.sql import statement, statements
 from jobs.step import Step, expect_count
 
 JOB = "sweep"
-RESULT_SCHEMA = "signal_id bigint, status int, body string, headers string, cause string"
+RESULT_SCHEMA = "signal_id bigint, status int, body string, headers string, cause string, acks_seen int"
 
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
@@ -51,6 +51,8 @@ def _merge(step: Step) -> None:
         def run_statement(name: str) -> int:
             return step.execute(conn, JOB, name, params)
 
+        run_statement("lock_acks")
+        step.stats["deferred"] = run_statement("defer_outdated")
         staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
         expect_count("request results", run_statement("insert_results"), staged)
         step.stats["decided"] = staged
@@ -66,12 +68,12 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
     schema = pa.schema(
         [("signal_id", pa.int64()), ("status", pa.int32()), ("body", pa.string()), ("headers", pa.string()),
-         ("cause", pa.string())]
+         ("cause", pa.string()), ("acks_seen", pa.int32())]
     )
     for batch in batches:
         out = []
         for row in batch.to_pylist():
-            result = decide_row(row)
+            result, acks_seen = decide_row(row)
             if result is not None:
                 out.append(
                     {
@@ -80,13 +82,15 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
                         "body": None if result.body is ABSENT else compact(result.body),
                         "headers": compact(dict(result.headers)),
                         "cause": result.cause,
+                        "acks_seen": acks_seen,
                     }
                 )
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
-def decide_row(row: dict[str, Any]) -> aggregation.Result | None:
-    """One stored request, as the read query gives it, through the aggregation rule."""
+def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
+    """One stored request, as the read query gives it, through the aggregation rule; also how
+    many in-time acks the decision saw (the merge checks nothing arrived since)."""
     request = aggregation.Request(
         correlation_id=row["correlation_id"],
         requested_acks=tuple(row["requested_acks"] or ()),
@@ -105,9 +109,10 @@ def decide_row(row: dict[str, Any]) -> aggregation.Result | None:
         Ack(label, status, ack_payload if has_payload else ABSENT, headers or {}, weak)
         for label, status, ack_payload, has_payload, headers, weak in jsontext.loads(row["acks"] or "[]")
     ]
-    return aggregation.decide(
+    result = aggregation.decide(
         request, acks=acks, response=response, error=error, deadline_passed=row["deadline_passed"]
     )
+    return result, len(acks)
 
 
 def _error_from(status: int, payload: Any) -> errors.DittoError:

@@ -313,3 +313,26 @@ def test_b5_result_table(store: AckStore, run_pipeline) -> None:
     assert told("one-failed")[0] == 424 and told("one-failed")[1]["org:one"]["status"] == 500
     assert told("no-acks") == (201, 1)
     assert told("fire-and-forget") == (202, None)
+
+
+def test_an_in_time_ack_committed_after_the_sweeps_read_defers_the_decision(store, spark, database_url) -> None:
+    """White-box: stage the sweep's decisions, then let an ack land whose transaction began
+    before the deadline (its fact time), then merge. The stale decision must not be stored."""
+    from jobs import sweep
+    from jobs.settings import PipelineSettings
+    from jobs.step import Step
+    from ackstore.schema import stage_results
+
+    store.declare("app", ["org:one"])
+    submit(store, "modify", "/", {}, cid="racy", requested_acks=["org:one"], timeout="1ms")
+    time.sleep(0.05)
+    step = Step(sweep.JOB, PipelineSettings(database_url=database_url, partitions=1), (stage_results,))
+    with step.locked():
+        sweep._stage(spark, step, (1, 1))  # decides "racy": 408, no ack seen
+        assert store.acknowledge("app", ack_message("racy", "org:one", 200)) == {"status": 204}
+        with store.engine.begin() as conn:  # its transaction began before the deadline
+            conn.execute(text("UPDATE acks SET received_at = (SELECT received_at FROM signals WHERE correlation_id = 'racy')"))
+        sweep._merge(step)
+    assert step.stats["deferred"] == 1 and store.result("racy") is None
+    sweep.run(spark, PipelineSettings(database_url=database_url, partitions=1))
+    assert store.result("racy")["status"] == 200  # decided with the ack that counted

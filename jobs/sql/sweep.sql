@@ -20,6 +20,21 @@ WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)
 SELECT min(s.id), max(s.id) FROM signals s
 WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)
 
+-- name: lock_acks
+-- No ack is stored while decisions are merged: one that arrives now waits, then finds its
+-- request decided and is stored late (A.2.5).
+LOCK TABLE acks IN SHARE MODE
+
+-- name: defer_outdated
+-- A request decided by its deadline on a read that missed an in-time ack (one whose
+-- transaction began before the deadline and committed after the read) is left undecided;
+-- the next sweep decides it with that ack.
+DELETE FROM stage_results x
+WHERE x.run_id = :run_id AND x.cause = 'deadline'
+  AND x.acks_seen <> (SELECT count(*) FROM acks a JOIN signals s ON s.id = a.signal_id
+                      WHERE a.signal_id = x.signal_id AND a.disposition = 'counted'
+                        AND a.received_at <= s.deadline_at)
+
 -- name: staged
 SELECT count(*) FROM stage_results WHERE run_id = :run_id
 

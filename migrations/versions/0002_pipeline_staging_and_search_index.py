@@ -38,6 +38,7 @@ def upgrade() -> None:
     sa.Column('body', postgresql.JSONB(astext_type=sa.Text()), nullable=True),
     sa.Column('headers', postgresql.JSONB(astext_type=sa.Text()), nullable=False),
     sa.Column('cause', sa.Text(), nullable=False),
+    sa.Column('acks_seen', sa.Integer(), nullable=False),
     prefixes=['UNLOGGED']
     )
     op.create_index(op.f('ix_stage_results_run_id'), 'stage_results', ['run_id'], unique=False)
