@@ -88,6 +88,7 @@ class AckStore:
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as connection:
+            _serialize_per_thing(connection, signal.thing_id)
             signal_id = _insert_signal(connection, signal, request, checked_api, source, message_id)
             if signal_id is None:
                 return _existing_answer(connection, source, message_id, request.correlation_id)
@@ -208,6 +209,15 @@ class AckStore:
 
 
 # --- statements (each one named, values always bound) ---------------------------------
+
+
+THING_INGESTION_LOCK = 1  # advisory-lock class of per-thing ingestion (two-key form)
+
+
+def _serialize_per_thing(conn: Connection, thing_id: str) -> None:
+    """Submissions for one thing commit in id order, so the pipeline never sees a later command
+    of a thing before an earlier one: the fold applies them in ingestion order (B.10)."""
+    conn.execute(select(func.pg_advisory_xact_lock(THING_INGESTION_LOCK, func.hashtext(thing_id))))
 
 
 def _insert_signal(

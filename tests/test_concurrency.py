@@ -40,3 +40,24 @@ def test_concurrent_declarations_of_one_label_have_one_winner(store: AckStore) -
     with ThreadPoolExecutor(WRITERS) as pool:
         answers = list(pool.map(lambda i: store.declare(f"app-{i}", ["contested:label"]), range(WRITERS)))
     assert sorted(answer["status"] for answer in answers) == [204] + [409] * (WRITERS - 1)
+
+
+def test_submissions_for_one_thing_commit_in_id_order(store: AckStore) -> None:
+    """While one submission for a thing is in flight, the next one for that thing waits (so its
+    id is larger and it commits later); other things are not held up."""
+    import threading
+    import time
+
+    from ackstore.store import THING_INGESTION_LOCK
+
+    with store.engine.connect() as in_flight:
+        in_flight.execute(select(func.pg_advisory_xact_lock(THING_INGESTION_LOCK, func.hashtext("org.acme:lamp-1"))))
+        done = threading.Event()
+        waiting = threading.Thread(target=lambda: (store.submit(twin_command(correlation_id="later")), done.set()))
+        waiting.start()
+        assert store.submit(twin_command(thing="org.acme/other", correlation_id="other"))["status"] == 202
+        time.sleep(0.5)
+        assert not done.is_set()  # held behind the in-flight submission of the same thing
+        in_flight.rollback()  # the in-flight transaction ends
+        waiting.join(10)
+    assert done.is_set()
