@@ -14,7 +14,8 @@ from ackstore import jsontext, labels, twin
 from ackstore.acks import ABSENT
 from ackstore.schema import stage_twin_outcomes
 from jobs.settings import PipelineSettings
-from jobs.sql import statement, statements
+from jobs.spark import arrow_schema, spark_ddl
+from jobs.sql import statements
 from jobs.step import Step, expect_count
 
 JOB = "apply_twin"
@@ -35,14 +36,7 @@ OUTCOME_COLUMNS = (
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_twin_outcomes,))
-    with step.locked():
-        with step.engine.connect() as conn:
-            low, high = conn.execute(statement(JOB, "pending_bounds")).one()
-        step.stats["commands"] = 0
-        if low is not None:
-            step.timed("spark", lambda: _stage(spark, step, (low, high)))
-            _merge(step)
-        return step.record()
+    return step.run_once(spark, "pending_bounds", _stage, _merge, idle={"commands": 0})
 
 
 def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
@@ -54,7 +48,7 @@ def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
     outcomes = (
         pending.repartition(step.settings.partitions, "thing_id")
         .sortWithinPartitions("thing_id", "signal_id")
-        .mapInArrow(lambda batches: fold_batches(batches, max_bytes), _spark_schema())
+        .mapInArrow(lambda batches: fold_batches(batches, max_bytes), spark_ddl(OUTCOME_COLUMNS))
     )
     from pyspark.sql import functions as F
 
@@ -68,13 +62,10 @@ def _merge(step: Step) -> None:
         "twin_persisted": labels.TWIN_PERSISTED,
     }
     with step.merge() as conn:
-
-        def run_statement(name: str) -> int:
-            return step.execute(conn, JOB, name, params)
-
-        staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
+        run_statement = step.runner(conn, params)
+        staged = step.scalar(conn, "staged", params)
         expect_count("command responses", run_statement("insert_responses"), staged)
-        changed = conn.execute(statement(JOB, "changed_things"), params).scalar_one()
+        changed = step.scalar(conn, "changed_things", params)
         expect_count("things", run_statement("update_things") + run_statement("insert_things"), changed)
         step.stats["commands"] = staged
         step.stats["things"] = changed
@@ -90,7 +81,7 @@ def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
     """Stream sorted command rows; emit one outcome row per command, the final state on the last."""
     import pyarrow as pa
 
-    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in OUTCOME_COLUMNS])
+    schema = arrow_schema(OUTCOME_COLUMNS)
     group: list[dict[str, Any]] = []
     for batch in batches:
         out: list[dict[str, Any]] = []
@@ -141,8 +132,3 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
         final_document=None if state.document is None else twin.compact(state.document),
     )
     return out
-
-
-def _spark_schema() -> str:
-    spark_types = {"int64": "bigint", "string": "string", "int32": "int", "bool_": "boolean"}
-    return ", ".join(f"{name} {spark_types[kind]}" for name, kind in OUTCOME_COLUMNS)

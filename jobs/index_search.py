@@ -13,7 +13,8 @@ from typing import Any, Iterator
 from ackstore import jsontext, labels, search
 from ackstore.schema import stage_search_rows, stage_search_things
 from jobs.settings import PipelineSettings
-from jobs.sql import statement, statements
+from jobs.spark import arrow_schema, spark_ddl
+from jobs.sql import statements
 from jobs.step import Step, expect_count
 
 JOB = "index_search"
@@ -29,23 +30,15 @@ ROW_COLUMNS = (
     ("empty", "bool_"),
     ("revision", "int64"),
 )
-SPARK_TYPES = {"int64": "bigint", "string": "string", "int32": "int", "bool_": "boolean"}
 WATERMARK_COLUMNS = ("thing_id", "namespace", "old_revision", "revision", "digest", "present", "changed")
 
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_search_things, stage_search_rows))
-    with step.locked():
-        with step.engine.connect() as conn:
-            anything = conn.execute(statement(JOB, "anything_changed")).scalar()
-        step.stats["things"] = 0
-        if anything:
-            step.timed("spark", lambda: _stage(spark, step))
-            _merge(step)
-        return step.record()
+    return step.run_once(spark, "anything_changed", _stage, _merge, idle={"things": 0})
 
 
-def _stage(spark: Any, step: Step) -> None:
+def _stage(spark: Any, step: Step, _: tuple) -> None:
     from pyspark.sql import functions as F
 
     changed = step.jdbc.read(
@@ -58,7 +51,7 @@ def _stage(spark: Any, step: Step) -> None:
         rows = (
             changed.where(F.col("changed") & F.col("present"))
             .select("thing_id", "revision", "document")
-            .mapInArrow(flatten_batches, ", ".join(f"{n} {SPARK_TYPES[k]}" for n, k in ROW_COLUMNS))
+            .mapInArrow(flatten_batches, spark_ddl(ROW_COLUMNS))
         )
         step.jdbc.append(rows.withColumn("run_id", run_id), stage_search_rows.name)
     finally:
@@ -68,11 +61,8 @@ def _stage(spark: Any, step: Step) -> None:
 def _merge(step: Step) -> None:
     params = {"run_id": step.run_id, "label": labels.SEARCH_PERSISTED, "weak_reason": WEAK_REASON}
     with step.merge() as conn:
-
-        def run_statement(name: str) -> int:
-            return step.execute(conn, JOB, name, params)
-
-        staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
+        run_statement = step.runner(conn, params)
+        staged = step.scalar(conn, "staged", params)
         advanced = run_statement("insert_watermarks") + run_statement("advance_watermarks")
         expect_count("index watermarks", advanced, staged)
         step.stats["things"] = staged
@@ -86,7 +76,7 @@ def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
     """Index rows of each (thing_id, revision, document) row, inside Spark's Python workers."""
     import pyarrow as pa
 
-    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in ROW_COLUMNS])
+    schema = arrow_schema(ROW_COLUMNS)
     for batch in batches:
         out = []
         for thing in batch.to_pylist():

@@ -46,6 +46,23 @@ def spark_session(app_name: str = "ackstore", *, remote: str | None = None, core
     return session
 
 
+# Columns of a mapInArrow output, as (name, pyarrow type name): one list gives both schemas.
+Columns = tuple[tuple[str, str], ...]
+_SPARK_TYPES = {"int64": "bigint", "int32": "int", "string": "string", "bool_": "boolean"}
+
+
+def spark_ddl(columns: Columns) -> str:
+    """The Spark schema string of ``columns``, e.g. ``"signal_id bigint, thing_id string"``."""
+    return ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in columns)
+
+
+def arrow_schema(columns: Columns) -> Any:
+    """The pyarrow schema of ``columns`` (inside Spark's Python workers)."""
+    import pyarrow as pa
+
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in columns])
+
+
 @dataclass(frozen=True)
 class Jdbc:
     """Where Spark reads and writes: a JDBC URL for the same database SQLAlchemy uses."""

@@ -60,6 +60,25 @@ class Step:
         finally:
             self.engine.dispose()
 
+    def run_once(
+        self,
+        spark: Any,
+        work: str,
+        stage: Callable[[Any, "Step", tuple], None],
+        merge: Callable[["Step"], None],
+        idle: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The whole step: lock; ask the job's ``work`` statement whether there is anything
+        to do (its first column NULL or false: nothing); stage it with Spark; merge it."""
+        with self.locked():
+            with self.engine.connect() as conn:
+                found = tuple(conn.execute(statement(self.name, work)).one())
+            self.stats.update(idle)
+            if found[0] is not None and found[0] is not False:
+                self.timed("spark", lambda: stage(spark, self, found))
+                merge(self)
+            return self.record()
+
     def timed(self, label: str, work: Callable[[], Any]) -> Any:
         started = time.perf_counter()
         result = work()
@@ -76,12 +95,20 @@ class Step:
         self.stats["merge_seconds"] = round(time.perf_counter() - started, 3)
         faults.checkpoint(f"{self.name}:merged")
 
-    def execute(self, conn: Connection, job: str, name: str, params: dict[str, Any]) -> int:
-        """Run one named statement of the merge; its time goes into the stats (for profiling)."""
-        started = time.perf_counter()
-        count = conn.execute(statement(job, name), params).rowcount
-        self.stats.setdefault("statement_seconds", {})[name] = round(time.perf_counter() - started, 3)
-        return count
+    def runner(self, conn: Connection, params: dict[str, Any]) -> Callable[[str], int]:
+        """Run named statements of the job in the merge transaction; each one's row count is
+        returned and its time goes into the stats (for profiling)."""
+
+        def run(name: str) -> int:
+            started = time.perf_counter()
+            count = conn.execute(statement(self.name, name), params).rowcount
+            self.stats.setdefault("statement_seconds", {})[name] = round(time.perf_counter() - started, 3)
+            return count
+
+        return run
+
+    def scalar(self, conn: Connection, name: str, params: dict[str, Any]) -> Any:
+        return conn.execute(statement(self.name, name), params).scalar_one()
 
     def record(self) -> dict[str, Any]:
         self.stats["seconds"] = round(time.perf_counter() - self._started, 3)

@@ -14,23 +14,24 @@ from ackstore.acks import ABSENT, Ack
 from ackstore.schema import stage_results
 from ackstore.twin import compact
 from jobs.settings import PipelineSettings
-from jobs.sql import statement, statements
+from jobs.spark import arrow_schema, spark_ddl
+from jobs.sql import statements
 from jobs.step import Step, expect_count
 
 JOB = "sweep"
-RESULT_SCHEMA = "signal_id bigint, status int, body string, headers string, cause string, acks_seen int"
+RESULT_COLUMNS = (
+    ("signal_id", "int64"),
+    ("status", "int32"),
+    ("body", "string"),
+    ("headers", "string"),
+    ("cause", "string"),
+    ("acks_seen", "int32"),
+)
 
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_results,))
-    with step.locked():
-        with step.engine.connect() as conn:
-            low, high = conn.execute(statement(JOB, "undecided_bounds")).one()
-        step.stats["decided"] = 0
-        if low is not None:
-            step.timed("spark", lambda: _stage(spark, step, (low, high)))
-            _merge(step)
-        return step.record()
+    return step.run_once(spark, "undecided_bounds", _stage, _merge, idle={"decided": 0})
 
 
 def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
@@ -40,20 +41,17 @@ def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
         spark, statements(JOB)["undecided"], partition_column="signal_id", bounds=bounds,
         partitions=step.settings.partitions,
     )
-    results = undecided.mapInArrow(decide_batches, RESULT_SCHEMA)
+    results = undecided.mapInArrow(decide_batches, spark_ddl(RESULT_COLUMNS))
     step.jdbc.append(results.withColumn("run_id", F.lit(step.run_id)), stage_results.name)
 
 
 def _merge(step: Step) -> None:
     params = {"run_id": step.run_id}
     with step.merge() as conn:
-
-        def run_statement(name: str) -> int:
-            return step.execute(conn, JOB, name, params)
-
+        run_statement = step.runner(conn, params)
         run_statement("lock_acks")
         step.stats["deferred"] = run_statement("defer_outdated")
-        staged = conn.execute(statement(JOB, "staged"), params).scalar_one()
+        staged = step.scalar(conn, "staged", params)
         expect_count("request results", run_statement("insert_results"), staged)
         step.stats["decided"] = staged
         step.stats["late_acks"] = run_statement("flag_late")
@@ -66,10 +64,7 @@ def _merge(step: Step) -> None:
 def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
 
-    schema = pa.schema(
-        [("signal_id", pa.int64()), ("status", pa.int32()), ("body", pa.string()), ("headers", pa.string()),
-         ("cause", pa.string()), ("acks_seen", pa.int32())]
-    )
+    schema = arrow_schema(RESULT_COLUMNS)
     for batch in batches:
         out = []
         for row in batch.to_pylist():
