@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, Connection, and_, exists, false, not_, or_
 
 from ackstore import rql
 from ackstore.schema import search_index, search_things
+from ackstore.twin import escape_key
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def flatten(document: dict[str, Any] | None) -> list[IndexRow]:
     ordinals: dict[str, int] = {}
     rows: list[IndexRow] = []
     for key, value in document.items():
-        rows.extend(_rows(_escape(key), value, ordinals))
+        rows.extend(_rows(escape_key(key), value, ordinals))
     return rows
 
 
@@ -48,7 +49,7 @@ def _rows(path: str, value: Any, ordinals: dict[str, int]) -> Iterator[IndexRow]
     if isinstance(value, dict):
         yield IndexRow(path, ordinal, "object", empty=not value)
         for key, member in value.items():
-            yield from _rows(f"{path}/{_escape(key)}", member, ordinals)
+            yield from _rows(f"{path}/{escape_key(key)}", member, ordinals)
     elif isinstance(value, list):
         yield IndexRow(path, ordinal, "array", empty=not value)
         for element in value:
@@ -61,10 +62,6 @@ def _rows(path: str, value: Any, ordinals: dict[str, int]) -> Iterator[IndexRow]
         yield IndexRow(path, ordinal, "string", value_text=value, empty=value == "")
     else:
         yield IndexRow(path, ordinal, "null", empty=True)
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 # --- queries ---------------------------------------------------------------------------------

@@ -99,17 +99,12 @@ def entity_tag(state: ThingState, path: str = "/") -> str | None:
 
 
 def document_bytes(document: Any) -> int:
-    return len(compact(document).encode("utf-8"))
+    return len(jsontext.dumps(document).encode("utf-8"))
 
 
-def compact(value: Any) -> str:
-    """JSON text without spaces, in the document's own member order (for storage as jsonb)."""
-    return jsontext.dumps(value)
-
-
-def canonical(value: Any) -> str:
-    """JSON text with sorted members: equal values give equal text (for entity tags)."""
-    return jsontext.canonical(value)
+def escape_key(key: str) -> str:
+    """A member name as a JSON-pointer segment (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 # --- the command kinds ---------------------------------------------------------------------
@@ -149,9 +144,7 @@ def _put_thing(state: ThingState, value: Any, *, creating_only: bool) -> tuple[d
     if not isinstance(value, dict):
         raise errors.json_field_invalid("/value", "JSON object of a Thing")
     document = _with_thing_id(state.thing_id, value)
-    for part in _OBJECT_PARTS | _STRING_PARTS:
-        if part in document:
-            _check_type(_resolve("/" + part), document[part])
+    _check_parts(document)
     if state.exists:
         return document, 204, "modified"
     return document, 201, "created"
@@ -160,7 +153,7 @@ def _put_thing(state: ThingState, value: Any, *, creating_only: bool) -> tuple[d
 def _put_part(state: ThingState, target: _Target, current: Any, value: Any) -> tuple[dict, int, str]:
     if target.feature_id is not None and target.kind != "feature":
         if _get(state.document, target.pointer[:2]) is ABSENT:
-            raise _not_found(state, _resolve("/features/" + _escape(target.feature_id)))
+            raise errors.thing_part_not_found("feature", state.thing_id, target.feature_id)
     document = _set(state.document, target.pointer, value)
     if current is ABSENT:
         return document, 201, "created"
@@ -179,9 +172,7 @@ def _merge(state: ThingState, target: _Target, value: Any) -> tuple[dict, int, s
     document = merge_patch(state.document, patch)
     if document.get("thingId") != state.thing_id:
         raise errors.thing_id_not_settable()
-    for part in _OBJECT_PARTS | _STRING_PARTS:
-        if part in document:
-            _check_type(_resolve("/" + part), document[part])
+    _check_parts(document)
     return document, 204, "merged"
 
 
@@ -244,7 +235,7 @@ def _tag(state: ThingState, target: _Target, current: Any) -> str | None:
         return None
     if not target.pointer:
         return f'"rev:{state.revision}"'
-    return '"hash:' + hashlib.sha256(canonical(current).encode("utf-8")).hexdigest()[:16] + '"'
+    return '"hash:' + hashlib.sha256(jsontext.canonical(current).encode("utf-8")).hexdigest()[:16] + '"'
 
 
 def _tag_matches(header: str, actual: str) -> bool:
@@ -305,6 +296,13 @@ def _feature_target(path: str, segments: tuple[str, ...], raw: list[str]) -> _Ta
     raise errors.unknown_path(path)
 
 
+def _check_parts(document: dict) -> None:
+    """The top-level parts of a whole thing hold what they must (attributes an object, …)."""
+    for part in _OBJECT_PARTS | _STRING_PARTS:
+        if part in document:
+            _check_type(_resolve("/" + part), document[part])
+
+
 def _check_type(target: _Target, value: Any) -> None:
     kind = target.kind
     if kind in ("attributes", "features", "feature", "feature.properties", "feature.desiredProperties"):
@@ -326,10 +324,6 @@ def _not_found(state: ThingState, target: _Target) -> errors.DittoError:
 
 def _unescape(segment: str) -> str:
     return segment.replace("~1", "/").replace("~0", "~")
-
-
-def _escape(segment: str) -> str:
-    return segment.replace("~", "~0").replace("/", "~1")
 
 
 def _get(document: Any, pointer: tuple[str, ...]) -> Any:

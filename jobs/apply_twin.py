@@ -117,7 +117,7 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
                 "thing_id": state.thing_id,
                 "base_revision": first["base_revision"],
                 "status": outcome.status,
-                "payload": None if outcome.payload is ABSENT else twin.compact(outcome.payload),
+                "payload": None if outcome.payload is ABSENT else jsontext.dumps(outcome.payload),
                 "is_error": outcome.is_error,
                 "event_action": outcome.event_action,
                 "revision": state.revision if outcome.applied else None,
@@ -129,6 +129,6 @@ def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[st
     out[-1].update(
         is_last=True,
         final_revision=state.revision,
-        final_document=None if state.document is None else twin.compact(state.document),
+        final_document=None if state.document is None else jsontext.dumps(state.document),
     )
     return out

@@ -12,7 +12,6 @@ from typing import Any, Iterator
 from ackstore import aggregation, errors, jsontext
 from ackstore.acks import ABSENT, Ack
 from ackstore.schema import stage_results
-from ackstore.twin import compact
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.sql import statements
@@ -74,8 +73,8 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
                     {
                         "signal_id": row["signal_id"],
                         "status": result.status,
-                        "body": None if result.body is ABSENT else compact(result.body),
-                        "headers": compact(dict(result.headers)),
+                        "body": None if result.body is ABSENT else jsontext.dumps(result.body),
+                        "headers": jsontext.dumps(dict(result.headers)),
                         "cause": result.cause,
                         "acks_seen": acks_seen,
                     }
