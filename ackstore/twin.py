@@ -168,7 +168,9 @@ def _merge(state: ThingState, target: _Target, value: Any) -> tuple[dict, int, s
     if not isinstance(patch, dict):
         raise errors.merge_invalid()
     if not state.exists:
-        return _with_thing_id(state.thing_id, _without_nulls(patch)), 201, "created"
+        created = _with_thing_id(state.thing_id, _without_nulls(patch))
+        _check_parts(created)
+        return created, 201, "created"
     document = merge_patch(state.document, patch)
     if document.get("thingId") != state.thing_id:
         raise errors.thing_id_not_settable()

@@ -35,6 +35,8 @@ ROWS: list[tuple[str, Any, str, str, Any, dict, int, str | None, Any, str | None
      {**LAMP, "attributes": {"location": {"room": "kitchen"}, "new": 1}}, "merged"),
     ("merge at / on a missing thing creates it without nulls", GONE, "merge", "/", {"attributes": {"a": 1, "b": None}}, {}, 201, None,
      {"thingId": T, "attributes": {"a": 1}}, "created"),
+    ("merge creating a thing whose attributes are not an object", GONE, "merge", "/", {"attributes": 5}, {}, 400,
+     "json.invalid", SAME, None),
     ("merge at a sub-path of a missing thing", GONE, "merge", "/attributes", {"a": 1}, {}, 404, "things:thing.notfound", SAME, None),
     ("merge at a sub-path", LAMP, "merge", "/attributes/location", {"floor": 2}, {}, 204, None,
      {**LAMP, "attributes": {"on": True, "location": {"room": "kitchen", "floor": 2}}}, "merged"),
