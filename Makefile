@@ -7,9 +7,10 @@ demo:  ## install, create the database, walk two sample commands through the pip
 	scripts/bootstrap.sh
 	.venv/bin/ackstore demo
 
-test:  ## install, make sure PostgreSQL runs, run the whole test suite
+test:  ## install, make sure PostgreSQL runs, check the import layers, run the whole test suite
 	scripts/bootstrap.sh
 	scripts/ensure-postgres.sh
+	.venv/bin/lint-imports
 	$(PYTHON_VENV) -m pytest
 
 bench:  ## the pipeline against a raw-SQL baseline, 100 000 commands (COMMANDS=1000000 for more)

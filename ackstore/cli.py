@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any, Sequence
 
-from ackstore.database import make_engine, resolve_url
-from ackstore.store import AckStore
+from ackstore.ledger.database import make_engine, resolve_url
+from ackstore.ledger.store import AckStore
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_UNDECIDED = 0, 1, 3
 
@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from ackstore import migrate
+    from ackstore.ledger import migrate
 
     engine = make_engine(resolve_url(args.database_url))
     try:

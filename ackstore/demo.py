@@ -8,9 +8,9 @@ import uuid
 from importlib import resources
 from typing import Any
 
-from ackstore import migrate
-from ackstore.database import embedded_data_dir, make_engine, resolve_url, uses_embedded
-from ackstore.store import AckStore
+from ackstore.ledger import migrate
+from ackstore.ledger.database import embedded_data_dir, make_engine, resolve_url, uses_embedded
+from ackstore.ledger.store import AckStore
 
 SUBSCRIBER = "demo-auditor"
 CUSTOM_LABEL = "demo:audit"

@@ -19,8 +19,8 @@ from typing import Iterator
 
 from sqlalchemy import text
 
-from ackstore.database import make_engine, scratch_database
-from ackstore.migrate import upgrade
+from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.migrate import upgrade
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"

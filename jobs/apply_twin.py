@@ -1,7 +1,7 @@
 """Step 1, apply_twin: fold pending twin commands onto their things (B.10).
 
 Spark reads the pending commands with their thing's state, streams each thing's commands
-in ingestion order through :func:`ackstore.twin.fold` (sorted partitions, one plain Python
+in ingestion order through :func:`ackstore.rules.twin.fold` (sorted partitions, one plain Python
 loop per partition: stack-notes.md), and stages one row per command. One transaction then
 writes the new thing states, the events, the responses and the ``twin-persisted`` acks.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore import jsontext, labels, twin
-from ackstore.acks import ABSENT
-from ackstore.schema import stage_twin_outcomes
+from ackstore.rules import jsontext, labels, twin
+from ackstore.rules.acks import ABSENT
+from ackstore.ledger.schema import stage_twin_outcomes
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.sql import statements

@@ -1,7 +1,7 @@
 """Step 2, index_search: flatten changed things into the search index (B.11).
 
 Spark reads the things whose revision is past the index's watermark, flattens the changed
-documents with :func:`ackstore.search.flatten`, and stages rows and watermarks. One
+documents with :func:`ackstore.rules.index_rows.flatten`, and stages rows and watermarks. One
 transaction replaces the things' index rows, advances the watermarks and writes the
 ``search-persisted`` acks of the commands whose revision is now indexed.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore import jsontext, labels, search
-from ackstore.schema import stage_search_rows, stage_search_things
+from ackstore.rules import index_rows, jsontext, labels
+from ackstore.ledger.schema import stage_search_rows, stage_search_things
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.sql import statements
@@ -80,7 +80,7 @@ def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         out = []
         for thing in batch.to_pylist():
-            for row in search.flatten(jsontext.loads(thing["document"])):
+            for row in index_rows.flatten(jsontext.loads(thing["document"])):
                 out.append(
                     {
                         "thing_id": thing["thing_id"],

@@ -6,9 +6,9 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
-from ackstore.database import resolve_url
-from ackstore.settings import Settings
-from ackstore.twin import DEFAULT_MAX_THING_BYTES
+from ackstore.ledger.database import resolve_url
+from ackstore.rules.settings import Settings
+from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
 
 @dataclass(frozen=True)

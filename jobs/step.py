@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import Connection, Engine, Table, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 
-from ackstore.database import make_engine
-from ackstore.schema import pipeline_runs
+from ackstore.ledger.database import make_engine
+from ackstore.ledger.schema import pipeline_runs
 from jobs import faults
 from jobs.settings import PipelineSettings
 from jobs.sql import statement

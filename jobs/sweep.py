@@ -1,7 +1,7 @@
 """Step 3, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
 
 Spark reads every undecided request with its command response and the acks that arrived
-by its deadline, and applies :func:`ackstore.aggregation.decide` to each. Decided ones are
+by its deadline, and applies :func:`ackstore.rules.aggregation.decide` to each. Decided ones are
 staged; one transaction writes ``request_results`` and flags acks that came too late.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore import aggregation, errors, jsontext
-from ackstore.acks import ABSENT, Ack
-from ackstore.schema import stage_results
+from ackstore.rules import aggregation, errors, jsontext
+from ackstore.rules.acks import ABSENT, Ack
+from ackstore.ledger.schema import stage_results
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.sql import statements

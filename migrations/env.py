@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from ackstore.schema import metadata
+from ackstore.ledger.schema import metadata
 
 config = context.config
 

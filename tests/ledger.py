@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from ackstore.schema import LEDGER_TABLES
+from ackstore.ledger.schema import LEDGER_TABLES
 
 
 def snapshot(engine: Engine, *, without: tuple[str, ...] = ()) -> dict[str, list[tuple[Any, ...]]]:

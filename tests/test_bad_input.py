@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ackstore.store import AckStore
+from ackstore.ledger.store import AckStore
 from tests.ledger import ack_message, snapshot, twin_command
 
 TEN_MB = "x" * (10 * 1024 * 1024)

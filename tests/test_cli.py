@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ackstore.store import AckStore
+from ackstore.ledger.store import AckStore
 from tests.ledger import ack_message, snapshot, twin_command
 
 

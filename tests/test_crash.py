@@ -18,10 +18,10 @@ from typing import Any, Iterator
 import pytest
 from sqlalchemy import TIMESTAMP, select, text
 
-from ackstore import migrate
-from ackstore.database import make_engine, scratch_database
-from ackstore.schema import LEDGER_TABLES, STAGING_TABLES
-from ackstore.store import AckStore
+from ackstore.ledger import migrate
+from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.schema import LEDGER_TABLES, STAGING_TABLES
+from ackstore.ledger.store import AckStore
 from tests.conftest import ADMIN_URL
 from tests.ledger import ack_message, twin_command
 

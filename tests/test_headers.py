@@ -2,9 +2,9 @@
 
 import pytest
 
-from ackstore import headers
-from ackstore.errors import DittoError
-from ackstore.headers import Outcome
+from ackstore.rules import headers
+from ackstore.rules.errors import DittoError
+from ackstore.rules.headers import Outcome
 
 TWIN, LIVE = "twin", "live"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ackstore import errors, labels
-from ackstore.errors import DittoError
+from ackstore.rules import errors, labels
+from ackstore.rules.errors import DittoError
 
 LABEL_SYNTAX = [
     # (label, valid) — B.2's examples first, then the bounds and character set

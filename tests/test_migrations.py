@@ -4,8 +4,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine
 
-from ackstore import migrate
-from ackstore.schema import metadata
+from ackstore.ledger import migrate
+from ackstore.ledger.schema import metadata
 
 
 def test_migrations_reach_head(migrated_engine: Engine) -> None:

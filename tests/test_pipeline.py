@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from ackstore.store import AckStore
+from ackstore.ledger.store import AckStore
 from tests.ledger import ack_message, snapshot, twin_command
 
 pytestmark = pytest.mark.spark
@@ -321,7 +321,7 @@ def test_an_in_time_ack_committed_after_the_sweeps_read_defers_the_decision(stor
     from jobs import sweep
     from jobs.settings import PipelineSettings
     from jobs.step import Step
-    from ackstore.schema import stage_results
+    from ackstore.ledger.schema import stage_results
 
     store.declare("app", ["org:one"])
     submit(store, "modify", "/", {}, cid="racy", requested_acks=["org:one"], timeout="1ms")

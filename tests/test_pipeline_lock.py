@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from ackstore.store import AckStore
+from ackstore.ledger.store import AckStore
 from jobs import apply_twin, sweep
 from jobs.settings import PipelineSettings
 from jobs.step import PipelineBusy

@@ -3,10 +3,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore import aggregation, envelopes, headers, labels
-from ackstore.acks import Ack
-from ackstore.errors import DittoError
-from ackstore.settings import Settings
+from ackstore.rules import aggregation, envelopes, headers, labels
+from ackstore.rules.acks import Ack
+from ackstore.rules.errors import DittoError
+from ackstore.rules.settings import Settings
 
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20)

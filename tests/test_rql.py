@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore import rql
-from ackstore.errors import DittoError
-from ackstore.rql import Comparison, Empty, Exists, In, Logical, Not, Placeholder
+from ackstore.rules import rql
+from ackstore.rules.errors import DittoError
+from ackstore.rules.rql import Comparison, Empty, Exists, In, Logical, Not, Placeholder
 
 VALID = [
     ('eq(attributes/location,"kitchen")', Comparison("eq", "attributes/location", "kitchen")),

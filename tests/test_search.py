@@ -6,12 +6,13 @@ from datetime import datetime, timezone
 
 from sqlalchemy.dialects import postgresql
 
-from ackstore import rql, search
-from ackstore.search import IndexRow
+from ackstore.ledger import search
+from ackstore.rules import index_rows, rql
+from ackstore.rules.index_rows import IndexRow
 
 
 def test_flatten_nested_objects_arrays_numbers_booleans() -> None:
-    rows = search.flatten(
+    rows = index_rows.flatten(
         {"thingId": "a:b", "attributes": {"n": 1.5, "big": 10**30, "on": False, "none": None, "empty": "",
                                            "tags": ["x", ["y"], {"k": 1}], "obj": {}}}
     )
@@ -34,8 +35,8 @@ def test_flatten_nested_objects_arrays_numbers_booleans() -> None:
 
 
 def test_flatten_escapes_slashes_in_keys_and_deleted_things_have_no_rows() -> None:
-    assert search.flatten({"a/b": {"c~d": 1}})[1].path == "a~1b/c~0d"
-    assert search.flatten(None) == []
+    assert index_rows.flatten({"a/b": {"c~d": 1}})[1].path == "a~1b/c~0d"
+    assert index_rows.flatten(None) == []
 
 
 def test_like_pattern_translation() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ackstore.settlement import Outcome, Settlement, decide_settlement
+from ackstore.rules.settlement import Outcome, Settlement, decide_settlement
 
 ACK, REJECT, REDELIVER, DEAD = Settlement.ACK, Settlement.REJECT, Settlement.REDELIVER, Settlement.DEAD_LETTER
 

@@ -17,7 +17,7 @@ from typing import Iterator
 import pyspark
 import pytest
 
-from ackstore.store import AckStore
+from ackstore.ledger.store import AckStore
 from jobs.spark import JDBC_JAR
 from tests.ledger import twin_command
 

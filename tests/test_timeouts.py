@@ -2,10 +2,10 @@
 
 import pytest
 
-from ackstore import headers
-from ackstore.durations import parse_duration_ms
-from ackstore.errors import DittoError
-from ackstore.settings import Settings
+from ackstore.rules import headers
+from ackstore.rules.durations import parse_duration_ms
+from ackstore.rules.errors import DittoError
+from ackstore.rules.settings import Settings
 
 DURATIONS = [
     ("5", 5_000),  # a bare number means seconds

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ackstore import twin
-from ackstore.acks import ABSENT
+from ackstore.rules import twin
+from ackstore.rules.acks import ABSENT
 
 T = "org.acme:lamp"
 LAMP = {

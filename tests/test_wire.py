@@ -2,9 +2,9 @@
 
 import pytest
 
-from ackstore import wire
-from ackstore.acks import Ack
-from ackstore.errors import DittoError
+from ackstore.rules import wire
+from ackstore.rules.acks import Ack
+from ackstore.rules.errors import DittoError
 
 CID = "cid-7"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ackstore import errors
+from ackstore.rules import errors
 
 JAVA_LONG_MAX = 2**63 - 1
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ackstore import errors, jsontext
-from ackstore.acks import ABSENT
+from ackstore.rules import errors, jsontext
+from ackstore.rules.acks import ABSENT
 
 DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
 IF_MATCH, IF_NONE_MATCH = "if-match", "if-none-match"

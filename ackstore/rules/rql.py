@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Union
 
-from ackstore import errors
+from ackstore.rules import errors
 
 COMPARISONS = ("eq", "ne", "gt", "ge", "lt", "le", "like", "ilike")
 PLACEHOLDERS = ("time:now", "time:now_epoch_millis")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ackstore import errors, labels
-from ackstore.acks import ABSENT, Ack
-from ackstore.headers import CORRELATION_ID, REQUESTED_ACKS, WEAK_ACK
+from ackstore.rules import errors, labels
+from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, WEAK_ACK
 
 DITTO_CONTENT_TYPE = "application/vnd.eclipse.ditto+json"
 

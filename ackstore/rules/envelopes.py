@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from ackstore import errors, labels
-from ackstore.acks import ABSENT, Ack
-from ackstore.headers import CORRELATION_ID
+from ackstore.rules import errors, labels
+from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules.headers import CORRELATION_ID
 
 SignalKind = Literal["twin-command", "live-command", "live-message"]
 TWIN_ACTIONS = ("create", "modify", "merge", "delete")

@@ -1,67 +1,19 @@
-"""The search index (B.11, B.12): flattening thing documents, and RQL compiled to SQL.
+"""Searching the index (B.12): RQL compiled to SQL over ``search_index``.
 
-A thing is indexed as one row per JSON value below its root: the JSON-pointer path (keys
-joined by ``/``, as RQL names properties), a per-path ordinal, and the value typed. An
-array gives a row for itself and a row per element *at the same path*, so a comparison
-matches when any element matches (B.11). Queries are SQLAlchemy expressions: every value
-is a bind parameter.
+The rows themselves come from :func:`ackstore.rules.index_rows.flatten`. Queries are
+SQLAlchemy expressions: every value is a bind parameter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from sqlalchemy import ColumnElement, Connection, and_, exists, false, not_, or_, select, true
 
-from ackstore import rql
-from ackstore.schema import search_index, search_things
-from ackstore.twin import escape_key
-
-
-@dataclass(frozen=True)
-class IndexRow:
-    path: str
-    ordinal: int
-    value_type: str  # string number boolean null object array
-    value_text: str | None = None
-    value_number: str | None = None  # decimal text: exact, whatever the JSON number's size
-    value_bool: bool | None = None
-    empty: bool = False  # null, "", {} or [] (B.12 ``empty``)
-
-
-def flatten(document: dict[str, Any] | None) -> list[IndexRow]:
-    """The index rows of one thing document (none for a deleted thing)."""
-    if document is None:
-        return []
-    ordinals: dict[str, int] = {}
-    rows: list[IndexRow] = []
-    for key, value in document.items():
-        rows.extend(_rows(escape_key(key), value, ordinals))
-    return rows
-
-
-def _rows(path: str, value: Any, ordinals: dict[str, int]) -> Iterator[IndexRow]:
-    ordinal = ordinals.get(path, 0)
-    ordinals[path] = ordinal + 1
-    if isinstance(value, dict):
-        yield IndexRow(path, ordinal, "object", empty=not value)
-        for key, member in value.items():
-            yield from _rows(f"{path}/{escape_key(key)}", member, ordinals)
-    elif isinstance(value, list):
-        yield IndexRow(path, ordinal, "array", empty=not value)
-        for element in value:
-            yield from _rows(path, element, ordinals)
-    elif isinstance(value, bool):
-        yield IndexRow(path, ordinal, "boolean", value_bool=value)
-    elif isinstance(value, (int, float)):
-        yield IndexRow(path, ordinal, "number", value_number=repr(value) if isinstance(value, float) else str(value))
-    elif isinstance(value, str):
-        yield IndexRow(path, ordinal, "string", value_text=value, empty=value == "")
-    else:
-        yield IndexRow(path, ordinal, "null", empty=True)
+from ackstore.ledger.schema import search_index, search_things
+from ackstore.rules import rql
 
 
 # --- queries ---------------------------------------------------------------------------------

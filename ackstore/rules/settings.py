@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from ackstore.durations import parse_duration_ms
+from ackstore.rules.durations import parse_duration_ms
 
 DEFAULT_TIMEOUT_MS = 5 * 60_000
 MAX_TIMEOUT_MS = 20 * 60_000

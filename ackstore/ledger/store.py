@@ -13,10 +13,9 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy import Connection, Engine, and_, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
-from ackstore import aggregation, envelopes, errors, headers, labels, rql, search
-from ackstore.acks import ABSENT, Ack
-from ackstore.database import make_engine, resolve_url
-from ackstore.schema import (
+from ackstore.ledger import search
+from ackstore.ledger.database import make_engine, resolve_url
+from ackstore.ledger.schema import (
     ack_requests,
     acks,
     command_responses,
@@ -25,7 +24,9 @@ from ackstore.schema import (
     signals,
     subscribers,
 )
-from ackstore.settings import Settings
+from ackstore.rules import aggregation, envelopes, errors, headers, labels, rql
+from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules.settings import Settings
 
 ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
 NO_CONTENT = {"status": 204}

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from ackstore import errors, labels
-from ackstore.acks import ABSENT, Ack
-from ackstore.headers import CORRELATION_ID, Api
-from ackstore.wire import body_or_none, http_body, status_only
+from ackstore.rules import errors, labels
+from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules.headers import CORRELATION_ID, Api
+from ackstore.rules.wire import body_or_none, http_body, status_only
 
 SHORTCUT_LABELS = frozenset({labels.TWIN_PERSISTED, labels.LIVE_RESPONSE})
 

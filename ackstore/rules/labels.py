@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from ackstore import errors
+from ackstore.rules import errors
 
 TWIN_PERSISTED = "twin-persisted"
 LIVE_RESPONSE = "live-response"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Literal, Mapping
 
-from ackstore import errors, labels
-from ackstore.durations import parse_duration_ms
-from ackstore.settings import Settings
+from ackstore.rules import errors, labels
+from ackstore.rules.durations import parse_duration_ms
+from ackstore.rules.settings import Settings
 
 Api = Literal["http", "websocket", "connectivity"]
 APIS: tuple[Api, ...] = ("http", "websocket", "connectivity")

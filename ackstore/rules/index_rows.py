@@ -1,0 +1,57 @@
+"""Index rows of a thing document (B.11): one typed row per JSON value below its root.
+
+A thing is indexed as one row per JSON value below its root: the JSON-pointer path (keys
+joined by ``/``, as RQL names properties), a per-path ordinal, and the value typed. An
+array gives a row for itself and a row per element *at the same path*, so a comparison
+matches when any element matches (B.11).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ackstore.rules.twin import escape_key
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    path: str
+    ordinal: int
+    value_type: str  # string number boolean null object array
+    value_text: str | None = None
+    value_number: str | None = None  # decimal text: exact, whatever the JSON number's size
+    value_bool: bool | None = None
+    empty: bool = False  # null, "", {} or [] (B.12 ``empty``)
+
+
+def flatten(document: dict[str, Any] | None) -> list[IndexRow]:
+    """The index rows of one thing document (none for a deleted thing)."""
+    if document is None:
+        return []
+    ordinals: dict[str, int] = {}
+    rows: list[IndexRow] = []
+    for key, value in document.items():
+        rows.extend(_rows(escape_key(key), value, ordinals))
+    return rows
+
+
+def _rows(path: str, value: Any, ordinals: dict[str, int]) -> Iterator[IndexRow]:
+    ordinal = ordinals.get(path, 0)
+    ordinals[path] = ordinal + 1
+    if isinstance(value, dict):
+        yield IndexRow(path, ordinal, "object", empty=not value)
+        for key, member in value.items():
+            yield from _rows(f"{path}/{escape_key(key)}", member, ordinals)
+    elif isinstance(value, list):
+        yield IndexRow(path, ordinal, "array", empty=not value)
+        for element in value:
+            yield from _rows(path, element, ordinals)
+    elif isinstance(value, bool):
+        yield IndexRow(path, ordinal, "boolean", value_bool=value)
+    elif isinstance(value, (int, float)):
+        yield IndexRow(path, ordinal, "number", value_number=repr(value) if isinstance(value, float) else str(value))
+    elif isinstance(value, str):
+        yield IndexRow(path, ordinal, "string", value_text=value, empty=value == "")
+    else:
+        yield IndexRow(path, ordinal, "null", empty=True)

@@ -1,0 +1,1 @@
+"""The Airflow DAG folder: thin TaskFlow wiring of the jobs in ``jobs/`` (no logic here)."""
