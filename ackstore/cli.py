@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.store import AckStore
 
-EXIT_OK, EXIT_ERROR_ANSWER, EXIT_UNDECIDED = 0, 1, 3
+EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
 
 DESCRIPTION = """\
 ackstore keeps a ledger of signals (Ditto twin commands, live commands, live messages) and of
@@ -30,9 +30,10 @@ examples:
   ackstore declare my-app my-app:processed
   ackstore submit command.json          # {"status": 202, "correlationId": "..."}
   ackstore ack my-app ack.json          # {"status": 204}
-  ackstore pipeline run                 # apply twin commands, index, decide (local Spark)
+  ackstore pipeline run                 # apply, index, decide, validate, settle (local Spark)
   ackstore result 3f0c…                 # {"status": 200, "body": …, "headers": …}
   ackstore search 'eq(attributes/on,true)'   # {"status": 200, "items": ["org.acme:lamp"]}
+  ackstore report audit                 # what is not answered or settled yet, oldest first
   ackstore demo                         # all of the above on a sample command
 """
 
@@ -90,10 +91,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     pipeline = commands.add_parser("pipeline", help="run the batch pipeline (what the Airflow DAG runs)")
     pipeline_commands = pipeline.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
-    run = pipeline_commands.add_parser("run", help="run every step once, in order, and print their counts")
-    run.add_argument("--step", action="append", dest="steps", help="run only this step (repeatable)")
+    run = pipeline_commands.add_parser(
+        "run",
+        help="run every step once, in order, and print their counts (exit 1 when validation fails: nothing is settled)",
+    )
+    run.add_argument(
+        "--step", action="append", dest="steps", metavar="STEP",
+        help="run only this step (repeatable): apply_twin, index_search, sweep, validate, settle",
+    )
     run.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
     run.add_argument("--run-id", help="the run's id (default: a new one); a re-run may reuse it")
+
+    report = commands.add_parser("report", help="the SQL reports: settlement status per source, the QoS-1 audit")
+    report.add_argument("report", choices=("settlement", "audit"),
+                        help="settlement: status per source and decision; audit: what is not answered or settled yet")
+    report.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    report.add_argument("--source", help="only this source (a connection id, api or cli)")
+    report.add_argument("--limit", type=int, default=50, help="audit: at most this many signals (default 50)")
+
+    airflow = commands.add_parser(
+        "airflow",
+        help="run Airflow (UI on 127.0.0.1:8080) with the ackstore DAG and a Spark Connect server, until Ctrl-C",
+    )
+    airflow.add_argument("--port", type=int, default=8080, help="the API server's and UI's port (default 8080)")
+    airflow.add_argument("--spark-port", type=int, default=15002, help="the Spark Connect server's port (default 15002)")
+    airflow.add_argument("--local-spark", action="store_true",
+                         help="no Spark Connect server: each task opens a local session (~26 s a task)")
+    airflow.add_argument("--home", help="Airflow's folder (default: $ACKSTORE_HOME/airflow, i.e. ./.ackstore/airflow)")
+    airflow.add_argument("--metadata-database", default="ackstore_airflow",
+                         help="Airflow's metadata database, on the ledger's server (default ackstore_airflow)")
 
     commands.add_parser("demo", help="set up the ledger and walk a sample command through it")
     return parser
@@ -109,6 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(args.database_url)
     if args.command == "pipeline":
         return _pipeline(args)
+    if args.command == "airflow":
+        from pathlib import Path
+
+        from ackstore.local_airflow import LocalAirflow, serve
+
+        local = LocalAirflow.prepare(args.database_url, home=Path(args.home) if args.home else None, port=args.port,
+                                     metadata_database=args.metadata_database)
+        return serve(local, spark_port=args.spark_port, use_spark_connect=not args.local_spark)
     with AckStore.connect(args.database_url) as store:
         if args.command == "search":
             return _answer(store.search(args.filter, args.namespaces))
@@ -135,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _print({"correlationId": args.correlation_id, "decided": False})
                 return EXIT_UNDECIDED
             return _answer(answer)
+        if args.command == "report":
+            from ackstore.report import run_report
+
+            return run_report(store, args.report, as_json=args.json, limit=args.limit, source=args.source)
         if args.command == "show":
             state = store.stored_signal(args.correlation_id)
             _print(state)
@@ -162,11 +200,25 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     settings = PipelineSettings.from_env(args.database_url, run_id=args.run_id)
     steps = tuple(args.steps) if args.steps else tuple(pipeline.STEPS)
-    spark = spark_session("ackstore-pipeline", remote=args.spark_remote)
+    unknown = sorted(set(steps) - set(pipeline.STEPS))
+    if unknown:
+        print(f"ackstore pipeline run: unknown step(s) {unknown}; the steps are {list(pipeline.STEPS)}", file=sys.stderr)
+        return EXIT_USAGE
+    needs_spark = any(name not in pipeline.WITHOUT_SPARK for name in steps)
+    spark = spark_session("ackstore-pipeline", remote=args.spark_remote) if needs_spark else None
     try:
         _print({"runId": settings.run_id, "steps": pipeline.run(spark, settings, steps)})
+    except pipeline.ValidationFailed as failed:
+        _print({
+            "runId": settings.run_id,
+            "steps": failed.completed,
+            "validation": {"passed": False, "failures": [failure.to_json() for failure in failed.failures]},
+        })
+        print(f"ackstore pipeline run: {failed}", file=sys.stderr)
+        return EXIT_ERROR_ANSWER
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
     return EXIT_OK
 
 

@@ -27,10 +27,9 @@ DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def _sections() -> dict[str, str]:
-    from jobs.sql import _NAME
+    from ackstore.ledger.named_sql import load
 
-    parts = _NAME.split(WORKLOAD.read_text())[1:]
-    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+    return load(WORKLOAD)
 
 
 @contextmanager

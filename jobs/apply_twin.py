@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.rules import jsontext, labels, twin
-from ackstore.rules.acks import ABSENT
 from ackstore.ledger.schema import stage_twin_outcomes
+from ackstore.rules import jsontext, labels, twin
+from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
-from jobs.sql import statements
 from jobs.step import Step, expect_count
 
 JOB = "apply_twin"
@@ -40,19 +39,14 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
 
 
 def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
-    pending = step.jdbc.read(
-        spark, statements(JOB)["pending"], partition_column="signal_id", bounds=bounds,
-        partitions=step.settings.partitions,
-    )
     max_bytes = step.settings.max_thing_bytes
     outcomes = (
-        pending.repartition(step.settings.partitions, "thing_id")
+        step.read(spark, "pending", bounds)
+        .repartition(step.settings.partitions, "thing_id")
         .sortWithinPartitions("thing_id", "signal_id")
         .mapInArrow(lambda batches: fold_batches(batches, max_bytes), spark_ddl(OUTCOME_COLUMNS))
     )
-    from pyspark.sql import functions as F
-
-    step.jdbc.append(outcomes.withColumn("run_id", F.lit(step.run_id)), stage_twin_outcomes.name)
+    step.stage(outcomes, stage_twin_outcomes)
 
 
 def _merge(step: Step) -> None:
@@ -60,6 +54,7 @@ def _merge(step: Step) -> None:
         "run_id": step.run_id,
         "builtins": sorted(labels.BUILTIN_LABELS),
         "twin_persisted": labels.TWIN_PERSISTED,
+        "issuer": BUILTIN_ISSUER,
     }
     with step.merge() as conn:
         run_statement = step.runner(conn, params)
@@ -70,6 +65,8 @@ def _merge(step: Step) -> None:
         step.stats["commands"] = staged
         step.stats["things"] = changed
         step.stats["events"] = run_statement("insert_events")
+        expect_count("apply queue", run_statement("dequeue"), staged)
+        run_statement("enqueue_index")
         step.stats["acks"] = run_statement("insert_twin_persisted")
         run_statement("clear_staging")
 

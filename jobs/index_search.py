@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.rules import index_rows, jsontext, labels
 from ackstore.ledger.schema import stage_search_rows, stage_search_things
+from ackstore.rules import index_rows, jsontext, labels
+from ackstore.rules.acks import BUILTIN_ISSUER
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
-from jobs.sql import statements
 from jobs.step import Step, expect_count
 
 JOB = "index_search"
@@ -41,25 +41,26 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
 def _stage(spark: Any, step: Step, _: tuple) -> None:
     from pyspark.sql import functions as F
 
-    changed = step.jdbc.read(
-        spark, statements(JOB)["changed"], partition_column="bucket", bounds=(0, 63),
-        partitions=step.settings.partitions,
-    ).cache()
+    changed = step.read(spark, "changed", (0, 63), partition_column="bucket").cache()
     try:
-        run_id = F.lit(step.run_id)
-        step.jdbc.append(changed.select(*WATERMARK_COLUMNS).withColumn("run_id", run_id), stage_search_things.name)
+        step.stage(changed.select(*WATERMARK_COLUMNS), stage_search_things)
         rows = (
             changed.where(F.col("changed") & F.col("present"))
             .select("thing_id", "revision", "document")
             .mapInArrow(flatten_batches, spark_ddl(ROW_COLUMNS))
         )
-        step.jdbc.append(rows.withColumn("run_id", run_id), stage_search_rows.name)
+        step.stage(rows, stage_search_rows)
     finally:
         changed.unpersist()
 
 
 def _merge(step: Step) -> None:
-    params = {"run_id": step.run_id, "label": labels.SEARCH_PERSISTED, "weak_reason": WEAK_REASON}
+    params = {
+        "run_id": step.run_id,
+        "label": labels.SEARCH_PERSISTED,
+        "weak_reason": WEAK_REASON,
+        "issuer": BUILTIN_ISSUER,
+    }
     with step.merge() as conn:
         run_statement = step.runner(conn, params)
         staged = step.scalar(conn, "staged", params)
@@ -68,6 +69,7 @@ def _merge(step: Step) -> None:
         step.stats["things"] = staged
         step.stats["rows_deleted"] = run_statement("delete_rows")
         step.stats["rows"] = run_statement("insert_rows")
+        run_statement("dequeue")
         step.stats["acks"] = run_statement("insert_search_persisted")
         run_statement("clear_staging")
 

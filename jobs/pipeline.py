@@ -1,22 +1,74 @@
-"""One pipeline run: every step once, in order — exactly the calls the Airflow DAG makes."""
+"""The pipeline: five steps, in order. :func:`run_step` is the one call per step that both
+``ackstore pipeline run --step NAME`` and the Airflow DAG's task ``NAME`` make, so the two
+can never disagree.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any, Callable
 
-from jobs import apply_twin, index_search, sweep
+from jobs import apply_twin, index_search, settle, sweep, validate
 from jobs.settings import PipelineSettings
 
 STEPS: dict[str, Callable[[Any, PipelineSettings], dict[str, Any]]] = {
     "apply_twin": apply_twin.run,
     "index_search": index_search.run,
     "sweep": sweep.run,
+    "validate": validate.run,
+    "settle": settle.run,
 }
+WITHOUT_SPARK = frozenset({"validate"})  # Great Expectations reads PostgreSQL itself
+
+ValidationFailed = validate.ValidationFailed
+
+log = logging.getLogger("ackstore.pipeline")
+
+
+def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) -> dict[str, Any]:
+    """Run one step and return its stats; log its counts.
+
+    ``spark`` is the session to use; without one, a step that needs Spark opens one (Spark
+    Connect when ``$SPARK_REMOTE`` is set, else local) and stops it when done. Raises
+    :class:`ValidationFailed` when the ``validate`` step finds the ledger broken.
+    """
+    if name not in STEPS:
+        raise ValueError(f"unknown step {name!r}; the steps are {list(STEPS)}")
+    started = time.perf_counter()
+    own_session = spark is None and name not in WITHOUT_SPARK
+    if own_session:
+        from jobs.spark import spark_session
+
+        spark = spark_session(f"ackstore-{name}")
+    try:
+        stats = STEPS[name](spark, settings)
+    finally:
+        if own_session:
+            spark.stop()
+    log.info("%s run %s: %s (%.1f s with the session)", name, settings.run_id, _counts(stats),
+             time.perf_counter() - started)
+    return stats
 
 
 def run(spark: Any, settings: PipelineSettings, steps: tuple[str, ...] = tuple(STEPS)) -> dict[str, dict[str, Any]]:
-    """Run ``steps`` in pipeline order; the stats of each, by name."""
+    """Run ``steps`` in pipeline order on one session; the stats of each, by name. A failed
+    validation stops the run there: nothing after it (``settle``) runs."""
     unknown = [name for name in steps if name not in STEPS]
     if unknown:
         raise ValueError(f"unknown step(s) {unknown}; the steps are {list(STEPS)}")
-    return {name: STEPS[name](spark, settings) for name in STEPS if name in steps}
+    done: dict[str, dict[str, Any]] = {}
+    for name in (name for name in STEPS if name in steps):
+        try:
+            done[name] = run_step(name, settings, spark)
+        except ValidationFailed as failed:
+            failed.completed = dict(done)  # what ran before the gate closed, for the caller to show
+            raise
+    return done
+
+
+def _counts(stats: dict[str, Any]) -> str:
+    """The counts of a step's stats, without its timings."""
+    return ", ".join(
+        f"{key}={value}" for key, value in stats.items() if not key.endswith("seconds") and key != "failures"
+    )

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 from sqlalchemy.engine import make_url
 
@@ -44,6 +49,57 @@ def spark_session(app_name: str = "ackstore", *, remote: str | None = None, core
     session.sparkContext.setLogLevel("ERROR")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would drown the job's output
     return session
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def connect_server(work_dir: Path, port: int | None = None, *, start_timeout: float = 180) -> Iterator[str]:
+    """A Spark Connect server from the pyspark package (``local[2]``, the JDBC jar) on
+    ``port`` (default: a free one), its logs and pid file in ``work_dir``; yields its
+    ``sc://`` URL and stops it afterwards. It takes about 20 s to listen."""
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).resolve().parent
+    port = port or free_port()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOG_DIR": str(work_dir),  # else it writes its logs into the venv
+        "SPARK_PID_DIR": str(work_dir),
+        "SPARK_IDENT_STRING": f"ackstore-{port}",
+        "PYSPARK_PYTHON": sys.executable,  # its Python workers need the venv (pyarrow, ackstore)
+    }
+    env.pop(REMOTE_VARIABLE, None)
+    start = [
+        str(spark_home / "sbin" / "start-connect-server.sh"),
+        "--master", "local[2]",
+        "--jars", JDBC_JAR,
+        "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--conf", "spark.ui.enabled=false",
+    ]
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
+    try:
+        _wait_for_port(port, start_timeout)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(spark_home / "sbin" / "stop-connect-server.sh")], env=env, capture_output=True,
+                       timeout=120)
+
+
+def _wait_for_port(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"Spark Connect did not listen on port {port} within {seconds:.0f} s")
 
 
 # Columns of a mapInArrow output, as (name, pyarrow type name): one list gives both schemas.

@@ -15,7 +15,7 @@ from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from jobs import faults
 from jobs.settings import PipelineSettings
-from jobs.sql import statement
+from jobs.sql import statement, statements
 from jobs.spark import Jdbc
 
 
@@ -78,6 +78,19 @@ class Step:
                 self.timed("spark", lambda: stage(spark, self, found))
                 merge(self)
             return self.record()
+
+    def read(self, spark: Any, query: str, bounds: tuple[int, int], partition_column: str = "signal_id") -> Any:
+        """The job's named read ``query``, split into partitions over ``bounds`` of a column."""
+        return self.jdbc.read(
+            spark, statements(self.name)[query], partition_column=partition_column, bounds=bounds,
+            partitions=self.settings.partitions,
+        )
+
+    def stage(self, frame: Any, table: Table) -> None:
+        """Append ``frame``'s rows, tagged with this run's id, to the staging ``table``."""
+        from pyspark.sql import functions as F
+
+        self.jdbc.append(frame.withColumn("run_id", F.lit(self.run_id)), table.name)
 
     def timed(self, label: str, work: Callable[[], Any]) -> Any:
         started = time.perf_counter()

@@ -1,29 +1,32 @@
 """Step 3, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
 
-Spark reads every undecided request with its command response and the acks that arrived
-by its deadline, and applies :func:`ackstore.rules.aggregation.decide` to each. Decided ones are
-staged; one transaction writes ``request_results`` and flags acks that came too late.
+Spark reads every request waiting in ``queue_decide`` (one attempt of a signal) with its
+command response and the acks of that attempt that arrived by its deadline, and applies
+:func:`ackstore.rules.aggregation.decide` to each. Decided ones are staged; one transaction
+writes ``request_results``, flags acks that came too late, and moves the decided requests from
+the decision queue to the validation queue.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
+from ackstore.ledger.schema import stage_results
 from ackstore.rules import aggregation, errors, jsontext
 from ackstore.rules.acks import ABSENT, Ack
-from ackstore.ledger.schema import stage_results
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
-from jobs.sql import statements
 from jobs.step import Step, expect_count
 
 JOB = "sweep"
 RESULT_COLUMNS = (
     ("signal_id", "int64"),
+    ("attempt", "int32"),
     ("status", "int32"),
     ("body", "string"),
     ("headers", "string"),
     ("cause", "string"),
+    ("ack_statuses", "string"),
     ("acks_seen", "int32"),
 )
 
@@ -34,14 +37,8 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
 
 
 def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
-    from pyspark.sql import functions as F
-
-    undecided = step.jdbc.read(
-        spark, statements(JOB)["undecided"], partition_column="signal_id", bounds=bounds,
-        partitions=step.settings.partitions,
-    )
-    results = undecided.mapInArrow(decide_batches, spark_ddl(RESULT_COLUMNS))
-    step.jdbc.append(results.withColumn("run_id", F.lit(step.run_id)), stage_results.name)
+    undecided = step.read(spark, "undecided", bounds)
+    step.stage(undecided.mapInArrow(decide_batches, spark_ddl(RESULT_COLUMNS)), stage_results)
 
 
 def _merge(step: Step) -> None:
@@ -54,6 +51,8 @@ def _merge(step: Step) -> None:
         expect_count("request results", run_statement("insert_results"), staged)
         step.stats["decided"] = staged
         step.stats["late_acks"] = run_statement("flag_late")
+        expect_count("decision queue", run_statement("dequeue"), staged)
+        run_statement("enqueue_validation")
         run_statement("clear_staging")
 
 
@@ -72,10 +71,12 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
                 out.append(
                     {
                         "signal_id": row["signal_id"],
+                        "attempt": row["attempt"],
                         "status": result.status,
                         "body": None if result.body is ABSENT else jsontext.dumps(result.body),
                         "headers": jsontext.dumps(dict(result.headers)),
                         "cause": result.cause,
+                        "ack_statuses": jsontext.dumps(dict(result.ack_statuses)),
                         "acks_seen": acks_seen,
                     }
                 )

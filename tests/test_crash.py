@@ -13,43 +13,18 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-from sqlalchemy import TIMESTAMP, select, text
+from sqlalchemy import select, text
 
-from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
-from ackstore.ledger.schema import LEDGER_TABLES, STAGING_TABLES
-from ackstore.ledger.store import AckStore
+from ackstore.ledger.schema import STAGING_TABLES
 from tests.conftest import ADMIN_URL
-from tests.ledger import ack_message, twin_command
+from tests.ledger import comparable_ledger, load_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SURROGATE_IDS = {("acks", "id"), ("thing_events", "id")}
-
-
-def load_workload(url: str) -> None:
-    """The same signals, in the same order, every time: creates, modifies, failures, custom acks."""
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    store = AckStore(engine)
-    store.declare("app", ["org:audit"])
-    both = ["twin-persisted", "search-persisted"]
-    for i in range(12):
-        thing = f"org.acme/t{i % 3}"
-        action, path, value = ("modify", "/", {"attributes": {"n": i}}) if i < 3 else ("modify", "/attributes/n", i)
-        headers: dict[str, Any] = {"correlation_id": f"c{i}", "requested_acks": both if i % 2 else [*both, "org:audit"]}
-        assert store.submit(twin_command(action, thing=thing, path=path, value=value, **headers),
-                            source_message_id=f"m{i}")["status"] == 202
-    store.submit(twin_command("create", thing="org.acme/t0", path="/", value={}, correlation_id="conflict"),
-                 source_message_id="m-conflict")
-    store.submit(twin_command("modify", thing="org.acme/none", path="/attributes/x", correlation_id="missing"),
-                 source_message_id="m-missing")
-    for i in range(0, 12, 2):
-        store.acknowledge("app", ack_message(f"c{i}", "org:audit", 200))
-    engine.dispose()
 
 
 def run_pipeline(url: str, fault: str | None = None) -> subprocess.CompletedProcess:
@@ -60,22 +35,6 @@ def run_pipeline(url: str, fault: str | None = None) -> subprocess.CompletedProc
     return subprocess.run(
         [sys.executable, "-m", "ackstore.cli", "pipeline", "run"], env=env, capture_output=True, text=True, timeout=600
     )
-
-
-def comparable_ledger(url: str) -> dict[str, list[tuple]]:
-    engine = make_engine(url)
-    ledger = {}
-    with engine.connect() as conn:
-        for table in LEDGER_TABLES:
-            if table.name == "pipeline_runs":
-                continue
-            columns = [
-                c for c in table.columns
-                if not isinstance(c.type, TIMESTAMP) and (table.name, c.name) not in SURROGATE_IDS
-            ]
-            ledger[table.name] = sorted(tuple(map(repr, row)) for row in conn.execute(select(*columns)))
-    engine.dispose()
-    return ledger
 
 
 def staged_rows(url: str) -> int:
@@ -94,6 +53,7 @@ def reference() -> Iterator[dict[str, list[tuple]]]:
         assert done.returncode == 0, done.stderr[-3000:]
         ledger = comparable_ledger(url)
         assert len(ledger["request_results"]) == 14 and len(ledger["search_index"]) > 0
+        assert len(ledger["settlements"]) == 6 and not ledger["queue_settle"]
         yield ledger
 
 
@@ -104,6 +64,9 @@ def reference() -> Iterator[dict[str, list[tuple]]]:
         ("index_search:staged", ("command_responses",)),
         ("sweep:staged", ("command_responses", "search_things")),
         ("sweep:merged", ("command_responses", "search_things", "request_results")),
+        ("validate:staged", ("command_responses", "search_things", "request_results")),
+        ("settle:staged", ("command_responses", "search_things", "request_results", "queue_settle")),
+        ("settle:merged", ("command_responses", "search_things", "request_results", "settlements")),
     ],
 )
 def test_kill_9_then_rerun_gives_the_uninterrupted_ledger(reference, fault: str, merged_tables: tuple) -> None:
@@ -112,7 +75,7 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_ledger(reference, fault: str,
         killed = run_pipeline(url, fault)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
         after_kill = comparable_ledger(url)
-        step_outputs = {"command_responses", "search_things", "request_results"}
+        step_outputs = {"command_responses", "search_things", "request_results", "queue_settle", "settlements"}
         for table in step_outputs:
             assert bool(after_kill[table]) == (table in merged_tables), table  # merged up to the fault, no further
         if fault.endswith(":staged"):

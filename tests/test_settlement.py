@@ -2,7 +2,14 @@
 
 import pytest
 
-from ackstore.rules.settlement import Outcome, Settlement, decide_settlement
+from ackstore.rules.settlement import (
+    Outcome,
+    Settlement,
+    decide_settlement,
+    labels_to_request_again,
+    needs_transport_settlement,
+    outcome_of_result,
+)
 
 ACK, REJECT, REDELIVER, DEAD = Settlement.ACK, Settlement.REJECT, Settlement.REDELIVER, Settlement.DEAD_LETTER
 
@@ -55,3 +62,66 @@ def test_redelivery_is_bounded_by_attempts(attempt: int, decision: Settlement) -
 def test_rejects_and_acks_are_not_affected_by_attempts() -> None:
     assert decide_settlement([Outcome("error", 400)], expected=1, attempt=9) is REJECT
     assert decide_settlement([Outcome("response", 204)], expected=1, attempt=9) is ACK
+
+
+# --- a stored result as B.9's outcome (what the settle job decides on) ---------------------------
+
+RESULT_ROWS = [
+    # (row, cause, status, ack_statuses, live, outcome)
+    ("twin error 404", "error", 404, {}, False, Outcome("error", 404)),
+    ("twin error 412 (if-match)", "error", 412, {}, False, Outcome("error", 412)),
+    ("shortcut: plain twin response", "response", 204, {}, False, Outcome("response", 204)),
+    ("shortcut: plain live response", "response", 404, {}, True, Outcome("live-response", 404)),
+    ("shortcut timed out: 408 command.timeout", "deadline", 408, {}, False, Outcome("error", 408)),
+    ("no labels, response-required=false: 202", "accepted", 202, {}, False, Outcome("response", 202)),
+    ("aggregated, all in", "acks", 200, {"twin-persisted": 204, "c:a": 200}, False, Outcome("acks", 200, (204, 200))),
+    ("aggregated, one timed out", "deadline", 424, {"twin-persisted": 204, "c:a": 408}, False,
+     Outcome("acks", 424, (204, 408))),
+    ("one custom label, 400", "acks", 400, {"c:a": 400}, False, Outcome("acks", 400, (400,))),
+    ("weak search-persisted counts as success", "acks", 200, {"twin-persisted": 204, "search-persisted": 200},
+     False, Outcome("acks", 200, (204, 200))),
+    ("live-response entry 404 is no failure", "acks", 424, {"live-response": 404, "c:a": 200}, True,
+     Outcome("acks", 200, (200, 200))),
+    ("live-response entry 408 is a failure", "deadline", 424, {"live-response": 408, "c:a": 200}, True,
+     Outcome("acks", 424, (408, 200))),
+    ("response-required=false, all succeeded: 202", "acks", 202, {"twin-persisted": 204, "c:a": 200}, False,
+     Outcome("acks", 200, (204, 200))),
+]
+
+
+@pytest.mark.parametrize(("row", "cause", "status", "ack_statuses", "live", "outcome"), RESULT_ROWS,
+                         ids=[r[0] for r in RESULT_ROWS])
+def test_outcome_of_a_stored_result(row: str, cause: str, status: int, ack_statuses: dict, live: bool,
+                                    outcome: Outcome) -> None:
+    assert outcome_of_result(cause, status, ack_statuses, live=live) == outcome
+
+
+@pytest.mark.parametrize(
+    ("requested", "ack_statuses", "again"),
+    [
+        (("twin-persisted", "c:a"), {"twin-persisted": 204, "c:a": 408}, ("c:a",)),
+        (("twin-persisted", "c:a"), {"twin-persisted": 408, "c:a": 503}, ("twin-persisted", "c:a")),
+        (("twin-persisted", "search-persisted", "c:a"), {"twin-persisted": 204, "search-persisted": 200, "c:a": 424},
+         ("c:a",)),
+        (("twin-persisted",), {}, ("twin-persisted",)),  # the shortcut timed out: no entries
+        (("live-response", "c:a"), {"live-response": 404, "c:a": 408}, ("c:a",)),  # a live 404 succeeded
+        (("live-response", "c:a"), {"live-response": 408, "c:a": 200}, ("live-response",)),
+    ],
+)
+def test_a_redelivery_requests_again_what_did_not_succeed(requested: tuple, ack_statuses: dict, again: tuple) -> None:
+    assert labels_to_request_again(requested, ack_statuses) == again
+
+
+@pytest.mark.parametrize(
+    ("api", "source", "needed"),
+    [
+        ("connectivity", "amqp-orders", True),
+        ("connectivity", "api", False),
+        ("connectivity", "cli", False),
+        ("http", "amqp-orders", False),
+        ("websocket", "ws-session", False),
+        ("http", "api", False),
+    ],
+)
+def test_only_signals_from_a_connection_need_transport_settlement(api: str, source: str, needed: bool) -> None:
+    assert needs_transport_settlement(api, source) is needed

@@ -7,67 +7,23 @@ The test starts ``pyspark/sbin/start-connect-server.sh`` on a free port, runs
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Iterator
 
-import pyspark
 import pytest
 
 from ackstore.ledger.store import AckStore
-from jobs.spark import JDBC_JAR
+from jobs.spark import connect_server as spark_connect_server
 from tests.ledger import twin_command
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for(port: int, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"Spark Connect did not listen on {port} within {seconds}s")
-
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory) -> Iterator[str]:
-    port = _free_port()
-    work = tmp_path_factory.mktemp("spark-connect")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOG_DIR": str(work),
-        "SPARK_PID_DIR": str(work),
-        "SPARK_IDENT_STRING": f"ackstore-test-{port}",
-        "PYSPARK_PYTHON": sys.executable,  # the server's Python workers need the venv (pyarrow, ackstore)
-    }
-    env.pop("SPARK_REMOTE", None)
-    start = [
-        str(SPARK_HOME / "sbin" / "start-connect-server.sh"),
-        "--master", "local[2]",
-        "--jars", JDBC_JAR,
-        "--conf", f"spark.connect.grpc.binding.port={port}",
-        "--conf", "spark.ui.enabled=false",
-    ]
-    subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
-    try:
-        _wait_for(port, 120)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        subprocess.run([str(SPARK_HOME / "sbin" / "stop-connect-server.sh")], env=env, capture_output=True, timeout=120)
+    with spark_connect_server(tmp_path_factory.mktemp("spark-connect")) as remote:
+        yield remote
 
 
 def test_pipeline_run_on_spark_connect(connect_server: str, store: AckStore, database_url: str) -> None:

@@ -49,9 +49,14 @@ def embedded_url() -> str:
     return normalize_url(_listen_on_tcp(_embedded_servers[data]))
 
 
+def ackstore_home() -> Path:
+    """Where local state lives: ``$ACKSTORE_HOME`` (default ``./.ackstore``)."""
+    return Path(os.environ.get(HOME_VARIABLE, ".ackstore")).resolve()
+
+
 def embedded_data_dir() -> Path:
-    """Where the embedded server keeps its data: ``$ACKSTORE_HOME/pgdata`` (default ``./.ackstore``)."""
-    return Path(os.environ.get(HOME_VARIABLE, ".ackstore")).resolve() / "pgdata"
+    """Where the embedded server keeps its data: ``$ACKSTORE_HOME/pgdata``."""
+    return ackstore_home() / "pgdata"
 
 
 def uses_embedded(url: str | None = None) -> bool:
@@ -85,12 +90,20 @@ def make_engine(url: str) -> Engine:
 
 
 @contextmanager
-def scratch_database(server_url: str, label: str) -> Iterator[str]:
-    """A new, empty database on ``server_url``'s server for tests and benchmarks; dropped after."""
+def scratch_database(server_url: str, label: str, *, template: str | None = None) -> Iterator[str]:
+    """A new database on ``server_url``'s server for tests and benchmarks — empty, or a copy of
+    the database at URL ``template`` (which nobody may be connected to); dropped after."""
     name = f"ackstore_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
+    source = make_url(normalize_url(template)).database if template else None
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))  # a name made here, never input
+        if source:  # a template must have no sessions; idle ones (Spark's JDBC pool) are ended
+            conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"),
+                {"db": source},
+            )
+        copy_of = f' TEMPLATE "{source}"' if source else ""
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy_of}'))  # names made here, never input
     try:
         yield make_url(normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
     finally:

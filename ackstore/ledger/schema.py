@@ -12,6 +12,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -140,13 +141,16 @@ acks = Table(
     Column("weak", Boolean, nullable=False, server_default=text("false")),
     _timestamp("received_at"),  # the fact's time (A.2.1)
     Column("disposition", Text, nullable=False),
+    Column("attempt", Integer, nullable=False, server_default=text("1")),  # the request's attempt it was stored for
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint(_in("disposition", ACK_DISPOSITIONS), name="disposition"),
+    CheckConstraint("attempt > 0", name="attempt"),
 )
-# The first ack per (signal, label) is the one that counts (A.2.8).
+# The first ack per (signal, attempt, label) is the one that counts (A.2.8, A.2.10).
 Index(
-    "uq_acks_counted_signal_label",
+    "uq_acks_counted_signal_attempt_label",
     acks.c.signal_id,
+    acks.c.attempt,
     acks.c.label,
     unique=True,
     postgresql_where=text("disposition = 'counted'"),
@@ -163,17 +167,38 @@ command_responses = Table(
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
 )
 
+# Attempts after the first (A.2.10): a redelivered message whose last decision was "redeliver"
+# requests the labels that did not succeed again, with a new deadline. Attempt 1 is the signal.
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("requested_acks", ARRAY(Text), nullable=False),
+    _timestamp("opened_at"),
+    Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
+    PrimaryKeyConstraint("signal_id", "attempt"),
+    CheckConstraint("attempt >= 2", name="attempt"),
+    CheckConstraint("deadline_at >= opened_at", name="deadline"),
+)
+
 request_results = Table(
     "request_results",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False, server_default=text("1")),
     _status(),
     Column("body", JSONB, nullable=True),  # SQL NULL: no body
     Column("headers", JSONB, nullable=False),
     Column("cause", Text, nullable=False),
+    # label -> status of every entry an aggregated decision counted (408 placeholders too);
+    # {} for a plain response, an error or command.timeout. Settlement reads it (B.9).
+    Column("ack_statuses", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     _timestamp("decided_at"),
+    PrimaryKeyConstraint("signal_id", "attempt"),
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint(_in("cause", RESULT_CAUSES), name="cause"),
+    CheckConstraint("attempt > 0", name="attempt"),
 )
 
 things = Table(
@@ -235,17 +260,26 @@ search_things = Table(
 )
 Index(None, search_things.c.namespace)
 
+# One transport decision per attempt of a signal from a connection (B.9); the connector that
+# holds the delivery carries it out and records when. Only a decided attempt can be settled.
 settlements = Table(
     "settlements",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+    Column("id", BigInteger, Identity(), nullable=False),  # write order: validation reads new ones
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
     Column("decision", Text, nullable=False),
-    Column("attempt", Integer, nullable=False, server_default=text("1")),
     _timestamp("decided_at"),
     Column("carried_out_at", TIMESTAMP(timezone=True), nullable=True),
+    PrimaryKeyConstraint("signal_id", "attempt"),
+    UniqueConstraint("id"),
+    ForeignKeyConstraint(
+        ["signal_id", "attempt"], ["request_results.signal_id", "request_results.attempt"], ondelete="CASCADE"
+    ),
     CheckConstraint(_in("decision", SETTLEMENT_DECISIONS), name="decision"),
     CheckConstraint("attempt > 0", name="attempt"),
 )
+Index("ix_settlements_not_carried_out", settlements.c.signal_id, postgresql_where=text("carried_out_at IS NULL"))
 
 pipeline_runs = Table(
     "pipeline_runs",
@@ -257,6 +291,55 @@ pipeline_runs = Table(
     Column("finished_at", TIMESTAMP(timezone=True), nullable=True),
     Column("stats", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     UniqueConstraint("run_id", "step"),
+)
+
+# --- work queues: each holds only pending work, so a run's cost follows the new work -----------
+# (architecture.md, "Growth"). A step reads its queue and, in its merge transaction, deletes
+# what it finished and fills the next step's queue.
+
+queue_apply = Table(  # twin commands not yet applied
+    "queue_apply",
+    metadata,
+    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+)
+
+queue_index = Table(  # things changed since they were indexed, up to this revision
+    "queue_index",
+    metadata,
+    Column("thing_id", Text, primary_key=True),
+    Column("revision", BigInteger, nullable=False),
+)
+
+queue_decide = Table(  # requests whose current attempt is not decided yet
+    "queue_decide",
+    metadata,
+    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, nullable=False, server_default=text("1")),
+)
+
+
+def _decided_queue(name: str) -> Table:
+    return Table(
+        name,
+        metadata,
+        Column("signal_id", BigInteger, nullable=False),
+        Column("attempt", Integer, nullable=False),
+        PrimaryKeyConstraint("signal_id", "attempt"),
+        ForeignKeyConstraint(
+            ["signal_id", "attempt"], ["request_results.signal_id", "request_results.attempt"], ondelete="CASCADE"
+        ),
+    )
+
+
+queue_validate = _decided_queue("queue_validate")  # decided, not yet through the validation gate
+queue_settle = _decided_queue("queue_settle")  # validated, from a connection: needs a transport decision
+
+# Positions of steps that read an append-only table in order (validate: settlements' id).
+pipeline_watermarks = Table(
+    "pipeline_watermarks",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False),
 )
 
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
@@ -312,15 +395,75 @@ Index(None, stage_search_rows.c.run_id)
 stage_results = _staging(
     "stage_results",
     Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
     _status(),
     Column("body", JSONB, nullable=True),
     Column("headers", JSONB, nullable=False),
     Column("cause", Text, nullable=False),
+    Column("ack_statuses", JSONB, nullable=False),
     Column("acks_seen", Integer, nullable=False),  # in-time counted acks the decision was made on
 )
 Index(None, stage_results.c.run_id)
 
-STAGING_TABLES = (stage_twin_outcomes, stage_search_things, stage_search_rows, stage_results)
+stage_settlements = _staging(
+    "stage_settlements",
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("decision", Text, nullable=True),  # NULL: no transport settlement (not from a connection)
+)
+Index(None, stage_settlements.c.run_id)
+
+# What the validation gate looks at: this run's slice of the ledger, one table per subject,
+# filled by named SQL and read by Great Expectations as whole tables.
+stage_check_results = _staging(
+    "stage_check_results",
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("cause", Text, nullable=False),
+    _status(),
+    Column("decided_at", TIMESTAMP(timezone=True), nullable=False),
+    Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
+    Column("requested", Integer, nullable=False),  # labels this attempt requested
+    Column("counted_in_time", Integer, nullable=False),  # of them, with a counted ack by the deadline
+    Column("response_is_error", Boolean, nullable=False),  # false: no response, or a success
+    Column("aggregated", Boolean, nullable=False),  # the body is keyed by label (HTTP shape, >= 2 acks)
+    Column("body_entries", Integer, nullable=True),  # keys of that body that are requested labels
+    Column("body_keys", Integer, nullable=True),  # all keys of that body
+    Column("combined_status", Integer, nullable=True),  # 200 if every entry is 2xx, else 424
+)
+stage_check_acks = _staging(
+    "stage_check_acks",
+    Column("ack_id", BigInteger, nullable=False),
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("label", Text, nullable=False),
+    _status(),
+    Column("weak", Boolean, nullable=False),
+    Column("weak_header", Boolean, nullable=False),  # ditto-weak-ack: true in its headers
+    Column("requested", Boolean, nullable=False),  # the label was requested in that attempt
+    Column("response_success", Boolean, nullable=True),  # twin-persisted: the command response was 2xx
+    Column("event_exists", Boolean, nullable=True),  # twin-persisted: the event log has its revision
+)
+stage_check_settlements = _staging(
+    "stage_check_settlements",
+    Column("settlement_id", BigInteger, nullable=False),
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("api", Text, nullable=False),
+    Column("decided", Boolean, nullable=False),  # a result exists for that attempt
+)
+
+STAGING_TABLES = (
+    stage_twin_outcomes,
+    stage_search_things,
+    stage_search_rows,
+    stage_results,
+    stage_settlements,
+    stage_check_results,
+    stage_check_acks,
+    stage_check_settlements,
+)
 
 
 LEDGER_TABLES = (
@@ -330,6 +473,7 @@ LEDGER_TABLES = (
     declared_labels,
     acks,
     command_responses,
+    attempts,
     request_results,
     things,
     thing_events,
@@ -337,4 +481,81 @@ LEDGER_TABLES = (
     search_things,
     settlements,
     pipeline_runs,
+    queue_apply,
+    queue_index,
+    queue_decide,
+    queue_validate,
+    queue_settle,
+    pipeline_watermarks,
 )
+
+
+# --- report views (README, "Reports"): one per question an auditor asks -------------------------
+# Both read the work queues, which hold only pending work, plus the settlements not carried out
+# (a partial index), so they stay cheap however long the history grows. Which signals need a
+# transport settlement is ackstore.rules.settlement.needs_transport_settlement; a view cannot take
+# parameters, so its values ('connectivity'; 'api', 'cli') are spelled out here.
+
+REPORT_VIEWS: dict[str, str] = {
+    # Per source: requests waiting for a settlement decision, decisions not carried out yet,
+    # decisions carried out — by decision.
+    "report_settlement_status": """
+SELECT s.source, 'pending decision'::text AS status, NULL::text AS decision,
+       count(*) AS requests, min(s.received_at) AS oldest
+FROM (SELECT signal_id FROM queue_decide
+      UNION SELECT signal_id FROM queue_validate
+      UNION SELECT signal_id FROM queue_settle) p
+JOIN signals s ON s.id = p.signal_id
+WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
+GROUP BY s.source
+UNION ALL
+SELECT s.source, CASE WHEN st.carried_out_at IS NULL THEN 'decided' ELSE 'carried out' END,
+       st.decision, count(*), min(st.decided_at)
+FROM settlements st
+JOIN signals s ON s.id = st.signal_id
+GROUP BY s.source, 2, st.decision
+""",
+    # The QoS-1 audit: every signal received but not yet answered (API, CLI) or not yet settled
+    # (connections), oldest first, with its age and the checkpoint it is stuck before.
+    "report_qos1_audit": """
+SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
+       received_at, now() - received_at AS age
+FROM (
+    SELECT DISTINCT ON (w.signal_id) w.signal_id, s.correlation_id, s.source, s.source_message_id,
+           w.attempt, w.stuck_at, w.detail, s.received_at
+    FROM (
+        SELECT q.signal_id, 1 AS attempt, 1 AS stage, 'apply: the twin change is not persisted yet'::text AS stuck_at,
+               NULL::text AS detail
+        FROM queue_apply q
+        UNION ALL
+        SELECT q.signal_id, q.attempt, 2, 'decide: waiting for acks or the deadline',
+               'missing: ' || COALESCE((
+                   SELECT string_agg(l.label, ', ' ORDER BY l.n)
+                   FROM unnest(COALESCE(a.requested_acks, s.requested_acks)) WITH ORDINALITY AS l(label, n)
+                   WHERE NOT EXISTS (SELECT 1 FROM acks k
+                                     WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
+                                       AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
+               || '; deadline ' || to_char(COALESCE(a.deadline_at, s.deadline_at) AT TIME ZONE 'UTC',
+                                           'YYYY-MM-DD HH24:MI:SS') || ' UTC'
+        FROM queue_decide q
+        JOIN signals s ON s.id = q.signal_id
+        LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+        UNION ALL
+        SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
+        FROM queue_validate q
+        JOIN signals s ON s.id = q.signal_id
+        WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
+        UNION ALL
+        SELECT q.signal_id, q.attempt, 4, 'settle: validated, waiting for a settlement decision', NULL
+        FROM queue_settle q
+        UNION ALL
+        SELECT st.signal_id, st.attempt, 5, 'connector: decided, not carried out yet', st.decision
+        FROM settlements st
+        WHERE st.carried_out_at IS NULL
+    ) w
+    JOIN signals s ON s.id = w.signal_id
+    ORDER BY w.signal_id, w.stage
+) stuck
+ORDER BY received_at, signal_id
+""",
+}

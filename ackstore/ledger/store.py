@@ -10,22 +10,25 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import Connection, Engine, and_, func, null, select
+from sqlalchemy import Connection, Engine, and_, delete, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
 from ackstore.ledger import search
 from ackstore.ledger.database import make_engine, resolve_url
+from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import (
     ack_requests,
     acks,
     command_responses,
     declared_labels,
+    queue_apply,
+    queue_decide,
     request_results,
     signals,
     subscribers,
 )
-from ackstore.rules import aggregation, envelopes, errors, headers, labels, rql
-from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules import aggregation, envelopes, errors, headers, labels, rql, settlement
+from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER, Ack
 from ackstore.rules.settings import Settings
 
 ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
@@ -92,9 +95,22 @@ class AckStore:
             _serialize_per_thing(connection, signal.thing_id)
             signal_id = _insert_signal(connection, signal, request, checked_api, source, message_id)
             if signal_id is None:
-                return _existing_answer(connection, source, message_id, request.correlation_id)
+                return self._resubmitted(connection, source, message_id, request.correlation_id)
             _insert_ack_requests(connection, signal_id, request.requested_acks)
+            _enqueue_new_signal(connection, signal_id, signal.kind)
         return accepted(request.correlation_id)
+
+    def _resubmitted(self, conn: Connection, source: str, message_id: str, correlation_id: str) -> dict[str, Any]:
+        """A retransmission gets the first answer; after a redeliver decision it opens the
+        signal's next attempt (A.2.10); a clash of correlation ids is 409 (A.2.9)."""
+        first = conn.execute(
+            ledger_statement("store", "retransmitted"), {"source": source, "source_message_id": message_id}
+        ).first()
+        if first is None:
+            return errors.duplicate_correlation_id(correlation_id).to_json()
+        if first.decision == settlement.Settlement.REDELIVER.value:
+            _open_next_attempt(conn, first)
+        return accepted(first.correlation_id)
 
     # --- subscribers ------------------------------------------------------------------
 
@@ -137,10 +153,10 @@ class AckStore:
             for received in incoming.acks:
                 if received.label not in declared:
                     return errors.label_not_declared(received.label).to_json()
-            target = _lock_signal(conn, incoming.correlation_id)
+            target = _lock_request(conn, incoming.correlation_id)
             if target is None:
                 return errors.request_not_found(incoming.correlation_id).to_json()
-            decided = _is_decided(conn, target.id)
+            decided = _is_decided(conn, target.id, target.attempt)
             for received in incoming.acks:
                 _store_ack(conn, target, received, subscriber, decided)
         return dict(NO_CONTENT)
@@ -148,36 +164,42 @@ class AckStore:
     # --- results ----------------------------------------------------------------------
 
     def result(self, correlation_id: str) -> dict[str, Any] | None:
-        """What the requester is told: ``{"status", "body", "headers"}``; ``None`` while undecided.
-
-        An unknown correlation id is answered with the 404 error object.
+        """What the requester is told: ``{"status", "body", "headers"}`` of the signal's latest
+        attempt; ``None`` while it is undecided. An unknown correlation id is answered 404.
         """
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(signals.c.id, request_results.c.status, request_results.c.body, request_results.c.headers)
-                .select_from(signals.outerjoin(request_results, request_results.c.signal_id == signals.c.id))
-                .where(signals.c.correlation_id == correlation_id)
-            ).first()
+            row = conn.execute(ledger_statement("store", "latest_result"), {"correlation_id": correlation_id}).first()
         if row is None:
             return errors.request_not_found(correlation_id).to_json()
         if row.status is None:
             return None
         return {"status": row.status, "body": row.body, "headers": row.headers}
 
-    def record_result(self, connection: Connection, signal_id: int, result: aggregation.Result) -> bool:
-        """Store a decided result once (the pipeline's sweep calls this); False if already decided."""
+    def record_result(
+        self, connection: Connection, signal_id: int, result: aggregation.Result, attempt: int = 1
+    ) -> bool:
+        """Store a decided result of one attempt once; False if it was already decided.
+
+        The sweep writes results in bulk; this is the same write for one request (tests, tools).
+        """
         inserted = connection.execute(
             insert(request_results)
             .values(
                 signal_id=signal_id,
+                attempt=attempt,
                 status=result.status,
                 body=_json_or_null(result.body),
                 headers=dict(result.headers),
                 cause=result.cause,
+                ack_statuses=dict(result.ack_statuses),
             )
-            .on_conflict_do_nothing(index_elements=[request_results.c.signal_id])
+            .on_conflict_do_nothing(index_elements=[request_results.c.signal_id, request_results.c.attempt])
             .returning(request_results.c.signal_id)
         ).first()
+        if inserted is not None:
+            connection.execute(
+                delete(queue_decide).where(queue_decide.c.signal_id == signal_id, queue_decide.c.attempt == attempt)
+            )
         return inserted is not None
 
     def search(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
@@ -198,13 +220,17 @@ class AckStore:
             if row is None:
                 return None
             stored_acks = conn.execute(
-                select(acks.c.label, acks.c.status, acks.c.payload, acks.c.issuer, acks.c.weak, acks.c.disposition)
+                select(
+                    acks.c.attempt, acks.c.label, acks.c.status, acks.c.payload, acks.c.issuer, acks.c.weak,
+                    acks.c.disposition,
+                )
                 .where(acks.c.signal_id == row["id"])
                 .order_by(acks.c.id)
             ).mappings()
             state = {k: _jsonable(v) for k, v in row.items()}
             state["acks"] = [dict(a) for a in stored_acks]
-            state["state"] = _checkpoint(conn, row["id"])
+            state["attempts"] = _attempts(conn, row["id"])
+            state["state"] = _checkpoint(conn, row["id"], state["attempts"][-1])
         state["result"] = self.result(correlation_id)
         return state
 
@@ -256,22 +282,36 @@ def _insert_signal(
     ).scalar()
 
 
-def _existing_answer(conn: Connection, source: str, message_id: str, correlation_id: str) -> dict[str, Any]:
-    """A retransmission gets the first answer; a clash of correlation ids is 409 (A.2.9)."""
-    first = conn.execute(
-        select(signals.c.correlation_id).where(
-            and_(signals.c.source == source, signals.c.source_message_id == message_id)
-        )
-    ).scalar()
-    if first is not None:
-        return accepted(first)
-    return errors.duplicate_correlation_id(correlation_id).to_json()
-
-
 def _insert_ack_requests(conn: Connection, signal_id: int, requested: Iterable[str]) -> None:
     rows = [{"signal_id": signal_id, "label": label} for label in requested]
     if rows:
         conn.execute(insert(ack_requests), rows)
+
+
+def _enqueue_new_signal(conn: Connection, signal_id: int, kind: str) -> None:
+    """A new signal is pending work: a twin command for apply_twin, every request for the sweep."""
+    if kind == "twin-command":
+        conn.execute(insert(queue_apply).values(signal_id=signal_id))
+    conn.execute(insert(queue_decide).values(signal_id=signal_id, attempt=1))
+
+
+def _open_next_attempt(conn: Connection, current: Any) -> None:
+    """Request again what did not succeed, with a new deadline from now (A.2.10). The twin
+    change is not applied again; a built-in fact already in the ledger counts at once."""
+    attempt = current.attempt + 1
+    labels_again = list(settlement.labels_to_request_again(current.requested_acks, current.ack_statuses or {}))
+    params = {"signal_id": current.id, "attempt": attempt}
+    conn.execute(
+        ledger_statement("store", "open_attempt"),
+        params | {"requested_acks": labels_again, "timeout_ms": current.timeout_ms},
+    )
+    conn.execute(ledger_statement("store", "enqueue_attempt"), params)
+    builtin_again = [label for label in labels_again if labels.is_builtin(label)]
+    if builtin_again:
+        conn.execute(
+            ledger_statement("store", "carry_builtin_facts"),
+            params | {"labels": builtin_again, "builtin_issuer": BUILTIN_ISSUER},
+        )
 
 
 def _subscriber_row(
@@ -374,18 +414,14 @@ def _labels_declared_by(conn: Connection, subscriber: str) -> set[str]:
     )
 
 
-def _lock_signal(conn: Connection, correlation_id: str) -> Any:
-    """The signal an ack is for, share-locked so that deciding it waits for this ack."""
-    return conn.execute(
-        select(signals.c.id, signals.c.requested_acks)
-        .where(signals.c.correlation_id == correlation_id)
-        .with_for_update(read=True)
-    ).first()
+def _lock_request(conn: Connection, correlation_id: str) -> Any:
+    """The request an ack is for (its current attempt), share-locked so that deciding it waits."""
+    return conn.execute(ledger_statement("store", "current_request"), {"correlation_id": correlation_id}).first()
 
 
-def _is_decided(conn: Connection, signal_id: int) -> bool:
+def _is_decided(conn: Connection, signal_id: int, attempt: int) -> bool:
     return conn.execute(
-        select(func.count()).where(request_results.c.signal_id == signal_id)
+        select(func.count()).where(request_results.c.signal_id == signal_id, request_results.c.attempt == attempt)
     ).scalar_one() > 0
 
 
@@ -394,6 +430,7 @@ def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bo
     request; otherwise kept as late, unrequested or duplicate (A.2.5, A.2.8)."""
     row = {
         "signal_id": target.id,
+        "attempt": target.attempt,
         "label": ack.label,
         "status": ack.status,
         "payload": _json_or_null(ack.payload),
@@ -408,7 +445,8 @@ def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bo
         insert(acks)
         .values(**row, disposition="counted")
         .on_conflict_do_nothing(
-            index_elements=[acks.c.signal_id, acks.c.label], index_where=acks.c.disposition == "counted"
+            index_elements=[acks.c.signal_id, acks.c.attempt, acks.c.label],
+            index_where=acks.c.disposition == "counted",
         )
         .returning(acks.c.id)
     ).first()
@@ -416,9 +454,33 @@ def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bo
         conn.execute(insert(acks).values(**row, disposition="duplicate"))
 
 
-def _checkpoint(conn: Connection, signal_id: int) -> str:
-    """The furthest checkpoint a signal reached: received, persisted / failed, decided (A.3)."""
-    if _is_decided(conn, signal_id):
+def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
+    """Every attempt of a signal: its labels and deadline, its result and its settlement."""
+    rows = conn.execute(ledger_statement("store", "attempts_of"), {"signal_id": signal_id}).mappings()
+    return [
+        {
+            "attempt": row["attempt"],
+            "requestedAcks": list(row["requested_acks"]),
+            "openedAt": _jsonable(row["opened_at"]),
+            "deadlineAt": _jsonable(row["deadline_at"]),
+            "result": None if row["status"] is None else {
+                "status": row["status"], "cause": row["cause"], "decidedAt": _jsonable(row["decided_at"]),
+            },
+            "settlement": None if row["decision"] is None else {
+                "decision": row["decision"],
+                "decidedAt": _jsonable(row["settlement_decided_at"]),
+                "carriedOutAt": _jsonable(row["carried_out_at"]),
+            },
+        }
+        for row in rows
+    ]
+
+
+def _checkpoint(conn: Connection, signal_id: int, latest: dict[str, Any]) -> str:
+    """The furthest checkpoint a signal reached: received, persisted / failed, decided, settled (A.3)."""
+    if latest["settlement"] is not None:
+        return "settled" if latest["settlement"]["carriedOutAt"] is not None else "decided"
+    if latest["result"] is not None:
         return "decided"
     is_error = conn.execute(
         select(command_responses.c.is_error).where(command_responses.c.signal_id == signal_id)
@@ -429,4 +491,4 @@ def _checkpoint(conn: Connection, signal_id: int) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") else value
+    return value.isoformat() if hasattr(value, "isoformat") and value is not None else value

@@ -25,6 +25,8 @@ class _Absent:
 
 ABSENT: Any = _Absent()
 
+BUILTIN_ISSUER = "ackstore"  # the issuer recorded on the built-in acks the pipeline writes
+
 
 def is_success(status: int) -> bool:
     """Success means 2xx exactly; 1xx and 3xx are failures (B.5)."""

@@ -44,6 +44,9 @@ class Result:
     body: Any
     headers: Mapping[str, Any] = field(default_factory=dict)
     cause: str = "acks"  # acks | deadline | error | response | accepted
+    # label -> status of each entry an aggregated decision counted (408 placeholders included);
+    # empty for a plain response, an error or command.timeout. Settlement unwraps these (B.9).
+    ack_statuses: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "body": body_or_none(self.body), "headers": dict(self.headers)}
@@ -107,12 +110,13 @@ def decide(
     ]
     cause = "acks" if len(collected) == len(requested) else "deadline"
     status = combined_status(complete)
+    statuses = {ack.label: ack.status for ack in complete}
     if request.response_required:
-        return Result(status, http_body(complete, request.correlation_id), headers, cause)
+        return Result(status, http_body(complete, request.correlation_id), headers, cause, statuses)
     if all(ack.is_success for ack in complete):
-        return Result(202, ABSENT, headers, cause)
+        return Result(202, ABSENT, headers, cause, statuses)
     reduced = [status_only(ack) for ack in complete]
-    return Result(status, http_body(reduced, request.correlation_id), headers, cause)
+    return Result(status, http_body(reduced, request.correlation_id), headers, cause, statuses)
 
 
 def _without_acks(

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Literal, Sequence
+from typing import Literal, Mapping, Sequence
+
+from ackstore.rules.acks import Ack, is_success
+from ackstore.rules.aggregation import combined_status
+from ackstore.rules.labels import LIVE_RESPONSE
 
 
 class Settlement(str, Enum):
@@ -77,4 +81,62 @@ def _decide(outcomes: Sequence[Outcome], *, expected: int, non_ditto_failure: bo
     return Settlement.ACK
 
 
-__all__ = ["Outcome", "Settlement", "decide_settlement", "is_failed", "wants_redelivery"]
+# --- which signals need a transport settlement at all ----------------------------------------
+
+TRANSPORT_API = "connectivity"  # broker connectors answer by the connectivity table (A.2.3)
+LOCAL_SOURCES = ("api", "cli")  # their stored result is the answer (A.2.6)
+
+
+def needs_transport_settlement(api: str, source: str) -> bool:
+    """A signal from a connection is settled on its broker; API and CLI signals are not."""
+    return api == TRANSPORT_API and source not in LOCAL_SOURCES
+
+
+# --- a stored result as B.9's outcome, and what a redelivery asks for again (A.2.10) ----------
+
+
+def _settlement_status(label: str, status: int) -> int:
+    """An aggregated entry's status as settlement sees it: a live response fails only with
+    408 (B.9), so any other status of it counts as a success."""
+    return 200 if label == LIVE_RESPONSE and status != 408 else status
+
+
+def outcome_of_result(cause: str, status: int, ack_statuses: Mapping[str, int], *, live: bool) -> Outcome:
+    """The outcome a decided request stands for in B.9's table.
+
+    ``ack_statuses`` are the entries an aggregated decision counted (label -> status); a result
+    without them is a plain (twin or live) response, the ``accepted`` 202, or an error — a
+    failed twin command or 408 ``command.timeout`` (both ``DittoRuntimeException`` in Ditto).
+    """
+    if ack_statuses:
+        members = [Ack(label, _settlement_status(label, s)) for label, s in ack_statuses.items()]
+        return Outcome("acks", combined_status(members), tuple(ack.status for ack in members))
+    if cause == "response":
+        return Outcome("live-response" if live else "response", status)
+    if cause == "accepted":
+        return Outcome("response", status)
+    return Outcome("error", status)
+
+
+def labels_to_request_again(requested: Sequence[str], ack_statuses: Mapping[str, int]) -> tuple[str, ...]:
+    """The labels a redelivered attempt requests again: those that did not succeed (A.2.10).
+
+    Without per-label entries (the built-in-only shortcut timed out) that is every label.
+    """
+    again = tuple(
+        label for label in requested
+        if label not in ack_statuses or not is_success(_settlement_status(label, ack_statuses[label]))
+    )
+    return again or tuple(requested)
+
+
+__all__ = [
+    "Outcome",
+    "Settlement",
+    "decide_settlement",
+    "is_failed",
+    "labels_to_request_again",
+    "needs_transport_settlement",
+    "outcome_of_result",
+    "wants_redelivery",
+]

@@ -1,21 +1,19 @@
--- Statements of the apply_twin job. Bind parameters: :run_id, :builtins, :twin_persisted.
+-- Statements of the apply_twin job. Bind parameters: :run_id, :builtins, :twin_persisted, :issuer.
 
 -- name: pending
--- Twin commands without a response yet, with the state of their thing (read by Spark).
--- Of the headers only the conditional ones matter to the fold (B.10).
+-- Twin commands not applied yet (queue_apply holds only those), with the state of their thing
+-- (read by Spark). Of the headers only the conditional ones matter to the fold (B.10).
 SELECT s.id AS signal_id, s.thing_id, s.action, s.path, s.value::text AS value,
        jsonb_strip_nulls(jsonb_build_object('if-match', s.headers->'if-match',
                                             'if-none-match', s.headers->'if-none-match'))::text AS headers, COALESCE(t.revision, 0) AS base_revision,
        t.document::text AS base_document
-FROM signals s
+FROM queue_apply q
+JOIN signals s ON s.id = q.signal_id
 LEFT JOIN things t ON t.thing_id = s.thing_id
-WHERE s.kind = 'twin-command'
-  AND NOT EXISTS (SELECT 1 FROM command_responses r WHERE r.signal_id = s.id)
 
 -- name: pending_bounds
-SELECT min(s.id), max(s.id) FROM signals s
-WHERE s.kind = 'twin-command'
-  AND NOT EXISTS (SELECT 1 FROM command_responses r WHERE r.signal_id = s.id)
+-- Whether there is anything to apply, and the id range the partitioned read spans.
+SELECT min(q.signal_id), max(q.signal_id) FROM queue_apply q
 
 -- name: staged
 SELECT count(*) FROM stage_twin_outcomes o WHERE o.run_id = :run_id
@@ -60,17 +58,36 @@ FROM stage_twin_outcomes o
 JOIN signals s ON s.id = o.signal_id
 WHERE o.run_id = :run_id AND o.event_action IS NOT NULL
 
+-- name: dequeue
+-- The applied commands leave the queue.
+DELETE FROM queue_apply q
+USING stage_twin_outcomes o
+WHERE o.run_id = :run_id AND q.signal_id = o.signal_id
+
+-- name: enqueue_index
+-- Changed things wait for index_search, up to their newest revision.
+INSERT INTO queue_index (thing_id, revision)
+SELECT o.thing_id, o.final_revision
+FROM stage_twin_outcomes o
+WHERE o.run_id = :run_id AND o.is_last AND o.final_revision > o.base_revision
+ON CONFLICT (thing_id) DO UPDATE SET revision = GREATEST(queue_index.revision, EXCLUDED.revision)
+
 -- name: insert_twin_persisted
--- The last write before COMMIT (only the instant TRUNCATE follows): clock_timestamp() is the fact's time (A.2.1). A request
--- decided meanwhile (its deadline passed first) gets the ack flagged late.
-INSERT INTO acks (signal_id, label, status, payload, headers, issuer, received_at, disposition)
-SELECT o.signal_id, :twin_persisted, o.status, o.payload,
-       jsonb_build_object('correlation-id', s.correlation_id), 'ackstore', clock_timestamp(),
-       CASE WHEN EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = o.signal_id)
+-- The last write before COMMIT (only the instant TRUNCATE follows): clock_timestamp() is the
+-- fact's time (A.2.1). The ack belongs to the request's current attempt (A.2.10), if that
+-- attempt requested it; an attempt decided meanwhile (its deadline passed first) gets it late.
+INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, received_at, disposition)
+SELECT o.signal_id, COALESCE(a.attempt, 1), :twin_persisted, o.status, o.payload,
+       jsonb_build_object('correlation-id', s.correlation_id), :issuer, clock_timestamp(),
+       CASE WHEN EXISTS (SELECT 1 FROM request_results r
+                         WHERE r.signal_id = o.signal_id AND r.attempt = COALESCE(a.attempt, 1))
             THEN 'late' ELSE 'counted' END
 FROM stage_twin_outcomes o
 JOIN signals s ON s.id = o.signal_id
-WHERE o.run_id = :run_id AND o.event_action IS NOT NULL AND :twin_persisted = ANY (s.requested_acks)
+LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
+                   WHERE x.signal_id = o.signal_id ORDER BY x.attempt DESC LIMIT 1) a ON true
+WHERE o.run_id = :run_id AND o.event_action IS NOT NULL
+  AND :twin_persisted = ANY (COALESCE(a.requested_acks, s.requested_acks))
 
 -- name: clear_staging
 -- TRUNCATE is transactional and instant; the step lock means no other run uses the table.

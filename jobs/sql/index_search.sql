@@ -1,21 +1,22 @@
--- Statements of the index_search job. Bind parameters: :run_id, :label, :weak_reason.
+-- Statements of the index_search job. Bind parameters: :run_id, :label, :weak_reason, :issuer.
 
 -- name: changed
--- Things whose revision is newer than the index's watermark (read by Spark). ``bucket`` only
--- spreads the read over JDBC partitions; md5 of jsonb's normalised text is the digest.
+-- Things queued since their last indexing whose revision is newer than the index's watermark
+-- (read by Spark). ``bucket`` only spreads the read over JDBC partitions; md5 of jsonb's
+-- normalised text is the digest.
 SELECT t.thing_id, split_part(t.thing_id, ':', 1) AS namespace,
        COALESCE(w.revision, 0) AS old_revision, t.revision,
        COALESCE(md5(t.document::text), '') AS digest, t.document IS NOT NULL AS present,
        COALESCE(md5(t.document::text), '') <> COALESCE(w.digest, '') AS changed,
        t.document::text AS document, mod(hashtext(t.thing_id) & 2147483647, 64) AS bucket
-FROM things t
+FROM queue_index q
+JOIN things t ON t.thing_id = q.thing_id
 LEFT JOIN search_things w ON w.thing_id = t.thing_id
 WHERE w.thing_id IS NULL OR w.revision < t.revision
 
 -- name: anything_changed
-SELECT EXISTS (
-    SELECT 1 FROM things t LEFT JOIN search_things w ON w.thing_id = t.thing_id
-    WHERE w.thing_id IS NULL OR w.revision < t.revision)
+-- Whether any thing waits for the index.
+SELECT EXISTS (SELECT 1 FROM queue_index)
 
 -- name: staged
 SELECT count(*) FROM stage_search_things WHERE run_id = :run_id
@@ -47,22 +48,33 @@ SELECT r.thing_id, r.path, r.ordinal, r.value_type, r.value_text, CAST(r.value_n
 FROM stage_search_rows r
 WHERE r.run_id = :run_id
 
+-- name: dequeue
+-- Things now indexed at (or past) the revision they were queued for leave the queue; a thing
+-- changed again meanwhile stays, with its newer revision.
+DELETE FROM queue_index q
+USING search_things w
+WHERE w.thing_id = q.thing_id AND q.revision <= w.revision
+
 -- name: insert_search_persisted
 -- Every applied command whose revision is now indexed gets its ack: 204 when the index was
--- written, a weak 200 when it already held this state (B.11). The last write before COMMIT.
-INSERT INTO acks (signal_id, label, status, payload, headers, issuer, weak, received_at, disposition)
-SELECT e.signal_id, :label,
+-- written, a weak 200 when it already held this state (B.11). It belongs to the request's
+-- current attempt, if that attempt requested it. The last write before COMMIT.
+INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
+SELECT e.signal_id, COALESCE(a.attempt, 1), :label,
        CASE WHEN st.changed THEN 204 ELSE 200 END,
        CASE WHEN st.changed THEN NULL ELSE to_jsonb(CAST(:weak_reason AS text)) END,
        jsonb_build_object('correlation-id', s.correlation_id)
          || CASE WHEN st.changed THEN '{}'::jsonb ELSE jsonb_build_object('ditto-weak-ack', true) END,
-       'ackstore', NOT st.changed, clock_timestamp(),
-       CASE WHEN EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = e.signal_id)
+       :issuer, NOT st.changed, clock_timestamp(),
+       CASE WHEN EXISTS (SELECT 1 FROM request_results r
+                         WHERE r.signal_id = e.signal_id AND r.attempt = COALESCE(a.attempt, 1))
             THEN 'late' ELSE 'counted' END
 FROM stage_search_things st
 JOIN thing_events e ON e.thing_id = st.thing_id AND e.revision > st.old_revision AND e.revision <= st.revision
 JOIN signals s ON s.id = e.signal_id
-WHERE st.run_id = :run_id AND :label = ANY (s.requested_acks)
+LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
+                   WHERE x.signal_id = e.signal_id ORDER BY x.attempt DESC LIMIT 1) a ON true
+WHERE st.run_id = :run_id AND :label = ANY (COALESCE(a.requested_acks, s.requested_acks))
 
 -- name: clear_staging
 TRUNCATE stage_search_things, stage_search_rows

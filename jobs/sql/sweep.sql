@@ -1,24 +1,29 @@
 -- Statements of the sweep job. Bind parameter: :run_id.
+-- A request is one attempt of a signal (A.2.10): attempt 1 is the signal's own labels and
+-- deadline, a later one is a row of `attempts`.
 
 -- name: undecided
--- Every undecided request with what is known of it (read by Spark). Only acks whose fact
--- happened by the deadline count (A.2.1); whether the deadline has passed is judged now.
-SELECT s.id AS signal_id, s.correlation_id, s.api, s.requested_acks, s.response_required,
-       s.timeout_ms, s.deadline_at <= statement_timestamp() AS deadline_passed,
+-- Every request waiting for a decision (queue_decide holds only those) with what is known of
+-- it (read by Spark). Only acks of that attempt whose fact happened by its deadline count
+-- (A.2.1); whether the deadline has passed is judged now.
+SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api,
+       COALESCE(a.requested_acks, s.requested_acks) AS requested_acks, s.response_required,
+       s.timeout_ms, COALESCE(a.deadline_at, s.deadline_at) <= statement_timestamp() AS deadline_passed,
        r.status AS response_status, r.payload::text AS response_payload,
        COALESCE(r.is_error, false) AS response_is_error,
-       (SELECT jsonb_agg(jsonb_build_array(a.label, a.status, a.payload, a.payload IS NOT NULL,
-                                           a.headers, a.weak) ORDER BY a.received_at, a.id)
-          FROM acks a
-         WHERE a.signal_id = s.id AND a.disposition = 'counted'
-           AND a.received_at <= s.deadline_at)::text AS acks
-FROM signals s
+       (SELECT jsonb_agg(jsonb_build_array(k.label, k.status, k.payload, k.payload IS NOT NULL,
+                                           k.headers, k.weak) ORDER BY k.received_at, k.id)
+          FROM acks k
+         WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'counted'
+           AND k.received_at <= COALESCE(a.deadline_at, s.deadline_at))::text AS acks
+FROM queue_decide q
+JOIN signals s ON s.id = q.signal_id
+LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN command_responses r ON r.signal_id = s.id
-WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)
 
 -- name: undecided_bounds
-SELECT min(s.id), max(s.id) FROM signals s
-WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)
+-- Whether anything waits for a decision, and the id range the partitioned read spans.
+SELECT min(q.signal_id), max(q.signal_id) FROM queue_decide q
 
 -- name: lock_acks
 -- No ack is stored while decisions are merged: one that arrives now waits, then finds its
@@ -31,29 +36,48 @@ LOCK TABLE acks IN SHARE MODE
 -- the next sweep decides it with that ack.
 DELETE FROM stage_results x
 WHERE x.run_id = :run_id AND x.cause = 'deadline'
-  AND x.acks_seen <> (SELECT count(*) FROM acks a JOIN signals s ON s.id = a.signal_id
-                      WHERE a.signal_id = x.signal_id AND a.disposition = 'counted'
-                        AND a.received_at <= s.deadline_at)
+  AND x.acks_seen <> (SELECT count(*) FROM acks k
+                      JOIN signals s ON s.id = k.signal_id
+                      LEFT JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
+                      WHERE k.signal_id = x.signal_id AND k.attempt = x.attempt AND k.disposition = 'counted'
+                        AND k.received_at <= COALESCE(a.deadline_at, s.deadline_at))
 
 -- name: staged
+-- How many decisions this run staged.
 SELECT count(*) FROM stage_results WHERE run_id = :run_id
 
 -- name: insert_results
-INSERT INTO request_results (signal_id, status, body, headers, cause)
-SELECT x.signal_id, x.status, x.body, x.headers, x.cause
+-- What each requester is told, once per attempt.
+INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
+SELECT x.signal_id, x.attempt, x.status, x.body, x.headers, x.cause, x.ack_statuses
 FROM stage_results x
 WHERE x.run_id = :run_id
-ON CONFLICT (signal_id) DO NOTHING
+ON CONFLICT (signal_id, attempt) DO NOTHING
 
 -- name: flag_late
 -- Counted acks whose fact came after the deadline did not count: kept, flagged late (A.2.5).
 -- Only a request decided by its deadline or by an error can have such acks: one decided by
 -- its acks had them all in time, and one without labels has no counted acks.
-UPDATE acks a SET disposition = 'late'
+UPDATE acks k SET disposition = 'late'
 FROM stage_results x
 JOIN signals s ON s.id = x.signal_id
-WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND a.signal_id = x.signal_id
-  AND a.disposition = 'counted' AND a.received_at > s.deadline_at
+LEFT JOIN attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
+WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND k.signal_id = x.signal_id
+  AND k.attempt = x.attempt AND k.disposition = 'counted'
+  AND k.received_at > COALESCE(a.deadline_at, s.deadline_at)
+
+-- name: dequeue
+-- Decided requests leave the decision queue ...
+DELETE FROM queue_decide q
+USING stage_results x
+WHERE x.run_id = :run_id AND q.signal_id = x.signal_id AND q.attempt = x.attempt
+
+-- name: enqueue_validation
+-- ... and wait for the validation gate, which alone lets them be settled (A.2.6).
+INSERT INTO queue_validate (signal_id, attempt)
+SELECT x.signal_id, x.attempt FROM stage_results x WHERE x.run_id = :run_id
+ON CONFLICT DO NOTHING
 
 -- name: clear_staging
+-- TRUNCATE is transactional and instant; the step lock means no other run uses the table.
 TRUNCATE stage_results

@@ -1,0 +1,237 @@
+"""Airflow on this machine, for ``ackstore airflow`` (``make airflow``) and the demo.
+
+Airflow's own processes (``airflow standalone``: api-server with the UI, scheduler,
+dag-processor, triggerer) run this project's ``dags/`` folder with:
+
+* the metadata in its own PostgreSQL database (``ackstore_airflow``) on the ledger's server —
+  the machine's, or the embedded one when nothing is configured — never SQLite;
+* the ledger as the Airflow connection ``ackstore_ledger``;
+* a Spark Connect server, with ``SPARK_REMOTE`` pointing at it: a local Spark session costs a
+  task about 26 s, four of them would not fit in a one-minute schedule (stack-notes.md);
+* the settings that make Airflow usable on two cores (stack-notes.md): 4 workers, DAG files
+  re-read every 10 s, no login locally.
+
+Ctrl-C (or SIGTERM) stops everything it started: SIGINT to the standalone process alone (it
+stops its own children), then the Spark Connect server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from ackstore.ledger.database import ackstore_home, normalize_url, resolve_url
+
+PROJECT = Path(__file__).resolve().parent.parent
+DAGS_FOLDER = PROJECT / "dags"
+DAG_ID = "ackstore_reconcile"
+METADATA_DATABASE = "ackstore_airflow"
+STOP_GRACE_SECONDS = 90
+
+
+@dataclass(frozen=True)
+class LocalAirflow:
+    """Where a local Airflow keeps its things, and what it runs against."""
+
+    home: Path
+    ledger_url: str
+    metadata_url: str
+    port: int = 8080
+
+    @classmethod
+    def prepare(cls, ledger_url: str | None = None, *, home: Path | None = None, port: int = 8080,
+                metadata_database: str = METADATA_DATABASE) -> "LocalAirflow":
+        """Resolve the ledger (starting the embedded server if nothing is configured) and make
+        sure Airflow's metadata database exists on the same server."""
+        ledger = resolve_url(ledger_url)
+        metadata = _ensure_database(ledger, metadata_database)
+        return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self, spark_remote: str | None) -> dict[str, str]:
+        """The environment every Airflow process of this deployment runs with."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
+        env.update(
+            AIRFLOW_HOME=str(self.home),
+            AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.metadata_url,
+            AIRFLOW__CORE__PARALLELISM="4",  # the default 32 forks ~1.5 GB of idle workers
+            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="10",  # new DAG files show up in seconds, not 5 min
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",  # local: no login
+            AIRFLOW__API_AUTH__JWT_SECRET=_jwt_secret(self.home),
+            AIRFLOW__API__HOST="127.0.0.1",
+            AIRFLOW__API__PORT=str(self.port),
+            AIRFLOW__API__BASE_URL=self.url,
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.url}/execution/",
+            AIRFLOW_CONN_ACKSTORE_LEDGER=_libpq_url(self.ledger_url),
+            ACKSTORE_PARTITIONS=os.environ.get("ACKSTORE_PARTITIONS", "2"),
+            PYSPARK_PYTHON=sys.executable,
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
+        env.pop("ACKSTORE_DATABASE_URL", None)  # the connection is the one place the ledger is named
+        if spark_remote:
+            env["SPARK_REMOTE"] = spark_remote
+        else:
+            env.pop("SPARK_REMOTE", None)
+        return env
+
+    def airflow(self, *args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run([_airflow_command(), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+    def migrate(self, env: dict[str, str]) -> None:
+        done = self.airflow("db", "migrate", env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow db migrate failed:\n{done.stderr[-3000:]}")
+
+
+def run_dag_once(local: LocalAirflow, spark_remote: str | None = None) -> tuple[subprocess.CompletedProcess, str]:
+    """One run of the DAG through Airflow (``airflow dags test``), in-process, no scheduler;
+    the finished process and the run id Airflow gave it."""
+    env = local.environment(spark_remote)
+    local.migrate(env)
+    done = local.airflow("dags", "test", DAG_ID, env=env)
+    run_id = next((line.split("run_id=")[1].split()[0].strip(",") for line in done.stdout.splitlines()
+                   if "run_id=" in line), "")
+    return done, run_id
+
+
+def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bool = True) -> int:
+    """Run Airflow (and a Spark Connect server) until Ctrl-C or SIGTERM; stop all it started."""
+    from jobs.spark import connect_server
+
+    remote = f"sc://127.0.0.1:{spark_port}" if use_spark_connect else None
+    # Handle SIGINT and SIGTERM ourselves, before any child starts: a process started in the
+    # background inherits SIGINT as *ignored*, and its children would too; a handled signal is
+    # reset to the default in a child, so Airflow's processes can be stopped with SIGINT.
+    stopping = _stop_on_signals()
+    env = local.environment(remote)
+    log_path = local.home / "standalone.log"
+    print(f"ackstore airflow: metadata {make_url(local.metadata_url).render_as_string(hide_password=True)}, "
+          f"ledger {make_url(local.ledger_url).render_as_string(hide_password=True)}", flush=True)
+    local.migrate(env)
+    with ExitStack() as stack, open(log_path, "ab") as log:
+        # Its own session: the terminal's Ctrl-C reaches only us, and we pass SIGINT to it alone.
+        standalone = subprocess.Popen([_airflow_command(), "standalone"], env=env, stdout=log, stderr=log,
+                                      start_new_session=True)
+        (local.home / "standalone.pid").write_text(str(standalone.pid))
+        stack.callback(_stop, standalone)
+        print(f"ackstore airflow: airflow standalone started (pid {standalone.pid}), log in {log_path}", flush=True)
+        if remote:
+            print(f"ackstore airflow: starting Spark Connect on {remote} (about 20 s)", flush=True)
+            stack.enter_context(connect_server(local.home / "spark", spark_port))
+        _wait_until_healthy(local, standalone, stopping)
+        print(_banner(local, remote), flush=True)
+        while standalone.poll() is None and not stopping:
+            time.sleep(1)
+        print("\nackstore airflow: stopping (Airflow first, then Spark Connect)", flush=True)
+    print("ackstore airflow: stopped", flush=True)
+    return 0
+
+
+def _stop_on_signals() -> list[int]:
+    """A list that gets the number of each SIGINT / SIGTERM received: non-empty means stop."""
+    stopping: list[int] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda received, frame: stopping.append(received))
+    return stopping
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGINT to the standalone process only (it stops its workers cleanly); force after a grace."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: nothing of ours is in that group
+        process.wait(30)
+
+
+def _wait_until_healthy(local: LocalAirflow, process: subprocess.Popen, stopping: list[int],
+                        seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stopping:
+        if process.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited with {process.returncode}; see {local.home / 'standalone.log'}")
+        if health(local.url) is not None:
+            return
+        time.sleep(2)
+    if stopping:
+        return
+    raise TimeoutError(f"Airflow's API did not answer on {local.url} within {seconds:.0f} s")
+
+
+def health(url: str) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=10) as answer:
+            return json.load(answer)
+    except (OSError, ValueError):
+        return None
+
+
+def _banner(local: LocalAirflow, remote: str | None) -> str:
+    spark = f"Spark Connect at {remote}" if remote else "a local Spark session per task (slow: ~26 s each)"
+    return (
+        f"\n  Airflow UI:  {local.url}  (no login needed locally: every user is an admin)\n"
+        f"  DAG:         {DAG_ID} — paused at first; unpause it in the UI to run every minute\n"
+        f"  Spark:       {spark}\n"
+        f"  Reports:     ackstore report settlement | ackstore report audit\n"
+        f"  Stop:        Ctrl-C (stops Airflow and Spark Connect)\n"
+    )
+
+
+def _ensure_database(ledger_url: str, name: str) -> str:
+    """The URL of database ``name`` on the ledger's server, created if missing."""
+    url = make_url(normalize_url(ledger_url))
+    admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first()
+            if not exists:
+                conn.execute(text(f'CREATE DATABASE "{_identifier(name)}"'))
+    finally:
+        admin.dispose()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def _identifier(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"database name {name!r}: letters, digits and '_' only")
+    return name
+
+
+def _libpq_url(url: str) -> str:
+    """An Airflow connection URI for the ledger (``postgresql://…``, no driver suffix)."""
+    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _jwt_secret(home: Path) -> str:
+    """A long, stable secret (the generated default is too short for SHA-512: stack-notes.md)."""
+    path = home / "jwt_secret"
+    if not path.exists():
+        path.write_text(secrets.token_hex(64))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _airflow_command() -> str:
+    return str(Path(sys.executable).parent / "airflow")

@@ -1,0 +1,94 @@
+-- The history benchmark's ledger: N requests already decided (and, for the half from a
+-- connection, settled), written server-side. Bind parameters: :history, :things, :source.
+-- Every queue is empty afterwards: this is history, not pending work.
+
+-- name: seed_signals
+-- N twin modify commands over T things, each requesting twin-persisted; odd ones came through
+-- a broker connection.
+INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                     thing_id, topic, path, value, headers, requested_acks, response_required,
+                     timeout_ms, received_at, deadline_at)
+SELECT CASE WHEN i % 2 = 1 THEN :source ELSE 'api' END, 'h' || i, 'history-' || i,
+       CASE WHEN i % 2 = 1 THEN 'connectivity' ELSE 'http' END, 'twin', 'twin-command', 'modify',
+       'history:thing-' || (i % :things), 'history/thing-' || (i % :things) || '/things/twin/commands/modify',
+       '/attributes/counter', to_jsonb(i),
+       jsonb_build_object('correlation-id', 'history-' || i, 'requested-acks', jsonb_build_array('twin-persisted'),
+                          'response-required', true, 'timeout', '300000ms'),
+       ARRAY['twin-persisted'], true, 300000,
+       now() - interval '30 days' + i * interval '1 millisecond',
+       now() - interval '30 days' + i * interval '1 millisecond' + interval '5 minutes'
+FROM generate_series(0, :history - 1) AS i
+
+-- name: seed_ack_requests
+INSERT INTO ack_requests (signal_id, label) SELECT s.id, 'twin-persisted' FROM signals s
+
+-- name: seed_things
+INSERT INTO things (thing_id, revision, document, deleted)
+SELECT 'history:thing-' || t, :history / :things,
+       jsonb_build_object('thingId', 'history:thing-' || t, 'attributes', jsonb_build_object('counter', t)), false
+FROM generate_series(0, :things - 1) AS t
+
+-- name: seed_events
+INSERT INTO thing_events (thing_id, revision, signal_id, action, path, value, headers, created_at)
+SELECT s.thing_id, row_number() OVER (PARTITION BY s.thing_id ORDER BY s.id), s.id, 'modified', s.path, s.value,
+       s.headers || jsonb_build_object('requested-acks', '[]'::jsonb), s.received_at
+FROM signals s
+
+-- name: seed_responses
+INSERT INTO command_responses (signal_id, status, payload, is_error, responded_at)
+SELECT s.id, 204, NULL, false, s.received_at + interval '1 second' FROM signals s
+
+-- name: seed_acks
+INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, received_at, disposition)
+SELECT s.id, 1, 'twin-persisted', 204, NULL, jsonb_build_object('correlation-id', s.correlation_id), 'ackstore',
+       s.received_at + interval '1 second', 'counted'
+FROM signals s
+
+-- name: seed_results
+INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, decided_at)
+SELECT s.id, 1, 204, NULL, jsonb_build_object('correlation-id', s.correlation_id), 'response', '{}'::jsonb,
+       s.received_at + interval '1 minute'
+FROM signals s
+
+-- name: seed_settlements
+INSERT INTO settlements (signal_id, attempt, decision, decided_at, carried_out_at)
+SELECT s.id, 1, 'ack', s.received_at + interval '1 minute', s.received_at + interval '61 seconds'
+FROM signals s WHERE s.api = 'connectivity'
+
+-- name: seed_index
+INSERT INTO search_things (thing_id, namespace, revision, digest, present)
+SELECT t.thing_id, 'history', t.revision, md5(t.document::text), true FROM things t
+
+-- name: seed_watermark
+UPDATE pipeline_watermarks SET position = (SELECT COALESCE(max(id), 0) FROM settlements)
+WHERE name = 'validated_settlements'
+
+-- name: new_commands
+-- K new commands on new things, like the ones a minute brings: each creates its thing and
+-- requests twin-persisted and search-persisted; odd ones come through the connection.
+-- (Submitted in bulk, as issue 9's submit_many will; the store's one-by-one path is not measured here.)
+WITH fresh AS (
+    INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                         thing_id, topic, path, value, headers, requested_acks, response_required,
+                         timeout_ms, deadline_at)
+    SELECT CASE WHEN i % 2 = 1 THEN :source ELSE 'api' END, :batch || '-' || i, :batch || '-' || i,
+           CASE WHEN i % 2 = 1 THEN 'connectivity' ELSE 'http' END, 'twin', 'twin-command', 'modify',
+           'fresh:' || :batch || '-' || i, 'fresh/' || :batch || '-' || i || '/things/twin/commands/modify', '/',
+           jsonb_build_object('attributes', jsonb_build_object('n', i)),
+           jsonb_build_object('correlation-id', :batch || '-' || i,
+                              'requested-acks', jsonb_build_array('twin-persisted', 'search-persisted'),
+                              'response-required', true, 'timeout', '300000ms'),
+           ARRAY['twin-persisted', 'search-persisted'], true, 300000, now() + interval '5 minutes'
+    FROM generate_series(0, :count - 1) AS i
+    RETURNING id
+), requested AS (
+    INSERT INTO ack_requests (signal_id, label)
+    SELECT f.id, l.label FROM fresh f CROSS JOIN (VALUES ('twin-persisted'), ('search-persisted')) AS l(label)
+), to_apply AS (
+    INSERT INTO queue_apply (signal_id) SELECT f.id FROM fresh f
+)
+INSERT INTO queue_decide (signal_id, attempt) SELECT f.id, 1 FROM fresh f
+
+-- name: history_scan_baseline
+-- What finding pending work cost before the queues: an anti-join over every signal.
+SELECT count(*) FROM signals s WHERE NOT EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = s.id)

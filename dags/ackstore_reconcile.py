@@ -1,0 +1,102 @@
+"""
+### ackstore_reconcile — the acknowledgement ledger's batch pipeline, every minute
+
+One run applies what arrived, decides what is due, checks the ledger and settles:
+
+| task | reads | writes (one transaction per task) |
+|---|---|---|
+| `apply_twin` | `queue_apply`: twin commands not applied yet | thing states, events, command responses, `twin-persisted` acks |
+| `index_search` | `queue_index`: things changed since indexed | search index rows, watermarks, `search-persisted` acks |
+| `sweep` | `queue_decide`: requests not decided yet | `request_results` (what each requester is told), late flags |
+| `validate` | `queue_validate`: what was decided since the last passed check | nothing on failure; on success the slice moves to `queue_settle` |
+| `settle` | `queue_settle`: validated results from broker connections | one `settlements` decision per attempt, then `NOTIFY ackstore_settlements` |
+
+Each task calls `jobs.pipeline.run_step(<task>)` — exactly what `ackstore pipeline run --step
+<task>` calls — and returns its counts (see the task's XCom and log).
+
+**Why a re-run or a retried task is safe.** Every step reads only its queue, stages its
+rows under this DAG run's id, and merges them in one transaction that also empties the queue
+of what it finished; a retried task finds the queue already emptied, or re-stages from
+scratch, and never writes a second change, ack, result or decision. The DAG run's id is the
+pipeline's run id, so a retried task's stats replace the first try's in `pipeline_runs`.
+When `validate` fails, `settle` does not run and nothing is settled: the failing invariants
+and sample ids are in the `validate` task's log and in `pipeline_runs`.
+
+**Where.** The ledger is the Airflow connection `ackstore_ledger`
+(`AIRFLOW_CONN_ACKSTORE_LEDGER`), else `$ACKSTORE_DATABASE_URL`. Spark is the Spark Connect
+server at `$SPARK_REMOTE` when set (about 2.6 s per task), else a local session (about 26 s).
+`settle` updates the asset `ackstore://settlements`: schedule a DAG on it to react whenever
+the ledger has settled something.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import Asset, dag, task
+
+SETTLEMENTS = Asset(name="ackstore_settlements", uri="ackstore://settlements")
+LEDGER_CONNECTION = "ackstore_ledger"
+
+DEFAULT_ARGS = {
+    "owner": "ackstore",
+    "retries": 2,
+    "retry_delay": timedelta(seconds=15),
+    "execution_timeout": timedelta(minutes=10),
+}
+
+
+def _run_step(name: str) -> dict[str, Any]:
+    """The step ``name`` for this DAG run: ledger URL and run id looked up now, at run time."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk import Connection, get_current_context
+
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    try:
+        url = Connection.get(LEDGER_CONNECTION).get_uri()
+    except AirflowNotFoundException:
+        url = None  # PipelineSettings falls back to $ACKSTORE_DATABASE_URL
+    run_id = get_current_context()["run_id"]
+    return pipeline.run_step(name, PipelineSettings.from_env(url, run_id=run_id))
+
+
+@dag(
+    dag_id="ackstore_reconcile",
+    schedule="* * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(minutes=30),
+    default_args=DEFAULT_ARGS,
+    tags=["ackstore", "qos-1", "ledger"],
+    doc_md=__doc__,
+)
+def ackstore_reconcile() -> None:
+    @task
+    def apply_twin() -> dict[str, Any]:
+        return _run_step("apply_twin")
+
+    @task
+    def index_search() -> dict[str, Any]:
+        return _run_step("index_search")
+
+    @task
+    def sweep() -> dict[str, Any]:
+        return _run_step("sweep")
+
+    @task
+    def validate() -> dict[str, Any]:
+        return _run_step("validate")
+
+    @task(outlets=[SETTLEMENTS])
+    def settle() -> dict[str, Any]:
+        return _run_step("settle")
+
+    apply_twin() >> index_search() >> sweep() >> validate() >> settle()
+
+
+ackstore_reconcile()

@@ -1,0 +1,77 @@
+"""Step 5, settle: the transport decision for every validated result from a connection (B.9).
+
+Spark reads the requests waiting in ``queue_settle`` (decided, through the validation gate,
+from a broker connection) and applies :func:`ackstore.rules.settlement.decide_settlement` to
+each: ack, reject, redeliver — or dead-letter once the attempts are used up (A.2.10). One
+transaction writes one ``settlements`` row per attempt, empties the queue of what it decided,
+and sends ``NOTIFY ackstore_settlements, '<source>'`` so that the connector holding those
+deliveries wakes up and carries the decisions out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ackstore.ledger.schema import stage_settlements
+from ackstore.rules import jsontext, settlement
+from jobs.settings import PipelineSettings
+from jobs.spark import arrow_schema, spark_ddl
+from jobs.sql import statement
+from jobs.step import Step, expect_count
+
+JOB = "settle"
+NOTIFY_CHANNEL = "ackstore_settlements"
+DECISION_COLUMNS = (("signal_id", "int64"), ("attempt", "int32"), ("decision", "string"))
+
+
+def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
+    step = Step(JOB, settings, (stage_settlements,))
+    return step.run_once(spark, "pending_bounds", _stage, _merge, idle={"decided": 0})
+
+
+def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
+    max_attempts = step.settings.rules.max_attempts
+    decisions = step.read(spark, "pending", bounds).mapInArrow(
+        lambda batches: decide_batches(batches, max_attempts), spark_ddl(DECISION_COLUMNS)
+    )
+    step.stage(decisions, stage_settlements)
+
+
+def _merge(step: Step) -> None:
+    params = {"run_id": step.run_id, "channel": NOTIFY_CHANNEL}
+    with step.merge() as conn:
+        run_statement = step.runner(conn, params)
+        staged = step.scalar(conn, "staged", params)
+        step.stats["settlements"] = run_statement("insert_settlements")
+        expect_count("settle queue", run_statement("dequeue"), staged)
+        step.stats["decided"] = staged
+        step.stats["by_decision"] = {row.decision: row.n for row in conn.execute(statement(JOB, "counts"), params)}
+        step.stats["notified_sources"] = len(conn.execute(statement(JOB, "notify"), params).all())
+        run_statement("clear_staging")
+
+
+# --- deciding, inside Spark's Python workers --------------------------------------------------
+
+
+def decide_batches(batches: Iterator[Any], max_attempts: int) -> Iterator[Any]:
+    import pyarrow as pa
+
+    schema = arrow_schema(DECISION_COLUMNS)
+    for batch in batches:
+        out = [
+            {"signal_id": row["signal_id"], "attempt": row["attempt"], "decision": decide_row(row, max_attempts)}
+            for row in batch.to_pylist()
+        ]
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+def decide_row(row: dict[str, Any], max_attempts: int) -> str | None:
+    """The B.9 decision for one validated result, as the read query gives it; ``None`` for a
+    signal that needs no transport settlement (its stored result is the answer)."""
+    if not settlement.needs_transport_settlement(row["api"], row["source"]):
+        return None
+    outcome = settlement.outcome_of_result(
+        row["cause"], row["status"], jsontext.loads(row["ack_statuses"]), live=row["channel"] == "live"
+    )
+    decision = settlement.decide_settlement([outcome], expected=1, attempt=row["attempt"], max_attempts=max_attempts)
+    return decision.value
