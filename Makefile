@@ -1,11 +1,15 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
 PYTHON_VENV := .venv/bin/python
 
-.PHONY: demo test bench lock clean
+.PHONY: demo test bench bench-history airflow lock clean
 
-demo:  ## install, create the database, walk two sample commands through the pipeline
+demo:  ## install, create the ledger, submit sample signals, run the DAG once through Airflow, print the report
 	scripts/bootstrap.sh
 	.venv/bin/ackstore demo
+
+airflow:  ## Airflow (UI on 127.0.0.1:8080) with the DAG and a Spark Connect server, until Ctrl-C
+	scripts/bootstrap.sh
+	.venv/bin/ackstore airflow
 
 test:  ## install, make sure PostgreSQL runs, check the import layers, run the whole test suite
 	scripts/bootstrap.sh
@@ -17,6 +21,11 @@ bench:  ## the pipeline against a raw-SQL baseline, 100 000 commands (COMMANDS=1
 	scripts/bootstrap.sh
 	scripts/ensure-postgres.sh
 	$(PYTHON_VENV) -m benchmarks.pipeline --commands $(or $(COMMANDS),100000)
+
+bench-history:  ## a run's cost with 1 000 000 decided requests in the ledger vs an empty one (HISTORY=…)
+	scripts/bootstrap.sh
+	scripts/ensure-postgres.sh
+	$(PYTHON_VENV) -m benchmarks.history --history $(or $(HISTORY),1000000)
 
 lock:  ## rewrite constraints.txt from a fresh install
 	rm -rf .venv-lock && python3 -m venv .venv-lock

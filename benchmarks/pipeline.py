@@ -49,6 +49,7 @@ def generate(url: str, commands: int, things: int) -> float:
     with engine.begin() as conn:
         conn.execute(text(sections["generate_commands"]), {"commands": commands, "things": things})
         conn.execute(text(sections["generate_ack_requests"]))
+        conn.exec_driver_sql(sections["generate_queues"])
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE"))
     engine.dispose()

@@ -23,6 +23,11 @@ FROM generate_series(0, :commands - 1) AS i;
 INSERT INTO ack_requests (signal_id, label)
 SELECT s.id, l.label FROM signals s CROSS JOIN unnest(s.requested_acks) AS l(label)
 
+-- name: generate_queues
+-- What submit does besides storing: every command waits to be applied and decided.
+INSERT INTO queue_apply (signal_id) SELECT s.id FROM signals s;
+INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM signals s
+
 -- name: baseline
 -- What the pipeline writes for this workload, written by PostgreSQL alone: one transaction,
 -- server-side INSERT … SELECT, no Spark and no client round trips.
@@ -70,6 +75,9 @@ INSERT INTO acks (signal_id, label, status, payload, headers, issuer, received_a
 SELECT s.id, 'search-persisted', 204, NULL, jsonb_build_object('correlation-id', s.correlation_id),
        'ackstore', clock_timestamp(), 'counted'
 FROM signals s;
+
+DELETE FROM queue_apply;
+DELETE FROM queue_decide;
 
 INSERT INTO request_results (signal_id, status, body, headers, cause)
 SELECT s.id, 200,

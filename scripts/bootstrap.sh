@@ -25,3 +25,12 @@ if [ ! -f "$jar" ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libpostgresql-jdbc-java >/dev/null
 fi
+
+# Debian's docker-compose checks docker/compose.yaml offline (tests/test_docker.py); no engine runs here.
+if ! command -v docker-compose >/dev/null; then
+    echo "bootstrap: installing Debian's docker-compose (to validate docker/compose.yaml)"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq docker-compose >/dev/null
+fi

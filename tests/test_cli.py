@@ -76,10 +76,11 @@ def test_usage_errors_exit_2() -> None:
 
 
 @pytest.mark.spark
-def test_demo_runs_the_pipeline_on_the_embedded_server(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path) -> None:
     env = {"ACKSTORE_HOME": str(tmp_path / "home"), "ACKSTORE_DATABASE_URL": ""}
     completed = subprocess.run(
-        [sys.executable, "-m", "ackstore.cli", "demo"], capture_output=True, timeout=300, env={**os.environ, **env}
+        [sys.executable, "-m", "ackstore.cli", "demo"], capture_output=True, timeout=600, env={**os.environ, **env}
     )
     output = completed.stdout.decode()
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
@@ -89,3 +90,10 @@ def test_demo_runs_the_pipeline_on_the_embedded_server(tmp_path: Path) -> None:
     second = output.split("== what the second requester is told")[1].split("==")[0]
     assert '"status": 200' in second and all(label in second for label in ("twin-persisted", "search-persisted", "demo:audit"))
     assert '"org.acme:lamp-1"' in output.split("== search")[1]
+    assert "airflow dags test exited 0" in output
+    tasks = output.split("== what each task did")[1].split("==")[0]
+    assert [line.split()[0] for line in tasks.strip().splitlines()[1:]] == [
+        "apply_twin", "index_search", "sweep", "validate", "settle"]
+    assert "manual__" in tasks  # a run Airflow made
+    report = output.split("Settlement status per source")[1]
+    assert "demo-amqp" in report and "ack" in report

@@ -1,0 +1,136 @@
+"""Airflow for real: ``ackstore airflow`` (what ``make airflow`` runs) starts Airflow's own
+processes and a Spark Connect server; the DAG, unpaused through Airflow's REST API, runs on
+its **schedule**; the ledger ends as ``ackstore pipeline run`` would have left it; and on
+SIGINT every process it started is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ackstore.local_airflow import health
+from ackstore.ledger.database import make_engine, scratch_database
+from jobs import pipeline
+from jobs.settings import PipelineSettings
+from jobs.spark import free_port
+from tests.conftest import ADMIN_URL
+from tests.ledger import comparable_ledger, load_workload
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DAG = "ackstore_reconcile"
+
+
+def api(url: str, path: str, payload: dict[str, Any] | None = None, method: str = "GET") -> dict[str, Any]:
+    body = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(f"{url}/api/v2{path}", data=body, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:  # the first calls can block for seconds
+        return json.load(answer)
+
+
+def wait_for(what: str, seconds: float, check) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(3)
+    raise TimeoutError(f"{what} within {seconds:.0f} s")
+
+
+def session_processes(session_id: int) -> list[int]:
+    """Live processes of a session (Airflow's children stay in the standalone's session)."""
+    out = subprocess.run(["ps", "-eo", "pid=,sid=,stat="], capture_output=True, text=True).stdout
+    return [int(pid) for pid, sid, stat in (line.split() for line in out.splitlines())
+            if int(sid) == session_id and not stat.startswith("Z")]
+
+
+def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
+    metadata_database = f"ackstore_airflow_test_{os.getpid()}"
+    with scratch_database(ADMIN_URL, "reference") as reference, scratch_database(ADMIN_URL, "scheduled") as ledger:
+        load_workload(reference)
+        pipeline.run(spark, PipelineSettings(database_url=reference, partitions=2))
+        load_workload(ledger)
+
+        port, spark_port = free_port(), free_port()
+        home = tmp_path / "airflow"
+        command = [str(Path(sys.executable).parent / "ackstore"), "--database-url", ledger, "airflow",
+                   "--port", str(port), "--spark-port", str(spark_port), "--home", str(home),
+                   "--metadata-database", metadata_database]
+        log = open(tmp_path / "ackstore-airflow.log", "w")
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for("Airflow's API answering", 300, lambda: health(url) or server.poll() is not None)
+            assert server.poll() is None, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
+            standalone_pid = int((home / "standalone.pid").read_text())
+            wait_for("the DAG parsed", 120, lambda: _dag_known(url))
+            api(url, f"/dags/{DAG}", {"is_paused": False}, method="PATCH")
+
+            run = wait_for("a scheduled run that succeeded", 360, lambda: _succeeded_scheduled_run(url))
+            assert run["run_type"] == "scheduled"
+            assert comparable_ledger(ledger) == comparable_ledger(reference)
+            engine = make_engine(ledger)
+            with engine.connect() as conn:
+                steps = conn.exec_driver_sql(
+                    "SELECT step FROM pipeline_runs WHERE run_id = %(r)s ORDER BY id", {"r": run["dag_run_id"]}
+                ).scalars().all()
+            engine.dispose()
+            assert steps == list(pipeline.STEPS)  # the scheduled run's id is the pipeline's run id
+            api(url, f"/dags/{DAG}", {"is_paused": True}, method="PATCH")
+            airflow_processes = session_processes(standalone_pid)
+            assert airflow_processes, "Airflow's processes should be running"
+        finally:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(240)
+            finally:
+                if server.poll() is None:
+                    os.killpg(server.pid, signal.SIGKILL)
+                log.close()
+                _drop_database(metadata_database)
+        assert server.returncode == 0, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
+        assert "ackstore airflow: stopped" in (tmp_path / "ackstore-airflow.log").read_text()
+        wait_for("every Airflow process gone", 60, lambda: not session_processes(standalone_pid))
+        assert health(url) is None
+        assert not _listening(spark_port)  # the Spark Connect server is stopped too
+
+
+def _dag_known(url: str) -> bool:
+    try:
+        return api(url, f"/dags/{DAG}")["dag_id"] == DAG
+    except OSError:
+        return False
+
+
+def _succeeded_scheduled_run(url: str) -> dict[str, Any] | None:
+    runs = api(url, f"/dags/{DAG}/dagRuns?run_type=scheduled&order_by=-run_after&limit=5")["dag_runs"]
+    failed = [run for run in runs if run["state"] == "failed"]
+    assert not failed, failed
+    return next((run for run in runs if run["state"] == "success"), None)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _drop_database(name: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))  # a name made above
+    admin.dispose()

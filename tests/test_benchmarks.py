@@ -1,0 +1,27 @@
+"""The benchmarks still run (tiny sizes): a benchmark that rots is found by `make test`, not by
+the next person who needs a figure. Their numbers are not checked here — that is their job."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "expected"),
+    [
+        ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], "ratio pipeline/baseline"),
+        ("benchmarks.history", ["--history", "2000", "--commands", "50", "--repeat", "1"], "(b) end to end history/empty"),
+    ],
+)
+def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert expected in done.stdout
