@@ -196,7 +196,7 @@ def _db(args: argparse.Namespace) -> int:
 def _pipeline(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.settings import PipelineSettings
-    from jobs.spark import spark_session
+    from jobs.spark import LazySession
 
     settings = PipelineSettings.from_env(args.database_url, run_id=args.run_id)
     steps = tuple(args.steps) if args.steps else tuple(pipeline.STEPS)
@@ -204,8 +204,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     if unknown:
         print(f"ackstore pipeline run: unknown step(s) {unknown}; the steps are {list(pipeline.STEPS)}", file=sys.stderr)
         return EXIT_USAGE
-    needs_spark = any(name not in pipeline.WITHOUT_SPARK for name in steps)
-    spark = spark_session("ackstore-pipeline", remote=args.spark_remote) if needs_spark else None
+    spark = LazySession("ackstore-pipeline", remote=args.spark_remote)  # opened by the first step with work
     try:
         _print({"runId": settings.run_id, "steps": pipeline.run(spark, settings, steps)})
     except pipeline.ValidationFailed as failed:
@@ -217,8 +216,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         print(f"ackstore pipeline run: {failed}", file=sys.stderr)
         return EXIT_ERROR_ANSWER
     finally:
-        if spark is not None:
-            spark.stop()
+        spark.stop()
     return EXIT_OK
 
 

@@ -17,7 +17,12 @@ from typing import Any
 from sqlalchemy import text
 
 from ackstore.ledger import migrate
-from ackstore.ledger.database import embedded_data_dir, make_engine, resolve_url, uses_embedded
+from ackstore.ledger.database import (
+    embedded_data_dir,
+    make_engine,
+    resolve_url,
+    uses_embedded,
+)
 from ackstore.ledger.store import AckStore
 
 SUBSCRIBER = "demo-auditor"

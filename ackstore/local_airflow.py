@@ -28,7 +28,7 @@ import urllib.request
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -175,6 +175,17 @@ def _wait_until_healthy(local: LocalAirflow, process: subprocess.Popen, stopping
     if stopping:
         return
     raise TimeoutError(f"Airflow's API did not answer on {local.url} within {seconds:.0f} s")
+
+
+def wait_until(what: str, seconds: float, check: Callable[[], Any], interval: float = 3) -> Any:
+    """Poll ``check`` until it returns something true (returned), or fail after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(interval)
+    raise TimeoutError(f"{what}: not within {seconds:.0f} s")
 
 
 def health(url: str) -> dict[str, Any] | None:

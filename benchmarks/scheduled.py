@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ackstore.ledger.database import scratch_database
-from ackstore.local_airflow import DAG_ID, health
+from ackstore.local_airflow import DAG_ID, health, wait_until
 from benchmarks.pipeline import DEFAULT_SERVER
 from jobs.spark import free_port
 
@@ -40,16 +40,6 @@ def _api(url: str, path: str, payload: dict[str, Any] | None = None) -> dict[str
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.load(answer)
-
-
-def _wait(seconds: float, check) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(3)
-    raise TimeoutError(f"gave up after {seconds:.0f} s")
 
 
 def _finished_runs(url: str) -> list[dict[str, Any]]:
@@ -85,10 +75,11 @@ def main() -> None:
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait(300, lambda: health(url))
-            _wait(120, lambda: _api(url, f"/dags/{DAG_ID}").get("dag_id"))
+            wait_until("Airflow's API answering", 300, lambda: health(url))
+            wait_until("the DAG parsed", 120, lambda: _api(url, f"/dags/{DAG_ID}").get("dag_id"))
             _api(url, f"/dags/{DAG_ID}", {"is_paused": False})
-            runs = _wait(90 + 75 * (args.runs + 1), lambda: (r := _finished_runs(url)) and len(r) > args.runs and r)
+            runs = wait_until(f"{args.runs + 1} scheduled runs", 90 + 75 * (args.runs + 1),
+                              lambda: (r := _finished_runs(url)) and len(r) > args.runs and r)
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(240)

@@ -29,7 +29,7 @@ log = logging.getLogger("ackstore.pipeline")
 def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) -> dict[str, Any]:
     """Run one step and return its stats; log its counts.
 
-    ``spark`` is the session to use; without one, a step that needs Spark opens one (Spark
+    ``spark`` is the session to use; without one, the step opens one when it finds work (Spark
     Connect when ``$SPARK_REMOTE`` is set, else local) and stops it when done. Raises
     :class:`ValidationFailed` when the ``validate`` step finds the ledger broken.
     """
@@ -38,9 +38,9 @@ def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) ->
     started = time.perf_counter()
     own_session = spark is None and name not in WITHOUT_SPARK
     if own_session:
-        from jobs.spark import spark_session
+        from jobs.spark import LazySession
 
-        spark = spark_session(f"ackstore-{name}")
+        spark = LazySession(f"ackstore-{name}")
     try:
         stats = STEPS[name](spark, settings)
     finally:

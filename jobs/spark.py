@@ -102,6 +102,29 @@ def _wait_for_port(port: int, seconds: float) -> None:
     raise TimeoutError(f"Spark Connect did not listen on port {port} within {seconds:.0f} s")
 
 
+class LazySession:
+    """A Spark session opened on first use, so that a step with nothing to do never pays for
+    one (a local session costs a task ~26 s, a Spark Connect one ~1.3 s: stack-notes.md)."""
+
+    def __init__(self, app_name: str, *, remote: str | None = None, cores: int | None = None) -> None:
+        self._options = {"app_name": app_name, "remote": remote, "cores": cores}
+        self._session: Any = None
+
+    @property
+    def opened(self) -> bool:
+        return self._session is not None
+
+    def __getattr__(self, name: str) -> Any:  # only for what the session itself has
+        if self._session is None:
+            self._session = spark_session(**self._options)
+        return getattr(self._session, name)
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+
 # Columns of a mapInArrow output, as (name, pyarrow type name): one list gives both schemas.
 Columns = tuple[tuple[str, str], ...]
 _SPARK_TYPES = {"int64": "bigint", "int32": "int", "string": "string", "bool_": "boolean"}

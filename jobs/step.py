@@ -15,8 +15,8 @@ from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from jobs import faults
 from jobs.settings import PipelineSettings
-from jobs.sql import statement, statements
 from jobs.spark import Jdbc
+from jobs.sql import statement, statements
 
 
 class PipelineBusy(RuntimeError):

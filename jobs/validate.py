@@ -20,7 +20,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ackstore.ledger.schema import stage_check_acks, stage_check_results, stage_check_settlements
+from ackstore.ledger.schema import (
+    stage_check_acks,
+    stage_check_results,
+    stage_check_settlements,
+)
 from ackstore.rules import labels, settlement
 from ackstore.rules.headers import WEAK_ACK
 from jobs.expectations import INVARIANTS, Invariant

@@ -15,8 +15,8 @@ from sqlalchemy import Engine, text
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.schema import LEDGER_TABLES
-from ackstore.rules.settings import Settings
 from ackstore.ledger.store import AckStore
+from ackstore.rules.settings import Settings
 
 ADMIN_URL = os.environ.get("ACKSTORE_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 

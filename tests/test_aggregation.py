@@ -4,7 +4,14 @@ import pytest
 
 from ackstore.rules import errors
 from ackstore.rules.acks import ABSENT, Ack
-from ackstore.rules.aggregation import Request, Response, collect, combined_status, decide, timeout_placeholder
+from ackstore.rules.aggregation import (
+    Request,
+    Response,
+    collect,
+    combined_status,
+    decide,
+    timeout_placeholder,
+)
 
 CID = "cid-1"
 THING_CREATED = {"thingId": "org.acme:t1", "attributes": {"a": 1}}

@@ -12,15 +12,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ackstore.local_airflow import health
 from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.local_airflow import health
+from ackstore.local_airflow import wait_until as wait_for
 from jobs import pipeline
 from jobs.settings import PipelineSettings
 from jobs.spark import free_port
@@ -38,16 +38,6 @@ def api(url: str, path: str, payload: dict[str, Any] | None = None, method: str 
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as answer:  # the first calls can block for seconds
         return json.load(answer)
-
-
-def wait_for(what: str, seconds: float, check) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(3)
-    raise TimeoutError(f"{what} within {seconds:.0f} s")
 
 
 def session_processes(session_id: int) -> list[int]:

@@ -318,10 +318,10 @@ def test_b5_result_table(store: AckStore, run_pipeline) -> None:
 def test_an_in_time_ack_committed_after_the_sweeps_read_defers_the_decision(store, spark, database_url) -> None:
     """White-box: stage the sweep's decisions, then let an ack land whose transaction began
     before the deadline (its fact time), then merge. The stale decision must not be stored."""
+    from ackstore.ledger.schema import stage_results
     from jobs import sweep
     from jobs.settings import PipelineSettings
     from jobs.step import Step
-    from ackstore.ledger.schema import stage_results
 
     store.declare("app", ["org:one"])
     submit(store, "modify", "/", {}, cid="racy", requested_acks=["org:one"], timeout="1ms")
@@ -336,3 +336,15 @@ def test_an_in_time_ack_committed_after_the_sweeps_read_defers_the_decision(stor
     assert step.stats["deferred"] == 1 and store.result("racy") is None
     sweep.run(spark, PipelineSettings(database_url=database_url, partitions=1))
     assert store.result("racy")["status"] == 200  # decided with the ack that counted
+
+
+def test_a_run_with_nothing_pending_opens_no_spark_session(store: AckStore, database_url: str) -> None:
+    """Every step looks at its queue before it asks for Spark: an idle minute costs no session."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import LazySession
+
+    session = LazySession("never-opened")
+    stats = pipeline.run(session, PipelineSettings(database_url=database_url))
+    assert list(stats) == list(pipeline.STEPS)
+    assert not session.opened

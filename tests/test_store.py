@@ -5,10 +5,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from ackstore.rules import aggregation
-from ackstore.rules.acks import Ack
 from ackstore.ledger.schema import ack_requests, acks, signals
 from ackstore.ledger.store import AckStore
+from ackstore.rules import aggregation
+from ackstore.rules.acks import Ack
 from tests.ledger import ack_message, snapshot, twin_command
 
 

@@ -10,11 +10,20 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Sequence
 
-from sqlalchemy import ColumnElement, Connection, and_, exists, false, not_, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    exists,
+    false,
+    not_,
+    or_,
+    select,
+    true,
+)
 
 from ackstore.ledger.schema import search_index, search_things
 from ackstore.rules import rql
-
 
 # --- queries ---------------------------------------------------------------------------------
 

@@ -27,7 +27,15 @@ from ackstore.ledger.schema import (
     signals,
     subscribers,
 )
-from ackstore.rules import aggregation, envelopes, errors, headers, labels, rql, settlement
+from ackstore.rules import (
+    aggregation,
+    envelopes,
+    errors,
+    headers,
+    labels,
+    rql,
+    settlement,
+)
 from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER, Ack
 from ackstore.rules.settings import Settings
 
