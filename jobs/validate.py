@@ -88,6 +88,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     }
     with step.locked():
         with step.engine.connect() as conn:
+            params["after"] = conn.execute(statement(JOB, "watermark"), params).scalar_one()
             size = conn.execute(statement(JOB, "slice_size"), params).one()
         step.stats.update(decisions=size.decisions, settlements=size.settlements, acks=0)
         if size.decisions == 0 and size.settlements == 0:

@@ -491,8 +491,9 @@ LEDGER_TABLES = (
 
 
 # --- report views (README, "Reports"): one per question an auditor asks -------------------------
-# Both read the work queues, which hold only pending work, plus the settlements not carried out
-# (a partial index), so they stay cheap however long the history grows. Which signals need a
+# The audit reads the work queues, which hold only pending work, and the settlements not carried
+# out (a partial index), so it stays cheap however long the history grows; the status view's
+# decided / carried-out counts tally all of settlements, by design. Which signals need a
 # transport settlement is ackstore.rules.settlement.needs_transport_settlement; a view cannot take
 # parameters, so its values ('connectivity'; 'api', 'cli') are spelled out here.
 

@@ -1,15 +1,18 @@
 -- Statements of the validate job. Bind parameters: :run_id, :twin_persisted, :weak_header,
--- :transport_api, :local_sources, :watermark.
+-- :transport_api, :local_sources, :watermark, :after.
 -- The slice: the requests decided since the last passed validation (queue_validate holds only
 -- those), their counted acks, and the settlements written since the last passed validation.
 -- Each statement fills one stage_check_* table that Great Expectations then reads whole.
 
+-- name: watermark
+-- The last settlement id a passed validation checked. Read first and bound as "after", so the
+-- planner sees the value and walks the id index (a sub-select here made it scan all signals).
+SELECT COALESCE(max(w.position), 0) FROM pipeline_watermarks w WHERE w.name = :watermark
+
 -- name: slice_size
 -- How much there is to validate: queued decisions, and settlements past the watermark.
 SELECT (SELECT count(*) FROM queue_validate) AS decisions,
-       (SELECT count(*) FROM settlements st
-         WHERE st.id > (SELECT COALESCE(max(w.position), 0) FROM pipeline_watermarks w
-                         WHERE w.name = :watermark)) AS settlements
+       (SELECT count(*) FROM settlements st WHERE st.id > :after) AS settlements
 
 -- name: slice_results
 -- One row per decided request of the slice, with what its invariants are stated over.
@@ -69,7 +72,7 @@ SELECT :run_id, st.id, st.signal_id, st.attempt, s.source, s.api,
        EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt)
 FROM settlements st
 JOIN signals s ON s.id = st.signal_id
-WHERE st.id > (SELECT COALESCE(max(w.position), 0) FROM pipeline_watermarks w WHERE w.name = :watermark)
+WHERE st.id > :after
 
 -- name: enqueue_settlements
 -- Passed: the slice's requests from connections wait for their transport decision. Which

@@ -1,0 +1,114 @@
+"""Bounded work (architecture.md, "Growth"): on a ledger with history, every statement a run
+uses to find or slice its work can walk an index or a queue — never needs a scan of a history
+table. (pgqueuer's idea: EXPLAIN the hot queries on seeded tables and look at the plan.)
+
+Plans are taken with ``enable_seqscan = off``: then PostgreSQL scans a table sequentially only
+where no index can serve, so the check does not depend on how big this test's tables are (at
+this size a sequential scan is often the cheaper choice; at a million it is not —
+``benchmarks/history.py`` measures that).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pytest
+from sqlalchemy import text
+
+from ackstore.ledger import migrate
+from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.rules import labels, settlement
+from ackstore.rules.headers import WEAK_ACK
+from benchmarks import history
+from jobs.sql import statements
+from tests.conftest import ADMIN_URL
+
+HISTORY_TABLES = {"signals", "acks", "request_results", "command_responses", "thing_events", "things",
+                  "settlements", "search_things", "search_index", "attempts", "ack_requests"}
+READS = [
+    ("apply_twin", "pending"), ("apply_twin", "pending_bounds"),
+    ("index_search", "changed"), ("index_search", "anything_changed"),
+    ("sweep", "undecided"), ("sweep", "undecided_bounds"),
+    ("validate", "watermark"), ("validate", "slice_size"), ("validate", "slice_results"),
+    ("validate", "slice_acks"), ("validate", "slice_settlements"),
+    ("settle", "pending"), ("settle", "pending_bounds"),
+]
+PARAMS = {
+    "run_id": "r", "watermark": "validated_settlements", "after": 0, "twin_persisted": labels.TWIN_PERSISTED,
+    "weak_header": WEAK_ACK, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES),
+}
+
+
+@pytest.fixture(scope="module")
+def ledger() -> Iterator[Any]:
+    """200 000 decided requests of history, and a little pending work in every queue."""
+    with scratch_database(ADMIN_URL, "bounded") as url:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        history.seed(url, 200_000)
+        history.add_commands(url, 200, "fresh")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO queue_index SELECT thing_id, revision FROM things LIMIT 200"))
+            conn.execute(text("INSERT INTO queue_validate SELECT signal_id, attempt FROM request_results "
+                              "ORDER BY signal_id DESC LIMIT 200"))
+            conn.execute(text("INSERT INTO queue_settle SELECT r.signal_id, r.attempt FROM request_results r "
+                              "JOIN signals s ON s.id = r.signal_id WHERE s.api = 'connectivity' "
+                              "ORDER BY r.signal_id DESC LIMIT 100"))
+            conn.execute(text("INSERT INTO attempts (signal_id, attempt, requested_acks, deadline_at) "
+                              "SELECT id, 2, requested_acks, now() FROM signals WHERE id % 10 = 0"))
+            after = conn.execute(text("SELECT max(id) - 50 FROM settlements")).scalar_one()
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("ANALYZE"))
+        yield engine, after
+        engine.dispose()
+
+
+def _plan(engine: Any, sql: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    with engine.connect() as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params or {}).scalar_one()
+        conn.rollback()
+    return (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]
+
+
+# Partial indexes that hold only pending rows: reading one whole is bounded work.
+PENDING_INDEXES = {"ix_settlements_not_carried_out"}
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[str]:
+    """Tables read whole: by a sequential scan, or by an index scan with no condition (unless
+    the index holds only pending rows)."""
+    node = plan.get("Node Type", "")
+    whole_index = (node in ("Index Scan", "Index Only Scan") and "Index Cond" not in plan
+                   and plan.get("Index Name") not in PENDING_INDEXES)
+    if node == "Seq Scan" or whole_index:
+        yield plan["Relation Name"]
+    for child in plan.get("Plans", []):
+        yield from _scans(child)
+
+
+def test_the_check_catches_an_anti_join_over_history(ledger) -> None:
+    """What the sweep read before the queues: it must be flagged."""
+    engine, _ = ledger
+    old_read = ("SELECT s.id FROM signals s "
+                "WHERE NOT EXISTS (SELECT 1 FROM request_results x WHERE x.signal_id = s.id)")
+    assert "signals" in set(_scans(_plan(engine, old_read)))
+
+
+@pytest.mark.parametrize(("job", "name"), READS, ids=[f"{job}.{name}" for job, name in READS])
+def test_finding_work_scans_no_history_table(ledger, job: str, name: str) -> None:
+    engine, after = ledger
+    scanned = set(_scans(_plan(engine, statements(job)[name], {**PARAMS, "after": after})))
+    assert not scanned & HISTORY_TABLES, f"{job}.{name} scans {sorted(scanned & HISTORY_TABLES)}"
+
+
+@pytest.mark.parametrize("view", ["report_settlement_status", "report_qos1_audit"])
+def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
+    engine, _ = ledger
+    scanned = set(_scans(_plan(engine, f"SELECT * FROM {view}")))
+    if view == "report_settlement_status":
+        # Its decided / carried-out counts tally every decision ever made, per source, by design
+        # (an auditor's count); only its pending part must come from the queues.
+        scanned -= {"settlements", "signals"}
+    assert not scanned & HISTORY_TABLES, f"{view} scans {sorted(scanned & HISTORY_TABLES)}"
