@@ -24,7 +24,8 @@ and sample ids are in the `validate` task's log and in `pipeline_runs`.
 
 **Where.** The ledger is the Airflow connection `ackstore_ledger`
 (`AIRFLOW_CONN_ACKSTORE_LEDGER`), else `$ACKSTORE_DATABASE_URL`. Spark is the Spark Connect
-server at `$SPARK_REMOTE` when set (about 2.6 s per task), else a local session (about 26 s).
+server at `$SPARK_REMOTE` when set (about 2.6 s per task), else a local session (about 26 s);
+a task opens its session only when its queue holds work, so an idle run takes about 6 s.
 `settle` updates the asset `ackstore://settlements`: schedule a DAG on it to react whenever
 the ledger has settled something.
 """
