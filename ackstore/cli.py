@@ -200,13 +200,12 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     settings = PipelineSettings.from_env(args.database_url, run_id=args.run_id)
     steps = tuple(args.steps) if args.steps else tuple(pipeline.STEPS)
-    unknown = sorted(set(steps) - set(pipeline.STEPS))
-    if unknown:
-        print(f"ackstore pipeline run: unknown step(s) {unknown}; the steps are {list(pipeline.STEPS)}", file=sys.stderr)
-        return EXIT_USAGE
     spark = LazySession("ackstore-pipeline", remote=args.spark_remote)  # opened by the first step with work
     try:
         _print({"runId": settings.run_id, "steps": pipeline.run(spark, settings, steps)})
+    except pipeline.UnknownStep as unknown:
+        print(f"ackstore pipeline run: {unknown}", file=sys.stderr)
+        return EXIT_USAGE
     except pipeline.ValidationFailed as failed:
         _print({
             "runId": settings.run_id,

@@ -108,6 +108,8 @@ def _run_dag(url: str) -> bool:
 
 def _print_tasks(store: AckStore) -> None:
     """What each task of the DAG run did: its stats as recorded in ``pipeline_runs``."""
+    from jobs.pipeline import counts
+
     with store.engine.connect() as conn:
         run_id = conn.execute(text("SELECT run_id FROM pipeline_runs ORDER BY id DESC LIMIT 1")).scalar_one()
         rows = conn.execute(
@@ -115,8 +117,7 @@ def _print_tasks(store: AckStore) -> None:
         ).all()
     print(f"\n== what each task did (pipeline_runs, run {run_id})")
     for step, stats in rows:
-        counts = {k: v for k, v in stats.items() if not k.endswith("seconds") and k != "failures"}
-        print(f"   {step:<13} {stats.get('seconds', 0):6.2f} s  {json.dumps(counts)}")
+        print(f"   {step:<13} {stats.get('seconds', 0):6.2f} s  {json.dumps(counts(stats))}")
 
 
 def _step(title: str, value: Any) -> Any:

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ackstore.ledger.database import scratch_database
+from ackstore.ledger.database import drop_database, scratch_database
 from ackstore.local_airflow import DAG_ID, health, wait_until
 from benchmarks.pipeline import DEFAULT_SERVER
 from jobs.spark import free_port
@@ -67,9 +67,10 @@ def main() -> None:
                        capture_output=True, env={**os.environ, "SPARK_REMOTE": ""})
         baseline = time.perf_counter() - started
         port = free_port()
+        metadata_database = f"ackstore_airflow_bench_{os.getpid()}"
         command = [str(BIN / "ackstore"), "--database-url", ledger, "airflow", "--port", str(port),
                    "--spark-port", str(free_port()), "--home", home,
-                   "--metadata-database", f"ackstore_airflow_bench_{os.getpid()}"]
+                   "--metadata-database", metadata_database]
         if args.local_spark:
             command.append("--local-spark")
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -83,11 +84,7 @@ def main() -> None:
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(240)
-            subprocess.run([str(BIN / "python"), "-c",
-                            "from sqlalchemy import create_engine, text; "
-                            f"e = create_engine({args.server.replace('postgresql://', 'postgresql+psycopg2://')!r}, isolation_level='AUTOCOMMIT'); "
-                            f"e.connect().execute(text('DROP DATABASE IF EXISTS \"ackstore_airflow_bench_{os.getpid()}\" WITH (FORCE)'))"],
-                           capture_output=True)
+            drop_database(args.server, metadata_database)
 
     spark = "local Spark sessions (one per task)" if args.local_spark else "Spark Connect"
     timed = [(_seconds(run), run["state"]) for run in runs[1:]]

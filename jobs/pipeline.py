@@ -19,9 +19,14 @@ STEPS: dict[str, Callable[[Any, PipelineSettings], dict[str, Any]]] = {
     "validate": validate.run,
     "settle": settle.run,
 }
-WITHOUT_SPARK = frozenset({"validate"})  # Great Expectations reads PostgreSQL itself
-
 ValidationFailed = validate.ValidationFailed
+
+
+class UnknownStep(ValueError):
+    """A step name that is not one of :data:`STEPS`."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"unknown step(s) {names}; the steps are {list(STEPS)}")
 
 log = logging.getLogger("ackstore.pipeline")
 
@@ -34,9 +39,9 @@ def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) ->
     :class:`ValidationFailed` when the ``validate`` step finds the ledger broken.
     """
     if name not in STEPS:
-        raise ValueError(f"unknown step {name!r}; the steps are {list(STEPS)}")
+        raise UnknownStep([name])
     started = time.perf_counter()
-    own_session = spark is None and name not in WITHOUT_SPARK
+    own_session = spark is None
     if own_session:
         from jobs.spark import LazySession
 
@@ -46,7 +51,8 @@ def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) ->
     finally:
         if own_session:
             spark.stop()
-    log.info("%s run %s: %s (%.1f s with the session)", name, settings.run_id, _counts(stats),
+    described = ", ".join(f"{key}={value}" for key, value in counts(stats).items())
+    log.info("%s run %s: %s (%.1f s with the session)", name, settings.run_id, described,
              time.perf_counter() - started)
     return stats
 
@@ -56,7 +62,7 @@ def run(spark: Any, settings: PipelineSettings, steps: tuple[str, ...] = tuple(S
     validation stops the run there: nothing after it (``settle``) runs."""
     unknown = [name for name in steps if name not in STEPS]
     if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; the steps are {list(STEPS)}")
+        raise UnknownStep(unknown)
     done: dict[str, dict[str, Any]] = {}
     for name in (name for name in STEPS if name in steps):
         try:
@@ -67,8 +73,6 @@ def run(spark: Any, settings: PipelineSettings, steps: tuple[str, ...] = tuple(S
     return done
 
 
-def _counts(stats: dict[str, Any]) -> str:
-    """The counts of a step's stats, without its timings."""
-    return ", ".join(
-        f"{key}={value}" for key, value in stats.items() if not key.endswith("seconds") and key != "failures"
-    )
+def counts(stats: dict[str, Any]) -> dict[str, Any]:
+    """The counts of a step's stats, without its timings and validation failures."""
+    return {key: value for key, value in stats.items() if not key.endswith("seconds") and key != "failures"}

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.database import drop_database, make_engine, scratch_database
 from ackstore.local_airflow import health
 from ackstore.local_airflow import wait_until as wait_for
 from jobs import pipeline
@@ -90,7 +90,7 @@ def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
                 if server.poll() is None:
                     os.killpg(server.pid, signal.SIGKILL)
                 log.close()
-                _drop_database(metadata_database)
+                drop_database(ADMIN_URL, metadata_database)
         assert server.returncode == 0, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
         assert "ackstore airflow: stopped" in (tmp_path / "ackstore-airflow.log").read_text()
         wait_for("every Airflow process gone", 60, lambda: not session_processes(standalone_pid))
@@ -115,12 +115,3 @@ def _succeeded_scheduled_run(url: str) -> dict[str, Any] | None:
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _drop_database(name: str) -> None:
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))  # a name made above
-    admin.dispose()

@@ -71,8 +71,10 @@ def test_search_on_an_empty_index(store: AckStore, database_url: str) -> None:
     )
 
 
-def test_usage_errors_exit_2() -> None:
+def test_usage_errors_exit_2(database_url: str) -> None:
     assert run("submit", "--api", "grpc", "-")[0] == 2
+    status, output = run("pipeline", "run", "--step", "nope", url=database_url)
+    assert status == 2 and "unknown step(s) ['nope']" in output
 
 
 @pytest.mark.spark

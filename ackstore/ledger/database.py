@@ -104,9 +104,18 @@ def scratch_database(server_url: str, label: str, *, template: str | None = None
             )
         copy_of = f' TEMPLATE "{source}"' if source else ""
         conn.execute(text(f'CREATE DATABASE "{name}"{copy_of}'))  # names made here, never input
+    admin.dispose()
     try:
         yield make_url(normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
     finally:
+        drop_database(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    """Drop database ``name`` (one ackstore made: a name, never input) on ``server_url``'s server."""
+    admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
+    try:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
         admin.dispose()
