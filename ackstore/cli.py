@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.store import AckStore
+from ackstore.rules import errors
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
 
@@ -78,6 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     ack = commands.add_parser("ack", help="store a subscriber's acknowledgement (single or aggregated)")
     ack.add_argument("subscriber", help="the issuing subscriber's id")
     ack.add_argument("file", metavar="FILE|-", help="the Ditto Protocol acknowledgement, or - for standard input")
+
+    pull = commands.add_parser(
+        "pull", help="hand out the next twin events and live signals for a subscriber, each under a lease"
+    )
+    pull.add_argument("subscriber", help="the subscriber's id")
+    pull.add_argument("--max", type=int, default=100, help="at most this many signals (default 100)")
+    pull.add_argument("--lease", default="30s", help="how long each is leased before it may be handed out again")
+
+    respond = commands.add_parser("respond", help="store a live response to a live command or message")
+    respond.add_argument("subscriber", help="the responding subscriber's id (it must consume the live channel)")
+    respond.add_argument("file", metavar="FILE|-", help="the Ditto Protocol live response, or - for standard input")
 
     result = commands.add_parser("result", help="print what the requester of a signal is told, once decided")
     result.add_argument("correlation_id", metavar="CORRELATION_ID")
@@ -163,6 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "ack":
             return _answer(store.acknowledge(args.subscriber, _read(args.file)))
+        if args.command == "respond":
+            return _answer(store.respond(args.subscriber, _read(args.file)))
+        if args.command == "pull":
+            try:
+                messages = store.pull(args.subscriber, max=args.max, lease=args.lease)
+            except errors.DittoError as error:
+                return _answer(error.to_json())
+            for message in messages:  # one JSON message per line: ready for `jq -c` or a pipe
+                print(json.dumps(message, ensure_ascii=False, default=str))
+            return EXIT_OK
         if args.command == "result":
             answer = store.result(args.correlation_id)
             if answer is None:

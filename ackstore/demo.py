@@ -1,5 +1,5 @@
 """``ackstore demo``: set up the ledger, submit sample signals, run the Airflow DAG once through
-Airflow (``airflow dags test``: its five tasks, in-process, on local Spark), and show what each
+Airflow (``airflow dags test``: its six tasks, in-process, on local Spark), and show what each
 task did, what the requesters are told, a search, and the settlement report.
 
 With nothing configured it all happens on the embedded PostgreSQL in ``./.ackstore`` — the

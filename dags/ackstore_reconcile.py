@@ -7,6 +7,7 @@ One run applies what arrived, decides what is due, checks the ledger and settles
 |---|---|---|
 | `apply_twin` | `queue_apply`: twin commands not applied yet | thing states, events, command responses, `twin-persisted` acks |
 | `index_search` | `queue_index`: things changed since indexed | search index rows, watermarks, `search-persisted` acks |
+| `weak_acks` | `queue_decide`: undecided requests asking for a declared label | weak acks for labels whose declaring subscribers would not receive the signal |
 | `sweep` | `queue_decide`: requests not decided yet | `request_results` (what each requester is told), late flags |
 | `validate` | `queue_validate`: what was decided since the last passed check | nothing on failure; on success the slice moves to `queue_settle` |
 | `settle` | `queue_settle`: validated results from broker connections | one `settlements` decision per attempt, then `NOTIFY ackstore_settlements` |
@@ -86,6 +87,10 @@ def ackstore_reconcile() -> None:
         return _run_step("index_search")
 
     @task
+    def weak_acks() -> dict[str, Any]:
+        return _run_step("weak_acks")
+
+    @task
     def sweep() -> dict[str, Any]:
         return _run_step("sweep")
 
@@ -97,7 +102,7 @@ def ackstore_reconcile() -> None:
     def settle() -> dict[str, Any]:
         return _run_step("settle")
 
-    apply_twin() >> index_search() >> sweep() >> validate() >> settle()
+    apply_twin() >> index_search() >> weak_acks() >> sweep() >> validate() >> settle()
 
 
 ackstore_reconcile()

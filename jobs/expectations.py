@@ -90,7 +90,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     ),
     Invariant(
         "stage_check_acks",
-        "every counted ack's label was requested",
+        "every counted ack's label was requested, a weak ack's included (B.8)",
         ACK_IDS,
         lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(column="requested", value_set=[True]),
     ),
@@ -124,6 +124,14 @@ INVARIANTS: tuple[Invariant, ...] = (
         ACK_IDS,
         lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
             column="weak_header", value_set=[True], row_condition=col("weak") == True  # noqa: E712
+        ),
+    ),
+    Invariant(
+        "stage_check_acks",
+        "a weak ack for a custom label is for a label some subscriber declared (B.8)",
+        ACK_IDS,
+        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
+            column="declared", value_set=[True], row_condition=col("custom_weak") == True  # noqa: E712
         ),
     ),
     # --- settlement decisions ---------------------------------------------------------------

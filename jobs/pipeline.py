@@ -1,4 +1,4 @@
-"""The pipeline: five steps, in order. :func:`run_step` is the one call per step that both
+"""The pipeline: six steps, in order. :func:`run_step` is the one call per step that both
 ``ackstore pipeline run --step NAME`` and the Airflow DAG's task ``NAME`` make, so the two
 can never disagree.
 """
@@ -9,12 +9,13 @@ import logging
 import time
 from typing import Any, Callable
 
-from jobs import apply_twin, index_search, settle, sweep, validate
+from jobs import apply_twin, index_search, settle, sweep, validate, weak_acks
 from jobs.settings import PipelineSettings
 
 STEPS: dict[str, Callable[[Any, PipelineSettings], dict[str, Any]]] = {
     "apply_twin": apply_twin.run,
     "index_search": index_search.run,
+    "weak_acks": weak_acks.run,
     "sweep": sweep.run,
     "validate": validate.run,
     "settle": settle.run,

@@ -83,6 +83,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
         "watermark": WATERMARK,
         "twin_persisted": labels.TWIN_PERSISTED,
         "weak_header": WEAK_ACK,
+        "builtin_labels": sorted(labels.BUILTIN_LABELS),
         "transport_api": settlement.TRANSPORT_API,
         "local_sources": list(settlement.LOCAL_SOURCES),
     }

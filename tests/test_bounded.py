@@ -11,6 +11,7 @@ this size a sequential scan is often the cheaper choice; at a million it is not 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any, Iterator
 
 import pytest
@@ -18,6 +19,7 @@ from sqlalchemy import text
 
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.named_sql import LEDGER_SQL, load
 from ackstore.rules import labels, settlement
 from ackstore.rules.headers import WEAK_ACK
 from benchmarks import history
@@ -25,10 +27,11 @@ from jobs.sql import statements
 from tests.conftest import ADMIN_URL
 
 HISTORY_TABLES = {"signals", "acks", "request_results", "command_responses", "thing_events", "things",
-                  "settlements", "search_things", "search_index", "attempts", "ack_requests"}
+                  "settlements", "search_things", "search_index", "attempts", "ack_requests", "deliveries"}
 READS = [
     ("apply_twin", "pending"), ("apply_twin", "pending_bounds"),
     ("index_search", "changed"), ("index_search", "anything_changed"),
+    ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
     ("sweep", "undecided"), ("sweep", "undecided_bounds"),
     ("validate", "watermark"), ("validate", "slice_size"), ("validate", "slice_results"),
     ("validate", "slice_acks"), ("validate", "slice_settlements"),
@@ -37,7 +40,12 @@ READS = [
 PARAMS = {
     "run_id": "r", "watermark": "validated_settlements", "after": 0, "twin_persisted": labels.TWIN_PERSISTED,
     "weak_header": WEAK_ACK, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES),
+    "builtin_labels": sorted(labels.BUILTIN_LABELS),
 }
+# What a pull reads (ackstore/ledger/sql/deliveries.sql): its cost follows what it hands out.
+PULL_READS = ["decided_ready", "ready", "lease", "close", "events_after", "requested_now", "messages", "lock_delivery"]
+PULL_PARAMS = {"subscriber": "app", "now": datetime(2026, 11, 22, 12, tzinfo=timezone.utc), "lease_ms": 30_000, "limit": 100, "position": 0,
+               "scan": 500, "signal_ids": [1, 2, 3], "signal_id": 1}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +65,12 @@ def ledger() -> Iterator[Any]:
                               "ORDER BY r.signal_id DESC LIMIT 100"))
             conn.execute(text("INSERT INTO attempts (signal_id, attempt, requested_acks, deadline_at) "
                               "SELECT id, 2, requested_acks, now() FROM signals WHERE id % 10 = 0"))
+            # A subscriber that was handed every signal and answered all but a few.
+            conn.execute(text("INSERT INTO subscribers (id, holder, channels) VALUES ('app', 'subscriber:app', "
+                              "ARRAY['twin', 'live'])"))
+            conn.execute(text("INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at, "
+                              "done_at) SELECT 'app', id, 'key', 1, now(), "
+                              "CASE WHEN id % 1000 <> 0 THEN now() END FROM signals"))
             after = conn.execute(text("SELECT max(id) - 50 FROM settlements")).scalar_one()
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("ANALYZE"))
@@ -73,7 +87,7 @@ def _plan(engine: Any, sql: str, params: dict[str, Any] | None = None) -> dict[s
 
 
 # Partial indexes that hold only pending rows: reading one whole is bounded work.
-PENDING_INDEXES = {"ix_settlements_not_carried_out"}
+PENDING_INDEXES = {"ix_settlements_not_carried_out", "ix_deliveries_pending"}
 
 
 def _scans(plan: dict[str, Any]) -> Iterator[str]:
@@ -101,6 +115,17 @@ def test_finding_work_scans_no_history_table(ledger, job: str, name: str) -> Non
     engine, after = ledger
     scanned = set(_scans(_plan(engine, statements(job)[name], {**PARAMS, "after": after})))
     assert not scanned & HISTORY_TABLES, f"{job}.{name} scans {sorted(scanned & HISTORY_TABLES)}"
+
+
+@pytest.mark.parametrize("name", PULL_READS)
+def test_pulling_scans_no_history_table(ledger, name: str) -> None:
+    engine, _ = ledger
+    with engine.connect() as conn:  # a subscriber far into the log: the position is near its end
+        position = conn.execute(text("SELECT max(id) - 10 FROM thing_events")).scalar_one()
+    sql = load(LEDGER_SQL / "deliveries.sql")[name]
+    plan = _plan(engine, sql, {**PULL_PARAMS, "position": position})
+    scanned = set(_scans(plan))
+    assert not scanned & HISTORY_TABLES, f"deliveries.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
 
 
 @pytest.mark.parametrize("view", ["report_settlement_status", "report_qos1_audit"])

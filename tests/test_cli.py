@@ -95,7 +95,7 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert "airflow dags test exited 0" in output
     tasks = output.split("== what each task did")[1].split("==")[0]
     assert [line.split()[0] for line in tasks.strip().splitlines()[1:]] == [
-        "apply_twin", "index_search", "sweep", "validate", "settle"]
+        "apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
     assert "manual__" in tasks  # a run Airflow made
     report = output.split("Settlement status per source")[1]
     assert "demo-amqp" in report and "ack" in report

@@ -25,7 +25,7 @@ from tests.ledger import comparable_ledger, load_workload, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "dags"
-STEPS = ["apply_twin", "index_search", "sweep", "validate", "settle"]
+STEPS = ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
 UNREACHABLE = "postgresql+psycopg2://nobody@127.0.0.1:9/nothing"  # port 9: nothing listens
 
 

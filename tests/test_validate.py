@@ -123,6 +123,15 @@ CORRUPTIONS = [
     ("a counted ack for a label never requested", "label was requested",
      ["INSERT INTO acks (signal_id, attempt, label, status, headers, issuer, disposition) "
       f"VALUES ({_id('acks')}, 1, 'amqp-orders:other', 200, '{{}}', 'audit-service', 'counted')"], "acks"),
+    ("a weak ack for a label never requested", "a weak ack's included",
+     ["INSERT INTO declared_labels (label, holder) VALUES ('amqp-orders:audit-2', 'connection:amqp-orders')",
+      "INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, disposition) "
+      f"VALUES ({_id('acks')}, 1, 'amqp-orders:audit-2', 200, '\"filtered\"', "
+      "'{\"ditto-weak-ack\": true}', 'ackstore', true, 'counted')"], "acks"),
+    ("a weak ack for a label nobody declared", "label some subscriber declared",
+     [f"DELETE FROM declared_labels WHERE label = '{LABEL}'",
+      "UPDATE acks SET weak = true, status = 200, headers = headers || '{\"ditto-weak-ack\": true}' "
+      f"WHERE signal_id = {_id('acks')} AND label = '{LABEL}'"], "acks"),
     ("twin-persisted for a command whose response failed", "response is a success",
      [f"UPDATE command_responses SET status = 500 WHERE signal_id = {_id('acks')}"], "acks"),
     ("twin-persisted without its event", "revision is in the event log",

@@ -112,6 +112,8 @@ subscribers = Table(
     Column("namespaces", ARRAY(Text), nullable=True),  # NULL: all namespaces
     Column("channels", ARRAY(Text), nullable=False),
     _timestamp("declared_at"),
+    # The last event of the log this subscriber has been handed or passed over (pull, A.3).
+    Column("event_position", BigInteger, nullable=False, server_default=text("0")),
     CheckConstraint("id <> ''", name="id"),
     CheckConstraint(
         "cardinality(channels) > 0 AND channels <@ ARRAY['twin', 'live']::text[]", name="channels"
@@ -293,6 +295,32 @@ pipeline_runs = Table(
     UniqueConstraint("run_id", "step"),
 )
 
+# One row per signal handed (or, for live signals, to be handed) to a subscriber (A.3). The
+# pending ones (done_at IS NULL) are what a pull reads; each hand-out increments handouts, and
+# the lease token of hand-out n is a MAC of n under the row's secret key, so a superseded token
+# is recognised as such and a foreign one as invalid.
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("subscriber_id", Text, ForeignKey("subscribers.id", ondelete="CASCADE"), nullable=False),
+    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False, server_default=text("1")),  # the request's attempt handed out
+    Column("event_id", BigInteger, nullable=True),  # the twin event handed out; NULL for a live signal
+    Column("token_key", Text, nullable=False),
+    Column("handouts", Integer, nullable=False, server_default=text("0")),  # the delivery count
+    Column("available_at", TIMESTAMP(timezone=True), nullable=False),  # ready from, or the lease's end
+    Column("leased_at", TIMESTAMP(timezone=True), nullable=True),
+    Column("done_at", TIMESTAMP(timezone=True), nullable=True),  # answered, or nothing to answer
+    Column("answered_handout", Integer, nullable=True),  # the hand-out whose token answered it
+    Column("answered_labels", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),  # by that token
+    PrimaryKeyConstraint("subscriber_id", "signal_id"),
+    CheckConstraint("handouts >= 0 AND attempt > 0", name="counts"),
+    CheckConstraint("answered_handout IS NULL OR answered_handout BETWEEN 1 AND handouts", name="answered"),
+)
+Index("ix_deliveries_pending", deliveries.c.subscriber_id, deliveries.c.signal_id,
+      postgresql_where=text("done_at IS NULL"))
+Index(None, deliveries.c.signal_id)
+
 # --- work queues: each holds only pending work, so a run's cost follows the new work -----------
 # (architecture.md, "Growth"). A step reads its queue and, in its merge transaction, deletes
 # what it finished and fills the next step's queue.
@@ -405,6 +433,16 @@ stage_results = _staging(
 )
 Index(None, stage_results.c.run_id)
 
+stage_weak_acks = _staging(
+    "stage_weak_acks",
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("label", Text, nullable=False),
+    Column("headers", JSONB, nullable=False),
+    Column("reason", Text, nullable=False),  # the weak ack's payload: why nobody receives it
+)
+Index(None, stage_weak_acks.c.run_id)
+
 stage_settlements = _staging(
     "stage_settlements",
     Column("signal_id", BigInteger, nullable=False),
@@ -440,6 +478,8 @@ stage_check_acks = _staging(
     _status(),
     Column("weak", Boolean, nullable=False),
     Column("weak_header", Boolean, nullable=False),  # ditto-weak-ack: true in its headers
+    Column("custom_weak", Boolean, nullable=False),  # a weak ack for a label that is not built in
+    Column("declared", Boolean, nullable=False),  # the label is declared by some subscriber
     Column("requested", Boolean, nullable=False),  # the label was requested in that attempt
     Column("response_success", Boolean, nullable=True),  # twin-persisted: the command response was 2xx
     Column("event_exists", Boolean, nullable=True),  # twin-persisted: the event log has its revision
@@ -458,6 +498,7 @@ STAGING_TABLES = (
     stage_twin_outcomes,
     stage_search_things,
     stage_search_rows,
+    stage_weak_acks,
     stage_results,
     stage_settlements,
     stage_check_results,
@@ -471,6 +512,7 @@ LEDGER_TABLES = (
     ack_requests,
     subscribers,
     declared_labels,
+    deliveries,
     acks,
     command_responses,
     attempts,

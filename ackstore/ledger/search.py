@@ -70,11 +70,7 @@ class _Compiler:
         return _at(prop, self._value_test("eq", self._resolve(value)))
 
     def _resolve(self, value: rql.Value) -> Any:
-        if isinstance(value, rql.Placeholder):
-            if value.name == "time:now_epoch_millis":
-                return int(self.now.timestamp() * 1000)
-            return self.now.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return value
+        return rql.resolve(value, self.now)
 
     @staticmethod
     def _value_test(op: str, value: Any) -> ColumnElement[bool]:

@@ -8,12 +8,13 @@ the input was bad — in which case nothing was written.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Callable, Iterable, Sequence
 
 from sqlalchemy import Connection, Engine, and_, delete, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
-from ackstore.ledger import search
+from ackstore.ledger import deliveries, search
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import (
@@ -26,6 +27,7 @@ from ackstore.ledger.schema import (
     request_results,
     signals,
     subscribers,
+    thing_events,
 )
 from ackstore.rules import (
     aggregation,
@@ -35,6 +37,7 @@ from ackstore.rules import (
     labels,
     rql,
     settlement,
+    subscriptions,
 )
 from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER, Ack
 from ackstore.rules.settings import Settings
@@ -55,9 +58,12 @@ def accepted(correlation_id: str) -> dict[str, Any]:
 class AckStore:
     """The ledger, over one SQLAlchemy engine."""
 
-    def __init__(self, engine: Engine, settings: Settings | None = None) -> None:
+    def __init__(
+        self, engine: Engine, settings: Settings | None = None, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
+        self.clock = clock  # leases are judged by this clock when given (tests), else the database's
 
     @classmethod
     def connect(cls, url: str | None = None, *, settings: Settings | None = None) -> "AckStore":
@@ -106,6 +112,8 @@ class AckStore:
                 return self._resubmitted(connection, source, message_id, request.correlation_id)
             _insert_ack_requests(connection, signal_id, request.requested_acks)
             _enqueue_new_signal(connection, signal_id, signal.kind)
+            if signal.channel == "live":
+                deliveries.fan_out_live(connection, signal_id, signal)
         return accepted(request.correlation_id)
 
     def _resubmitted(self, conn: Connection, source: str, message_id: str, correlation_id: str) -> dict[str, Any]:
@@ -150,7 +158,12 @@ class AckStore:
     # --- acknowledgements -------------------------------------------------------------
 
     def acknowledge(self, subscriber: str, ack: dict[str, Any] | str | bytes) -> dict[str, Any]:
-        """Store a subscriber's single or aggregated acknowledgement; 204, or 400 / 404."""
+        """Store a subscriber's single or aggregated acknowledgement; 204, or 400 / 404 / 412.
+
+        With an ``ack-token`` header the ack answers that hand-out of a pull (A.3): a superseded
+        token is 412 and stores nothing, a token never issued for this subscriber and signal is
+        400, the same token again stores only labels it did not carry before.
+        """
         try:
             loaded = envelopes.load_envelope(ack, self.settings.max_envelope_bytes)
             incoming = envelopes.parse_acknowledgement(loaded)
@@ -164,10 +177,83 @@ class AckStore:
             target = _lock_request(conn, incoming.correlation_id)
             if target is None:
                 return errors.request_not_found(incoming.correlation_id).to_json()
+            try:
+                to_store = self._answer_handout(conn, subscriber, target.id, incoming.token, incoming.acks)
+            except errors.DittoError as error:
+                return error.to_json()
             decided = _is_decided(conn, target.id, target.attempt)
-            for received in incoming.acks:
+            for received in to_store:
                 _store_ack(conn, target, received, subscriber, decided)
         return dict(NO_CONTENT)
+
+    def respond(self, subscriber: str, response: dict[str, Any] | str | bytes) -> dict[str, Any]:
+        """Store a live response to a live command or message; 204, or a 4xx error.
+
+        The first response fulfils ``live-response`` (and is the plain response the requester
+        gets when that is all it asked for); later ones are kept as duplicates (A.2.8).
+        """
+        try:
+            loaded = envelopes.load_envelope(response, self.settings.max_envelope_bytes)
+            answer = envelopes.parse_live_response(loaded)
+        except errors.DittoError as error:
+            return error.to_json()
+        with self.engine.begin() as conn:
+            channels = conn.execute(select(subscribers.c.channels).where(subscribers.c.id == subscriber)).scalar()
+            if channels is None:
+                return errors.subscriber_not_found(subscriber).to_json()
+            if "live" not in channels:
+                return errors.live_response_forbidden(subscriber).to_json()
+            target = _lock_request(conn, answer.correlation_id)
+            if target is None:
+                return errors.request_not_found(answer.correlation_id).to_json()
+            mismatch = _live_mismatch(target, answer)
+            if mismatch is not None:
+                return errors.live_response_invalid(answer.correlation_id, mismatch).to_json()
+            ack = Ack(labels.LIVE_RESPONSE, answer.status, answer.value, answer.headers)
+            try:
+                to_store = self._answer_handout(conn, subscriber, target.id, answer.token, (ack,))
+            except errors.DittoError as error:
+                return error.to_json()
+            decided = _is_decided(conn, target.id, target.attempt)
+            if to_store:
+                _store_ack(conn, target, ack, subscriber, decided)
+                if not decided:
+                    _store_live_response(conn, target.id, answer)
+        return dict(NO_CONTENT)
+
+    def _answer_handout(
+        self, conn: Connection, subscriber: str, signal_id: int, token: str | None, answered: Sequence[Ack]
+    ) -> list[Ack]:
+        """Record that ``subscriber`` answered its hand-out of the signal; the acks to store."""
+        now = deliveries.transaction_now(conn, self.clock() if self.clock else None)
+        if token is None:
+            deliveries.close_without_token(conn, subscriber, signal_id, now)
+            return list(answered)
+        new = deliveries.answer(conn, subscriber, signal_id, token, [a.label for a in answered], now)
+        return [a for a in answered if a.label in new]
+
+    # --- pulling ----------------------------------------------------------------------
+
+    def pull(self, subscriber: str, *, max: int = 100, lease: str = "30s") -> list[dict[str, Any]]:
+        """Hand the next signals for ``subscriber`` out, each under a lease (A.3).
+
+        Twin events (``requested-acks`` with custom labels only) and live commands and messages
+        that match the subscriber's channels, namespaces and filter, oldest first; each message's
+        headers carry its ``correlation-id``, an ``ack-token`` for this hand-out and the
+        ``delivery-count``. Raises :class:`~ackstore.rules.errors.DittoError` (404 for an
+        unknown subscriber, 400 for a bad ``max`` or ``lease``).
+        """
+        limit = subscriptions.pull_size(max)
+        lease_ms = subscriptions.lease_ms(lease)
+        with self.engine.begin() as conn:
+            now = deliveries.transaction_now(conn, self.clock() if self.clock else None)
+            try:
+                return deliveries.pull(
+                    conn, subscriber, limit=limit, lease_ms=lease_ms, now=now, max_scan=_scan_budget(limit)
+                )
+            except errors.DittoError as error:
+                refused = error  # raised below: a frozen error cannot travel through the transaction's exit
+        raise refused
 
     # --- results ----------------------------------------------------------------------
 
@@ -314,6 +400,7 @@ def _open_next_attempt(conn: Connection, current: Any) -> None:
         params | {"requested_acks": labels_again, "timeout_ms": current.timeout_ms},
     )
     conn.execute(ledger_statement("store", "enqueue_attempt"), params)
+    deliveries.reopen(conn, current.id, attempt)
     builtin_again = [label for label in labels_again if labels.is_builtin(label)]
     if builtin_again:
         conn.execute(
@@ -384,7 +471,9 @@ def _declaration_conflict(
 
 def _write_declaration(conn: Connection, row: dict[str, Any], wanted: list[str]) -> None:
     previous_holder = conn.execute(select(subscribers.c.holder).where(subscribers.c.id == row["id"])).scalar()
-    upsert = insert(subscribers).values(**row)
+    # A new subscriber starts at the end of the event log, as a new subscription does.
+    log_end = select(func.coalesce(func.max(thing_events.c.id), 0)).scalar_subquery()
+    upsert = insert(subscribers).values(**row, event_position=log_end)
     conn.execute(
         upsert.on_conflict_do_update(
             index_elements=[subscribers.c.id],
@@ -425,6 +514,30 @@ def _labels_declared_by(conn: Connection, subscriber: str) -> set[str]:
 def _lock_request(conn: Connection, correlation_id: str) -> Any:
     """The request an ack is for (its current attempt), share-locked so that deciding it waits."""
     return conn.execute(ledger_statement("store", "current_request"), {"correlation_id": correlation_id}).first()
+
+
+def _scan_budget(limit: int) -> int:
+    """Events one pull may read past while looking for ones its subscriber receives: enough for a
+    selective filter, bounded so that one pull stays short (the rest waits for the next pull)."""
+    return max(1000, 20 * limit)
+
+
+def _live_mismatch(target: Any, answer: envelopes.LiveResponse) -> str | None:
+    if target.channel != "live":
+        return "its correlation-id belongs to a twin command"
+    if target.thing_id != answer.thing_id:
+        return f"the live signal is for thing <{target.thing_id}>"
+    return None
+
+
+def _store_live_response(conn: Connection, signal_id: int, answer: envelopes.LiveResponse) -> None:
+    """The first live response is the signal's response: the requester's plain answer when it
+    asked for none of the labels (B.7) — a live response is never an error that short-circuits."""
+    conn.execute(
+        insert(command_responses)
+        .values(signal_id=signal_id, status=answer.status, payload=_json_or_null(answer.value), is_error=False)
+        .on_conflict_do_nothing(index_elements=[command_responses.c.signal_id])
+    )
 
 
 def _is_decided(conn: Connection, signal_id: int, attempt: int) -> bool:

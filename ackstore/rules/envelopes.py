@@ -15,6 +15,8 @@ from ackstore.rules import errors, labels
 from ackstore.rules.acks import ABSENT, Ack
 from ackstore.rules.headers import CORRELATION_ID
 
+ACK_TOKEN = "ack-token"  # header carrying the lease token of a hand-out (A.3)
+_NOT_STORED = ("ditto-weak-ack", "requested-acks", ACK_TOKEN)
 SignalKind = Literal["twin-command", "live-command", "live-message"]
 TWIN_ACTIONS = ("create", "modify", "merge", "delete")
 LIVE_ACTIONS = ("create", "modify", "merge", "delete", "retrieve")
@@ -52,6 +54,19 @@ class IncomingAcks:
     channel: labels.Channel
     correlation_id: str
     acks: tuple[Ack, ...]
+    token: str | None = None  # the lease token of the hand-out it answers (A.3)
+
+
+@dataclass(frozen=True)
+class LiveResponse:
+    """A subscriber's answer to a live command or live message (B.1 ``live-response``)."""
+
+    thing_id: str
+    correlation_id: str
+    status: int
+    value: Any  # ABSENT when the response has none
+    headers: Mapping[str, Any]
+    token: str | None = None
 
 
 def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
@@ -134,6 +149,30 @@ def parse_acknowledgement(envelope: Mapping[str, Any]) -> IncomingAcks:
     thing_id, channel, criterion, label = _split_thing_topic(topic)
     if criterion != "acks":
         raise errors.unknown_topic(topic, "An acknowledgement's topic ends in /acks or /acks/<label>.")
+    headers, correlation_id, token = _answer_headers(envelope)
+    if label:
+        status = _status(envelope.get("status"), "/status")
+        ack = Ack(labels.validate_issuable(label), status, envelope.get("value", ABSENT), _ack_headers(headers))
+        return IncomingAcks(thing_id, channel, correlation_id, (ack,), token)
+    value = _required(envelope, "value", Mapping, "JSON object")
+    acks = tuple(_aggregated_entry(name, entry) for name, entry in value.items())
+    return IncomingAcks(thing_id, channel, correlation_id, acks, token)
+
+
+def parse_live_response(envelope: Mapping[str, Any]) -> LiveResponse:
+    """A live command response or message response: ``…/things/live/commands/<action>`` or
+    ``…/things/live/messages/<subject>``, the answered signal's correlation id and a status."""
+    topic = _required(envelope, "topic", str, "String")
+    thing_id, channel, criterion, _ = _split_thing_topic(topic)
+    if channel != "live" or criterion not in ("commands", "messages"):
+        raise errors.unknown_topic(topic, "A live response's topic is the live command's or live message's topic.")
+    headers, correlation_id, token = _answer_headers(envelope)
+    status = _status(envelope.get("status"), "/status")
+    return LiveResponse(thing_id, correlation_id, status, envelope.get("value", ABSENT), _ack_headers(headers), token)
+
+
+def _answer_headers(envelope: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str | None]:
+    """The headers of an ack or live response, its correlation id and its lease token."""
     headers = envelope.get("headers", {})
     if not isinstance(headers, Mapping):
         raise errors.json_field_invalid("/headers", "JSON object")
@@ -142,13 +181,10 @@ def parse_acknowledgement(envelope: Mapping[str, Any]) -> IncomingAcks:
         raise errors.correlation_id_missing()
     if not isinstance(correlation_id, str):
         raise errors.header_invalid_type(CORRELATION_ID, json.dumps(correlation_id), "String")
-    if label:
-        status = _status(envelope.get("status"), "/status")
-        ack = Ack(labels.validate_issuable(label), status, envelope.get("value", ABSENT), _ack_headers(headers))
-        return IncomingAcks(thing_id, channel, correlation_id, (ack,))
-    value = _required(envelope, "value", Mapping, "JSON object")
-    acks = tuple(_aggregated_entry(name, entry) for name, entry in value.items())
-    return IncomingAcks(thing_id, channel, correlation_id, acks)
+    token = headers.get(ACK_TOKEN)
+    if token is not None and not isinstance(token, str):
+        raise errors.header_invalid_type(ACK_TOKEN, json.dumps(token), "String")
+    return headers, correlation_id, token
 
 
 def _aggregated_entry(label: str, entry: object) -> Ack:
@@ -163,10 +199,9 @@ def _aggregated_entry(label: str, entry: object) -> Ack:
 
 
 def _ack_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
-    # A client cannot fake a weak ack (B.4.4) nor request acks on an ack (B.4.1).
-    return {
-        str(k).lower(): v for k, v in headers.items() if str(k).lower() not in ("ditto-weak-ack", "requested-acks")
-    }
+    # A client cannot fake a weak ack (B.4.4) nor request acks on an ack (B.4.1); the lease
+    # token is transport, not part of the stored ack.
+    return {str(k).lower(): v for k, v in headers.items() if str(k).lower() not in _NOT_STORED}
 
 
 def _status(value: object, pointer: str) -> int:

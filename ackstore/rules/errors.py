@@ -107,6 +107,72 @@ def request_not_found(correlation_id: str) -> DittoError:
     )
 
 
+# --- subscribers: leases and live responses (A.3, issue 8; no Ditto counterpart) ------------
+
+
+def subscriber_not_found(subscriber: str) -> DittoError:
+    return DittoError(
+        404,
+        "acknowledgement:subscriber.notfound",
+        f"The subscriber <{subscriber}> was not found.",
+        "Declare the subscriber (its labels, channels, namespaces and filter) before it pulls or responds.",
+    )
+
+
+def token_invalid(token: object) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:token.invalid",
+        f"The ack-token <{_clip(str(token))}> was not issued for this subscriber and signal.",
+        "Send the ack-token from the headers of the signal as it was pulled, with the same subscriber.",
+    )
+
+
+def lease_superseded() -> DittoError:
+    return DittoError(
+        412,
+        "acknowledgement:lease.superseded",
+        "The signal was handed out again since this ack-token was issued; the acknowledgement was not stored.",
+        "Pull the signal again and acknowledge it with the ack-token of that hand-out.",
+    )
+
+
+def live_response_forbidden(subscriber: str) -> DittoError:
+    return DittoError(
+        403,
+        "acknowledgement:live.response.forbidden",
+        f"The subscriber <{subscriber}> does not consume the live channel, so it cannot send live responses.",
+        "Declare the subscriber with the channel 'live' to receive and answer live commands and messages.",
+    )
+
+
+def live_response_invalid(correlation_id: str, why: str) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:live.response.invalid",
+        f"The live response with correlation-id <{correlation_id}> does not answer a live signal: {why}.",
+        "A live response has the topic of the live command or message it answers and the same correlation-id.",
+    )
+
+
+def lease_invalid(text: str, maximum: str) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:lease.invalid",
+        f"The lease <{_clip(text)}> is not a duration between 1ms and {maximum}.",
+        "Give the lease as a duration such as 30s or 5m.",
+    )
+
+
+def pull_max_invalid(value: object, maximum: int) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:pull.max.invalid",
+        f"The number of signals to pull <{_clip(str(value))}> is not an integer between 1 and {maximum}.",
+        "Ask for at least one signal and at most the maximum per pull.",
+    )
+
+
 def request_timeout(timeout_ms: int) -> DittoError:
     """The payload of a 408 placeholder ack (B.5 item 1)."""
     return DittoError(

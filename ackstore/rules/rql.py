@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Union
 
 from ackstore.rules import errors
@@ -67,6 +68,16 @@ _NUMBER = re.compile(r"[+-]?[0-9]+(?P<fraction>\.[0-9]+)?(?P<exponent>[eE][+-]?[
 LITERALS = {"true": True, "false": False, "null": None}
 # Longest first, so that time:now_epoch_millis is not read as time:now.
 _KEYWORD = re.compile("|".join(re.escape(word) for word in sorted([*PLACEHOLDERS, *LITERALS], key=len, reverse=True)))
+
+
+def resolve(value: Value, now: datetime) -> str | int | float | bool | None:
+    """A value with its placeholder replaced: ``time:now`` as ISO-8601 UTC with milliseconds,
+    ``time:now_epoch_millis`` as an integer."""
+    if isinstance(value, Placeholder):
+        if value.name == "time:now_epoch_millis":
+            return int(now.timestamp() * 1000)
+        return now.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return value
 
 
 def parse(expression: str) -> Node:

@@ -51,9 +51,11 @@ CROSS JOIN LATERAL (
 -- name: slice_acks
 -- Every counted ack of the slice's requests, with the facts its invariants need.
 INSERT INTO stage_check_acks (run_id, ack_id, signal_id, attempt, label, status, weak, weak_header,
-                              requested, response_success, event_exists)
+                              custom_weak, declared, requested, response_success, event_exists)
 SELECT :run_id, k.id, k.signal_id, k.attempt, k.label, k.status, k.weak,
        COALESCE(k.headers ->> :weak_header = 'true', false),
+       k.weak AND NOT k.label = ANY (:builtin_labels),
+       EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label),
        k.label = ANY (COALESCE(a.requested_acks, s.requested_acks)),
        CASE WHEN k.label = :twin_persisted
             THEN COALESCE(NOT cr.is_error AND cr.status BETWEEN 200 AND 299, false) END,

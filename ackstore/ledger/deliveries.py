@@ -1,0 +1,221 @@
+"""Handing twin events and live signals to subscribers, with leases (A.3).
+
+Two sources feed a subscriber:
+
+* twin events, read from the event log after the subscriber's ``event_position``. The log has
+  one writer at a time (apply_twin's merge, under its step lock), so its ids commit in order
+  and a position never skips an event that commits later;
+* live commands and messages, which have many concurrent writers: ``fan_out_live`` writes a
+  ready ``deliveries`` row per matching live subscriber in the transaction that stores the
+  signal, so nothing depends on commit order.
+
+A pull hands out ready rows (never handed out, or whose lease ran out) with ``FOR UPDATE SKIP
+LOCKED`` — competing consumers of one subscriber never get the same row — and then new events
+from the position, which one consumer at a time advances. Its cost follows what it returns:
+the pending rows (a partial index) and the events after the position, never the history.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta
+from typing import Any, Sequence
+
+from sqlalchemy import Connection, text
+
+from ackstore.ledger.named_sql import ledger_statement
+from ackstore.ledger.schema import deliveries
+from ackstore.rules import errors, jsontext, subscriptions
+from ackstore.rules.acks import ABSENT
+from ackstore.rules.envelopes import Signal
+
+READY = text("'-infinity'::timestamptz")  # available_at of a row ready to be handed out, whatever the clock
+EVENT_SCAN = 500  # events read per round while looking for ones that match the subscriber
+
+
+def _sql(name: str) -> Any:
+    return ledger_statement("deliveries", name)
+
+
+def transaction_now(conn: Connection, clock: datetime | None) -> datetime:
+    return conn.execute(_sql("now"), {"now": clock}).scalar_one()
+
+
+def pull(
+    conn: Connection, subscriber_id: str, *, limit: int, lease_ms: int, now: datetime, max_scan: int
+) -> list[dict[str, Any]]:
+    """Hand out up to ``limit`` signals to ``subscriber_id``, each under a new lease token."""
+    subscriber = conn.execute(_sql("subscriber"), {"subscriber": subscriber_id}).mappings().first()
+    if subscriber is None:
+        raise errors.subscriber_not_found(subscriber_id)
+    params = {"subscriber": subscriber_id, "now": now, "lease_ms": lease_ms}
+    decided = list(conn.execute(_sql("decided_ready"), params).scalars())
+    if decided:
+        conn.execute(_sql("close"), params | {"signal_ids": decided})
+    ready = list(conn.execute(_sql("ready"), params | {"limit": limit}).scalars())
+    handed = [dict(row) for row in conn.execute(_sql("lease"), params | {"signal_ids": ready}).mappings()] if ready else []
+    if len(handed) < limit and "twin" in subscriber["channels"]:
+        handed += _hand_out_new_events(conn, subscriber, limit - len(handed), params, max_scan)
+    if not handed:
+        return []
+    _finish_unawaited(conn, subscriber, handed, params)
+    return _messages(conn, handed)
+
+
+def _hand_out_new_events(
+    conn: Connection, subscriber: Any, wanted: int, params: dict[str, Any], max_scan: int
+) -> list[dict[str, Any]]:
+    """Events after the subscriber's position that it receives, up to ``wanted``; the position
+    moves past every event read, handed out or filtered out."""
+    spec = subscriptions.Subscriber.from_row(subscriber)
+    position = conn.execute(_sql("lock_position"), params).scalar_one()
+    chosen: list[dict[str, Any]] = []
+    scanned = 0
+    while len(chosen) < wanted and scanned < max_scan:
+        events = conn.execute(
+            _sql("events_after"), {"position": position, "scan": min(EVENT_SCAN, max_scan - scanned)}
+        ).mappings().all()
+        for event in events:
+            scanned += 1
+            position = event["event_id"]
+            if subscriptions.exclusion(spec, _event_view(event), now=params["now"]) is None:
+                chosen.append(dict(event))
+                if len(chosen) == wanted:
+                    break
+        if len(events) < EVENT_SCAN:
+            break
+    conn.execute(_sql("move_position"), params | {"position": position})
+    if not chosen:
+        return []
+    rows = [
+        {
+            "subscriber_id": params["subscriber"],
+            "signal_id": event["signal_id"],
+            "attempt": event["attempt"],
+            "event_id": event["event_id"],
+            "token_key": secrets.token_hex(16),
+            "handouts": 1,
+            "available_at": _lease_end(params),
+            "leased_at": params["now"],
+        }
+        for event in chosen
+    ]
+    inserted = conn.execute(
+        deliveries.insert().returning(
+            deliveries.c.signal_id, deliveries.c.attempt, deliveries.c.handouts, deliveries.c.token_key
+        ),
+        rows,
+    )
+    return [dict(row) for row in inserted.mappings()]
+
+
+def _lease_end(params: dict[str, Any]) -> datetime:
+    return params["now"] + timedelta(milliseconds=params["lease_ms"])
+
+
+def _event_view(event: Any) -> subscriptions.SignalView:
+    value = jsontext.loads(event["value"]) if event["value"] is not None else None
+    return subscriptions.event_view(event["thing_id"], event["action"], event["path"], value)
+
+
+def _finish_unawaited(conn: Connection, subscriber: Any, handed: list[dict[str, Any]], params: dict[str, Any]) -> None:
+    """A hand-out that awaits no answer from this subscriber is done at once (QoS 0 for it)."""
+    ids = [row["signal_id"] for row in handed]
+    requested = conn.execute(_sql("requested_now"), {"signal_ids": ids}).mappings()
+    unawaited = [
+        row["signal_id"]
+        for row in requested
+        if not subscriptions.expects_ack(row["requested_acks"], subscriber["declared"], live=row["live"])
+    ]
+    if unawaited:
+        conn.execute(_sql("close"), params | {"signal_ids": unawaited})
+
+
+def _messages(conn: Connection, handed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_id = {row["signal_id"]: row for row in handed}
+    stored = conn.execute(_sql("messages"), {"signal_ids": list(by_id)}).mappings()
+    messages = [_message(row, by_id[row["signal_id"]]) for row in stored]
+    return [message for _, message in sorted(messages, key=lambda pair: pair[0])]
+
+
+def _message(row: Any, handout: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """One signal in Ditto Protocol form, as its subscriber receives it."""
+    token = subscriptions.lease_token(handout["token_key"], handout["handouts"])
+    if row["kind"] == "twin-command":
+        namespace, _, name = row["thing_id"].partition(":")
+        message: dict[str, Any] = {
+            "topic": f"{namespace}/{name}/things/twin/events/{row['event_action']}",
+            "headers": subscriptions.outbound_headers(row["event_headers"], token, handout["handouts"]),
+            "path": row["event_path"],
+            "revision": row["revision"],
+            "timestamp": row["event_time"].isoformat(),
+        }
+        if row["event_value"] is not None:
+            message["value"] = row["event_value"]
+    else:
+        message = {
+            "topic": row["topic"],
+            "headers": subscriptions.outbound_headers(row["headers"], token, handout["handouts"]),
+            "path": row["path"],
+        }
+        if row["has_value"]:
+            message["value"] = row["value"]
+    return row["signal_id"], message
+
+
+# --- live signals: fan-out when stored --------------------------------------------------------
+
+
+def fan_out_live(conn: Connection, signal_id: int, signal: Signal) -> None:
+    """Make a new live signal ready for every live subscriber it matches."""
+    value = None if signal.value is ABSENT else signal.value
+    view = subscriptions.SignalView(signal.kind, signal.thing_id, signal.action, signal.path, value)
+    matching = [
+        row["id"]
+        for row in conn.execute(_sql("live_subscribers")).mappings()
+        if subscriptions.exclusion(subscriptions.Subscriber.from_row(row), view) is None
+    ]
+    if matching:
+        conn.execute(
+            deliveries.insert().values(available_at=READY),
+            [
+                {"subscriber_id": sub, "signal_id": signal_id, "token_key": secrets.token_hex(16), "handouts": 0}
+                for sub in matching
+            ],
+        )
+
+
+# --- answers: acks and live responses ------------------------------------------------------------
+
+
+def answer(
+    conn: Connection, subscriber: str, signal_id: int, token: object, answered: Sequence[str], now: datetime
+) -> list[str]:
+    """Check an answer's lease token and record it; the labels of ``answered`` to store.
+
+    The current token → all of them (or, repeated after a success, the ones it did not answer yet:
+    a retransmission stores nothing); a superseded one → 412; one this delivery never issued → 400.
+    """
+    row = conn.execute(_sql("lock_delivery"), {"subscriber": subscriber, "signal_id": signal_id}).mappings().first()
+    if row is None:
+        raise errors.token_invalid(token)
+    handout = subscriptions.token_handout(token, row["token_key"])
+    if not 1 <= handout <= row["handouts"]:
+        raise errors.token_invalid(token)
+    if handout < row["handouts"]:
+        raise errors.lease_superseded()
+    already = set(row["answered_labels"]) if row["answered_handout"] == handout else set()
+    new = [label for label in answered if label not in already]
+    conn.execute(
+        _sql("answer"),
+        {"subscriber": subscriber, "signal_id": signal_id, "handout": handout, "labels": new, "now": now},
+    )
+    return new
+
+
+def close_without_token(conn: Connection, subscriber: str, signal_id: int, now: datetime) -> None:
+    conn.execute(_sql("close_without_token"), {"subscriber": subscriber, "signal_id": signal_id, "now": now})
+
+
+def reopen(conn: Connection, signal_id: int, attempt: int) -> None:
+    conn.execute(_sql("reopen"), {"signal_id": signal_id, "attempt": attempt})
