@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
     [
         ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], "ratio pipeline/baseline"),
         ("benchmarks.history", ["--history", "2000", "--commands", "50", "--repeat", "1"], "(b) end to end history/empty"),
+        ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
     ],
 )
 def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:

@@ -326,3 +326,16 @@ def test_the_cli_pulls_and_responds(leased: AckStore, database_url: str, tmp_pat
     assert responded.returncode == 0 and json.loads(responded.stdout) == {"status": 204}
     refused = cli("pull", "nobody")
     assert refused.returncode == 1 and json.loads(refused.stdout)["error"] == "acknowledgement:subscriber.notfound"
+
+
+def test_show_lists_who_was_handed_the_signal(leased: AckStore, clock: Clock) -> None:
+    leased.declare("app", [LABEL], channels=["live"])
+    _submit_live(leased, "c1")
+    leased.pull("app", lease="10s")
+    clock.advance(11)
+    (message,) = leased.pull("app", lease="10s")
+    (shown,) = leased.stored_signal("c1")["deliveries"]
+    assert shown["subscriber"] == "app" and shown["deliveryCount"] == 2 and shown["answered"] is False
+    leased.acknowledge("app", with_token(ack_message("c1", LABEL, 200, channel="live"), message["headers"]["ack-token"]))
+    (shown,) = leased.stored_signal("c1")["deliveries"]
+    assert shown["answered"] is True and shown["doneAt"] is not None and shown["leasedUntil"] is None

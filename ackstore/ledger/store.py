@@ -29,6 +29,9 @@ from ackstore.ledger.schema import (
     subscribers,
     thing_events,
 )
+from ackstore.ledger.schema import (
+    deliveries as deliveries_table,  # the module `deliveries` holds their logic
+)
 from ackstore.rules import (
     aggregation,
     envelopes,
@@ -324,6 +327,7 @@ class AckStore:
             state = {k: _jsonable(v) for k, v in row.items()}
             state["acks"] = [dict(a) for a in stored_acks]
             state["attempts"] = _attempts(conn, row["id"])
+            state["deliveries"] = _deliveries_of(conn, row["id"])
             state["state"] = _checkpoint(conn, row["id"], state["attempts"][-1])
         state["result"] = self.result(correlation_id)
         return state
@@ -592,6 +596,26 @@ def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
                 "decidedAt": _jsonable(row["settlement_decided_at"]),
                 "carriedOutAt": _jsonable(row["carried_out_at"]),
             },
+        }
+        for row in rows
+    ]
+
+
+def _deliveries_of(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
+    """Who the signal was handed to, how often, and whether that subscriber answered (A.3)."""
+    rows = conn.execute(
+        select(deliveries_table.c.subscriber_id, deliveries_table.c.handouts, deliveries_table.c.available_at,
+               deliveries_table.c.done_at, deliveries_table.c.answered_handout)
+        .where(deliveries_table.c.signal_id == signal_id)
+        .order_by(deliveries_table.c.subscriber_id)
+    ).mappings()
+    return [
+        {
+            "subscriber": row["subscriber_id"],
+            "deliveryCount": row["handouts"],
+            "answered": row["answered_handout"] is not None,
+            "doneAt": _jsonable(row["done_at"]),
+            "leasedUntil": None if row["done_at"] is not None or not row["handouts"] else _jsonable(row["available_at"]),
         }
         for row in rows
     ]
