@@ -63,11 +63,13 @@ def load_workload(url: str) -> None:
     migrate.upgrade(engine)
     store = AckStore(engine)
     store.declare("app", ["org:audit"])
+    store.declare("filtering", ["org:filtered"], filter="eq(attributes/n,-1)")  # its label gets weak acks
     both = ["twin-persisted", "search-persisted"]
     for i in range(12):
         thing = f"org.acme/t{i % 3}"
         action, path, value = ("modify", "/", {"attributes": {"n": i}}) if i < 3 else ("modify", "/attributes/n", i)
-        headers: dict[str, Any] = {"correlation_id": f"c{i}", "requested_acks": both if i % 2 else [*both, "org:audit"]}
+        labels = both if i % 2 else [*both, "org:audit"]
+        headers: dict[str, Any] = {"correlation_id": f"c{i}", "requested_acks": labels + ["org:filtered"] * (i % 3 == 0)}
         # The odd ones come through a broker connection: they get settlement decisions.
         origin = {"api": "connectivity", "source": "amqp-orders"} if i % 2 else {}
         assert store.submit(twin_command(action, thing=thing, path=path, value=value, **headers),

@@ -62,6 +62,7 @@ def reference() -> Iterator[dict[str, list[tuple]]]:
     [
         ("apply_twin:staged", ()),
         ("index_search:staged", ("command_responses",)),
+        ("weak_acks:staged", ("command_responses", "search_things")),
         ("sweep:staged", ("command_responses", "search_things")),
         ("sweep:merged", ("command_responses", "search_things", "request_results")),
         ("validate:staged", ("command_responses", "search_things", "request_results")),
