@@ -127,8 +127,7 @@ def prepare_log(url: str, events: int) -> None:
     assert store.declare(SUBSCRIBER, [LABEL], channels=["twin"])["status"] == 204
     with engine.begin() as conn:
         conn.execute(_sql("answered_history"), {"subscriber": SUBSCRIBER, "label": LABEL})
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE"))
+    history.vacuum_analyze(engine)
     engine.dispose()
 
 

@@ -21,7 +21,7 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, select, text
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import deliveries
@@ -41,10 +41,17 @@ def transaction_now(conn: Connection, clock: datetime | None) -> datetime:
     return conn.execute(_sql("now"), {"now": clock}).scalar_one()
 
 
+def scan_budget(limit: int) -> int:
+    """Events one pull may read past while looking for ones its subscriber receives: enough for a
+    selective filter, bounded so that one pull stays short (the rest waits for the next pull)."""
+    return max(1000, 20 * limit)
+
+
 def pull(
-    conn: Connection, subscriber_id: str, *, limit: int, lease_ms: int, now: datetime, max_scan: int
+    conn: Connection, subscriber_id: str, *, limit: int, lease_ms: int, now: datetime, max_scan: int | None = None
 ) -> list[dict[str, Any]]:
-    """Hand out up to ``limit`` signals to ``subscriber_id``, each under a new lease token."""
+    """Hand out up to ``limit`` signals to ``subscriber_id``, each under a new lease token; at
+    most ``max_scan`` events are read past (default: :func:`scan_budget`)."""
     subscriber = conn.execute(_sql("subscriber"), {"subscriber": subscriber_id}).mappings().first()
     if subscriber is None:
         raise errors.subscriber_not_found(subscriber_id)
@@ -55,7 +62,8 @@ def pull(
     ready = list(conn.execute(_sql("ready"), params | {"limit": limit}).scalars())
     handed = [dict(row) for row in conn.execute(_sql("lease"), params | {"signal_ids": ready}).mappings()] if ready else []
     if len(handed) < limit and "twin" in subscriber["channels"]:
-        handed += _hand_out_new_events(conn, subscriber, limit - len(handed), params, max_scan)
+        budget = scan_budget(limit) if max_scan is None else max_scan
+        handed += _hand_out_new_events(conn, subscriber, limit - len(handed), params, budget)
     if not handed:
         return []
     _finish_unawaited(conn, subscriber, handed, params)
@@ -185,11 +193,35 @@ def fan_out_live(conn: Connection, signal_id: int, signal: Signal) -> None:
         )
 
 
+def handouts_of(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
+    """Who the signal was handed to, how often, and whether that subscriber answered (A.3)."""
+    rows = conn.execute(
+        select(deliveries.c.subscriber_id, deliveries.c.handouts, deliveries.c.available_at,
+               deliveries.c.done_at, deliveries.c.answered_handout)
+        .where(deliveries.c.signal_id == signal_id)
+        .order_by(deliveries.c.subscriber_id)
+    ).mappings()
+    return [
+        {
+            "subscriber": row["subscriber_id"],
+            "deliveryCount": row["handouts"],
+            "answered": row["answered_handout"] is not None,
+            "doneAt": _iso(row["done_at"]),
+            "leasedUntil": None if row["done_at"] is not None or not row["handouts"] else _iso(row["available_at"]),
+        }
+        for row in rows
+    ]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
 # --- answers: acks and live responses ------------------------------------------------------------
 
 
 def answer(
-    conn: Connection, subscriber: str, signal_id: int, token: object, answered: Sequence[str], now: datetime
+    conn: Connection, subscriber: str, signal_id: int, token: object, answered: Sequence[str], now: datetime | None
 ) -> list[str]:
     """Check an answer's lease token and record it; the labels of ``answered`` to store.
 
@@ -213,7 +245,7 @@ def answer(
     return new
 
 
-def close_without_token(conn: Connection, subscriber: str, signal_id: int, now: datetime) -> None:
+def close_without_token(conn: Connection, subscriber: str, signal_id: int, now: datetime | None) -> None:
     conn.execute(_sql("close_without_token"), {"subscriber": subscriber, "signal_id": signal_id, "now": now})
 
 

@@ -29,9 +29,6 @@ from ackstore.ledger.schema import (
     subscribers,
     thing_events,
 )
-from ackstore.ledger.schema import (
-    deliveries as deliveries_table,  # the module `deliveries` holds their logic
-)
 from ackstore.rules import (
     aggregation,
     envelopes,
@@ -228,12 +225,16 @@ class AckStore:
         self, conn: Connection, subscriber: str, signal_id: int, token: str | None, answered: Sequence[Ack]
     ) -> list[Ack]:
         """Record that ``subscriber`` answered its hand-out of the signal; the acks to store."""
-        now = deliveries.transaction_now(conn, self.clock() if self.clock else None)
+        now = self._clock_now()  # None: the statements use the database's clock (no extra round trip)
         if token is None:
             deliveries.close_without_token(conn, subscriber, signal_id, now)
             return list(answered)
         new = deliveries.answer(conn, subscriber, signal_id, token, [a.label for a in answered], now)
         return [a for a in answered if a.label in new]
+
+    def _clock_now(self) -> datetime | None:
+        """The test's clock when one was given; ``None`` means the database's."""
+        return self.clock() if self.clock else None
 
     # --- pulling ----------------------------------------------------------------------
 
@@ -249,14 +250,8 @@ class AckStore:
         limit = subscriptions.pull_size(max)
         lease_ms = subscriptions.lease_ms(lease)
         with self.engine.begin() as conn:
-            now = deliveries.transaction_now(conn, self.clock() if self.clock else None)
-            try:
-                return deliveries.pull(
-                    conn, subscriber, limit=limit, lease_ms=lease_ms, now=now, max_scan=_scan_budget(limit)
-                )
-            except errors.DittoError as error:
-                refused = error  # raised below: a frozen error cannot travel through the transaction's exit
-        raise refused
+            now = deliveries.transaction_now(conn, self._clock_now())
+            return deliveries.pull(conn, subscriber, limit=limit, lease_ms=lease_ms, now=now)
 
     # --- results ----------------------------------------------------------------------
 
@@ -327,7 +322,7 @@ class AckStore:
             state = {k: _jsonable(v) for k, v in row.items()}
             state["acks"] = [dict(a) for a in stored_acks]
             state["attempts"] = _attempts(conn, row["id"])
-            state["deliveries"] = _deliveries_of(conn, row["id"])
+            state["deliveries"] = deliveries.handouts_of(conn, row["id"])
             state["state"] = _checkpoint(conn, row["id"], state["attempts"][-1])
         state["result"] = self.result(correlation_id)
         return state
@@ -520,12 +515,6 @@ def _lock_request(conn: Connection, correlation_id: str) -> Any:
     return conn.execute(ledger_statement("store", "current_request"), {"correlation_id": correlation_id}).first()
 
 
-def _scan_budget(limit: int) -> int:
-    """Events one pull may read past while looking for ones its subscriber receives: enough for a
-    selective filter, bounded so that one pull stays short (the rest waits for the next pull)."""
-    return max(1000, 20 * limit)
-
-
 def _live_mismatch(target: Any, answer: envelopes.LiveResponse) -> str | None:
     if target.channel != "live":
         return "its correlation-id belongs to a twin command"
@@ -596,26 +585,6 @@ def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
                 "decidedAt": _jsonable(row["settlement_decided_at"]),
                 "carriedOutAt": _jsonable(row["carried_out_at"]),
             },
-        }
-        for row in rows
-    ]
-
-
-def _deliveries_of(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
-    """Who the signal was handed to, how often, and whether that subscriber answered (A.3)."""
-    rows = conn.execute(
-        select(deliveries_table.c.subscriber_id, deliveries_table.c.handouts, deliveries_table.c.available_at,
-               deliveries_table.c.done_at, deliveries_table.c.answered_handout)
-        .where(deliveries_table.c.signal_id == signal_id)
-        .order_by(deliveries_table.c.subscriber_id)
-    ).mappings()
-    return [
-        {
-            "subscriber": row["subscriber_id"],
-            "deliveryCount": row["handouts"],
-            "answered": row["answered_handout"] is not None,
-            "doneAt": _jsonable(row["done_at"]),
-            "leasedUntil": None if row["done_at"] is not None or not row["handouts"] else _jsonable(row["available_at"]),
         }
         for row in rows
     ]

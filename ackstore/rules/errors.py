@@ -40,6 +40,22 @@ class DittoError(Exception):
         return body
 
 
+_FROZEN_SETATTR = DittoError.__setattr__
+_EXCEPTION_STATE = frozenset({"__traceback__", "__context__", "__cause__", "__suppress_context__", "__notes__"})
+
+
+def _setattr(self: DittoError, name: str, value: Any) -> None:
+    """The fields stay frozen; Python's own exception state does not, so that a DittoError can
+    be raised through a ``with`` block (``contextlib`` sets ``__traceback__`` on the way out)."""
+    if name in _EXCEPTION_STATE:
+        object.__setattr__(self, name, value)
+    else:
+        _FROZEN_SETATTR(self, name, value)
+
+
+DittoError.__setattr__ = _setattr  # type: ignore[method-assign]  # after @dataclass, which forbids defining it
+
+
 # --- acknowledgement labels (B.2, B.3) ---------------------------------------------------
 
 LABEL_DESCRIPTION = "An acknowledgement label must conform to the regular expression of Ditto documentation."

@@ -91,15 +91,17 @@ FOR UPDATE
 
 -- name: answer
 -- The hand-out is answered by its token (acks of the same token again add only new labels).
+-- :now is the caller's clock, or NULL for the database's.
 UPDATE deliveries
-SET done_at = COALESCE(done_at, :now), answered_handout = :handout,
+SET done_at = COALESCE(done_at, CAST(:now AS timestamptz), statement_timestamp()), answered_handout = :handout,
     answered_labels = CASE WHEN answered_handout IS DISTINCT FROM :handout THEN CAST(:labels AS text[])
                            ELSE ARRAY(SELECT DISTINCT l FROM unnest(answered_labels || CAST(:labels AS text[])) l) END
 WHERE subscriber_id = :subscriber AND signal_id = :signal_id
 
 -- name: close_without_token
 -- An answer without a token (a push-style subscriber) closes the subscriber's pending hand-out.
-UPDATE deliveries SET done_at = :now
+-- :now is the caller's clock, or NULL for the database's.
+UPDATE deliveries SET done_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
 WHERE subscriber_id = :subscriber AND signal_id = :signal_id AND done_at IS NULL
 
 -- name: reopen
