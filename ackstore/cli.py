@@ -133,8 +133,34 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.add_argument("--metadata-database", default="ackstore_airflow",
                          help="Airflow's metadata database, on the ledger's server (default ackstore_airflow)")
 
+    _connector_parsers(commands)
     commands.add_parser("demo", help="set up the ledger and walk a sample command through it")
     return parser
+
+
+def _connector_parsers(commands: Any) -> None:
+    connect = commands.add_parser("connect", help="run a connector: QoS 1 from a broker through the ledger")
+    connect_kinds = connect.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
+    amqp = connect_kinds.add_parser(
+        "amqp", help="consume RabbitMQ queues, hold each delivery until the pipeline decides, settle it")
+    amqp.add_argument("--connection-id", help="the connection's id (its source in the ledger, its labels' prefix)")
+    amqp.add_argument("--queue", help="the one source queue (or use --config)")
+    amqp.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
+                      help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
+    amqp.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/", help="the broker's AMQP URI")
+    amqp.add_argument("--config", help="a connection JSON with sources and targets (instead of the options above)")
+    amqp.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
+    amqp.add_argument("--prefetch", type=int, default=20_000, help="broker prefetch; held deliveries count (20000)")
+    amqp.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
+    amqp.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
+    amqp.add_argument("--once", action="store_true", help="take what is queued, settle what is decided, exit")
+
+    publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
+    publish_kinds = publish.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
+    publish_amqp = publish_kinds.add_parser("amqp", help="publish JSON lines to a RabbitMQ queue, with confirms")
+    publish_amqp.add_argument("file", metavar="FILE|-", help="one JSON message per line, or - for standard input")
+    publish_amqp.add_argument("--queue", required=True, help="the queue (published through the default exchange)")
+    publish_amqp.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/", help="the broker's AMQP URI")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,6 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(args.database_url)
     if args.command == "pipeline":
         return _pipeline(args)
+    if args.command == "publish":
+        from ackstore.connectors.publish import publish_lines
+
+        with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
+            return _answer(publish_lines(args.url, args.queue, lines))
+    if args.command == "connect":
+        return _connect(args)
     if args.command == "airflow":
         from pathlib import Path
 
@@ -200,6 +233,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print(state)
             return EXIT_OK if state is not None else EXIT_ERROR_ANSWER
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _connect(args: argparse.Namespace) -> int:
+    import logging
+
+    from ackstore.connectors import config
+    from ackstore.connectors.amqp import AmqpConnector, Options
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.config:
+            with open(args.config, "rb") as file:
+                connection = config.parse(errors.parse_json_text(file.read()))
+        elif args.connection_id and args.queue:
+            connection = config.simple(args.connection_id, args.queue, args.requested_acks, args.url)
+        else:
+            print("ackstore connect amqp: give --connection-id and --queue, or --config", file=sys.stderr)
+            return EXIT_USAGE
+    except errors.DittoError as error:
+        return _answer(error.to_json())
+    options = Options(batch_size=args.batch_size, prefetch=args.prefetch, poll_s=args.poll,
+                      max_messages=args.max_messages, once=args.once)
+    with AckStore.connect(args.database_url) as store:
+        return AmqpConnector(store, connection, options).run()
 
 
 def _db(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import stage_settlements
+from ackstore.ledger.settlements import NOTIFY_CHANNEL
 from ackstore.rules import jsontext, settlement
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
@@ -20,7 +21,6 @@ from jobs.sql import statement
 from jobs.step import Step, expect_count
 
 JOB = "settle"
-NOTIFY_CHANNEL = "ackstore_settlements"
 DECISION_COLUMNS = (("signal_id", "int64"), ("attempt", "int32"), ("decision", "string"))
 
 

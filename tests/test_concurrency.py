@@ -48,7 +48,7 @@ def test_submissions_for_one_thing_commit_in_id_order(store: AckStore) -> None:
     import threading
     import time
 
-    from ackstore.ledger.store import THING_INGESTION_LOCK
+    from ackstore.ledger.ingest import THING_INGESTION_LOCK
 
     with store.engine.connect() as in_flight:
         in_flight.execute(select(func.pg_advisory_xact_lock(THING_INGESTION_LOCK, func.hashtext("org.acme:lamp-1"))))

@@ -84,9 +84,10 @@ def _json_serializer(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, **options: Any) -> Engine:
+    """An engine for the ledger at ``url``; ``options`` go to SQLAlchemy (``pool_size``, …)."""
     url = normalize_url(url) if isinstance(url, str) else url
-    return create_engine(url, json_serializer=_json_serializer, pool_pre_ping=True)
+    return create_engine(url, json_serializer=_json_serializer, pool_pre_ping=True, **options)
 
 
 @contextmanager

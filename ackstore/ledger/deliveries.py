@@ -174,23 +174,20 @@ def _message(row: Any, handout: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 # --- live signals: fan-out when stored --------------------------------------------------------
 
 
-def fan_out_live(conn: Connection, signal_id: int, signal: Signal) -> None:
-    """Make a new live signal ready for every live subscriber it matches."""
-    value = None if signal.value is ABSENT else signal.value
-    view = subscriptions.SignalView(signal.kind, signal.thing_id, signal.action, signal.path, value)
-    matching = [
-        row["id"]
-        for row in conn.execute(_sql("live_subscribers")).mappings()
-        if subscriptions.exclusion(subscriptions.Subscriber.from_row(row), view) is None
-    ]
-    if matching:
-        conn.execute(
-            deliveries.insert().values(available_at=READY),
-            [
-                {"subscriber_id": sub, "signal_id": signal_id, "token_key": secrets.token_hex(16), "handouts": 0}
-                for sub in matching
-            ],
+def fan_out_live(conn: Connection, stored: Sequence[tuple[int, Signal]]) -> None:
+    """Make new live signals (id, signal) ready for every live subscriber each one matches."""
+    live_subscribers = [subscriptions.Subscriber.from_row(row) for row in conn.execute(_sql("live_subscribers")).mappings()]
+    rows = []
+    for signal_id, signal in stored:
+        value = None if signal.value is ABSENT else signal.value
+        view = subscriptions.SignalView(signal.kind, signal.thing_id, signal.action, signal.path, value)
+        rows.extend(
+            {"subscriber_id": sub.id, "signal_id": signal_id, "token_key": secrets.token_hex(16), "handouts": 0}
+            for sub in live_subscribers
+            if subscriptions.exclusion(sub, view) is None
         )
+    if rows:
+        conn.execute(deliveries.insert().values(available_at=READY), rows)
 
 
 def handouts_of(conn: Connection, signal_id: int) -> list[dict[str, Any]]:

@@ -7,22 +7,20 @@ the input was bad — in which case nothing was written.
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from sqlalchemy import Connection, Engine, and_, delete, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
 from ackstore.ledger import deliveries, search
+from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import (
-    ack_requests,
     acks,
     command_responses,
     declared_labels,
-    queue_apply,
     queue_decide,
     request_results,
     signals,
@@ -36,10 +34,9 @@ from ackstore.rules import (
     headers,
     labels,
     rql,
-    settlement,
     subscriptions,
 )
-from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER, Ack
+from ackstore.rules.acks import ABSENT, Ack
 from ackstore.rules.settings import Settings
 
 ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
@@ -49,10 +46,6 @@ NO_CONTENT = {"status": 204}
 def _json_or_null(value: Any) -> Any:
     """SQL NULL for an absent value, the JSON value otherwise (JSON ``null`` included)."""
     return null() if value is ABSENT else value
-
-
-def accepted(correlation_id: str) -> dict[str, Any]:
-    return {"status": 202, "correlationId": correlation_id}
 
 
 class AckStore:
@@ -93,40 +86,43 @@ class AckStore:
 
         A retransmission (same source and message id) gets the first answer and stores nothing.
         """
+        return self.submit_many([envelope], api=api, source=source, source_message_ids=[source_message_id])[0]
+
+    def submit_many(
+        self,
+        batch: Sequence[dict[str, Any] | str | bytes],
+        *,
+        api: str = "http",
+        source: str = "api",
+        source_message_ids: Sequence[str | None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Store a batch of signals in one transaction: one answer per envelope, in order, each
+        exactly what :meth:`submit` would have answered it. Bad envelopes are answered with
+        their error; the good ones are stored all the same. ``None`` for a message id, or no
+        ``source_message_ids`` at all, gives a fresh one."""
+        return [stored.answer for stored in self.ingest(batch, api=api, source=source, source_message_ids=source_message_ids)]
+
+    def ingest(
+        self,
+        batch: Sequence[dict[str, Any] | str | bytes],
+        *,
+        api: str = "http",
+        source: str = "api",
+        source_message_ids: Sequence[str | None] | None = None,
+    ) -> list[ingestion.Stored]:
+        """:meth:`submit_many` with what a connector needs to settle each message (ingest.Stored)."""
         checked_api = headers.check_api(api)
         if not isinstance(source, str) or not source:
             raise ValueError("source must be a non-empty string")
-        message_id = source_message_id if source_message_id is not None else str(uuid.uuid4())
-        try:
-            loaded = envelopes.load_envelope(envelope, self.settings.max_envelope_bytes)
-            signal = envelopes.parse_signal(loaded)
-            request = headers.normalize(
-                signal.raw_headers, channel=signal.channel, api=checked_api, settings=self.settings
-            )
-        except errors.DittoError as error:
-            return error.to_json()
+        message_ids = [None] * len(batch) if source_message_ids is None else list(source_message_ids)
+        if len(message_ids) != len(batch):
+            raise ValueError("source_message_ids must have one entry per envelope")
+        if not batch:
+            return []
         with self.engine.begin() as connection:
-            _serialize_per_thing(connection, signal.thing_id)
-            signal_id = _insert_signal(connection, signal, request, checked_api, source, message_id)
-            if signal_id is None:
-                return self._resubmitted(connection, source, message_id, request.correlation_id)
-            _insert_ack_requests(connection, signal_id, request.requested_acks)
-            _enqueue_new_signal(connection, signal_id, signal.kind)
-            if signal.channel == "live":
-                deliveries.fan_out_live(connection, signal_id, signal)
-        return accepted(request.correlation_id)
-
-    def _resubmitted(self, conn: Connection, source: str, message_id: str, correlation_id: str) -> dict[str, Any]:
-        """A retransmission gets the first answer; after a redeliver decision it opens the
-        signal's next attempt (A.2.10); a clash of correlation ids is 409 (A.2.9)."""
-        first = conn.execute(
-            ledger_statement("store", "retransmitted"), {"source": source, "source_message_id": message_id}
-        ).first()
-        if first is None:
-            return errors.duplicate_correlation_id(correlation_id).to_json()
-        if first.decision == settlement.Settlement.REDELIVER.value:
-            _open_next_attempt(conn, first)
-        return accepted(first.correlation_id)
+            return ingestion.ingest(
+                connection, batch, api=checked_api, source=source, message_ids=message_ids, settings=self.settings
+            )
 
     # --- subscribers ------------------------------------------------------------------
 
@@ -329,83 +325,6 @@ class AckStore:
 
 
 # --- statements (each one named, values always bound) ---------------------------------
-
-
-THING_INGESTION_LOCK = 1  # advisory-lock class of per-thing ingestion (two-key form)
-
-
-def _serialize_per_thing(conn: Connection, thing_id: str) -> None:
-    """Submissions for one thing commit in id order, so the pipeline never sees a later command
-    of a thing before an earlier one: the fold applies them in ingestion order (B.10)."""
-    conn.execute(select(func.pg_advisory_xact_lock(THING_INGESTION_LOCK, func.hashtext(thing_id))))
-
-
-def _insert_signal(
-    conn: Connection,
-    signal: envelopes.Signal,
-    request: headers.AckRequest,
-    api: str,
-    source: str,
-    message_id: str,
-) -> int | None:
-    """Insert the signal unless its (source, message id) or correlation id is taken."""
-    deadline = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, request.timeout_ms / 1000.0)
-    return conn.execute(
-        insert(signals)
-        .values(
-            source=source,
-            source_message_id=message_id,
-            correlation_id=request.correlation_id,
-            api=api,
-            channel=signal.channel,
-            kind=signal.kind,
-            action=signal.action,
-            thing_id=signal.thing_id,
-            topic=signal.topic,
-            path=signal.path,
-            value=_json_or_null(signal.value),
-            headers=request.headers,
-            requested_acks=list(request.requested_acks),
-            response_required=request.response_required,
-            timeout_ms=request.timeout_ms,
-            deadline_at=deadline,
-        )
-        .on_conflict_do_nothing()
-        .returning(signals.c.id)
-    ).scalar()
-
-
-def _insert_ack_requests(conn: Connection, signal_id: int, requested: Iterable[str]) -> None:
-    rows = [{"signal_id": signal_id, "label": label} for label in requested]
-    if rows:
-        conn.execute(insert(ack_requests), rows)
-
-
-def _enqueue_new_signal(conn: Connection, signal_id: int, kind: str) -> None:
-    """A new signal is pending work: a twin command for apply_twin, every request for the sweep."""
-    if kind == "twin-command":
-        conn.execute(insert(queue_apply).values(signal_id=signal_id))
-    conn.execute(insert(queue_decide).values(signal_id=signal_id, attempt=1))
-
-
-def _open_next_attempt(conn: Connection, current: Any) -> None:
-    """Request again what did not succeed, with a new deadline from now (A.2.10). The twin
-    change is not applied again; a built-in fact already in the ledger counts at once."""
-    attempt = current.attempt + 1
-    labels_again = list(settlement.labels_to_request_again(current.requested_acks, current.ack_statuses or {}))
-    params = {"signal_id": current.id, "attempt": attempt}
-    conn.execute(
-        ledger_statement("store", "open_attempt"),
-        params | {"requested_acks": labels_again, "timeout_ms": current.timeout_ms},
-    )
-    conn.execute(ledger_statement("store", "enqueue_attempt"), params)
-    deliveries.reopen(conn, current.id, attempt)
-    builtin_again = [label for label in labels_again if labels.is_builtin(label)]
-    if builtin_again:
-        conn.execute(
-            ledger_statement("store", "carry_builtin_facts"),
-            params | {"labels": builtin_again, "builtin_issuer": BUILTIN_ISSUER},
-        )
 
 
 def _subscriber_row(

@@ -212,6 +212,12 @@ def _status(value: object, pointer: str) -> int:
     return value
 
 
+def thing_id_of_topic(topic: str) -> str | None:
+    """``<ns>:<name>`` of a thing topic, or ``None`` if the topic names no thing."""
+    match = _THING_TOPIC.fullmatch(topic)
+    return f"{match['ns']}:{match['name']}" if match else None
+
+
 def _split_thing_topic(topic: str) -> tuple[str, labels.Channel, str, str]:
     """``<ns>/<name>/things/<channel>/<criterion>[/<rest>]`` → (thing id, channel, criterion, rest)."""
     match = _THING_TOPIC.fullmatch(topic)

@@ -294,6 +294,15 @@ def message_too_large(size: int, limit: int) -> DittoError:
     )
 
 
+def connection_config_invalid(message: str) -> DittoError:
+    return DittoError(
+        400,
+        "connectivity:connection.configuration.invalid",
+        message,
+        "Check the connection's configuration: its id, sources and targets.",
+    )
+
+
 def parse_json_text(text: str | bytes) -> Any:
     """Parse JSON text (UTF-8 if bytes) or raise ``json.invalid``."""
     if isinstance(text, bytes):

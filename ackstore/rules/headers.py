@@ -197,9 +197,8 @@ def _requested_acks(value: object) -> tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         items = _requested_acks_text(value)
-        raw = value
     elif isinstance(value, list):
-        items, raw = value, _display(value)
+        items = value
     else:
         raise errors.header_invalid_type(REQUESTED_ACKS, _display(value), "JSON array")
     parsed: list[str] = []
@@ -209,7 +208,7 @@ def _requested_acks(value: object) -> tuple[str, ...] | None:
                 f"JSON array for <{REQUESTED_ACKS}> contained invalid acknowledgement labels."
             )
         if not labels.is_valid_label(item):
-            raise errors.header_invalid_type(REQUESTED_ACKS, raw, "JSON array of acknowledgement labels")
+            raise errors.header_invalid_type(REQUESTED_ACKS, _display(value), "JSON array of acknowledgement labels")
         if item not in parsed:  # Ditto keeps acknowledgement requests as a set
             parsed.append(item)
     return tuple(parsed)

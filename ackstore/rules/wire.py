@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ackstore.rules import errors, labels
 from ackstore.rules.acks import ABSENT, Ack
@@ -94,3 +94,52 @@ def aggregated_acks_message(
 def body_or_none(body: Any) -> Any:
     """JSON-ready body: an absent payload becomes ``None`` (no body)."""
     return None if body is ABSENT else body
+
+
+# --- what a connection publishes to a message's reply-to (B.7's connectivity column) ----------
+
+
+def error_message(error: Mapping[str, Any], *, thing_id: str | None, channel: str, correlation_id: str | None) -> dict[str, Any]:
+    """A Ditto Protocol error: ``<ns>/<name>/things/<channel>/errors`` with the error as value
+    (``_/_/things/twin/errors`` when the message named no thing)."""
+    prefix = thing_topic_prefix(thing_id) if thing_id else "_/_/things"
+    headers: dict[str, Any] = {"content-type": DITTO_CONTENT_TYPE}
+    if correlation_id:
+        headers[CORRELATION_ID] = correlation_id
+    return {"topic": f"{prefix}/{channel}/errors", "headers": headers, "path": "/",
+            "value": dict(error), "status": error["status"]}
+
+
+def result_message(
+    *,
+    thing_id: str,
+    channel: labels.Channel,
+    topic: str,
+    path: str,
+    correlation_id: str,
+    cause: str,
+    status: int,
+    body: Any,
+    ack_statuses: Mapping[str, int],
+) -> dict[str, Any]:
+    """A decided result as the Ditto Protocol message a connection publishes (B.4, B.5):
+    aggregated acks, the plain command or live response, or the error."""
+    if cause == "acks":
+        if len(ack_statuses) == 1:  # the HTTP body of one ack is its bare payload (B.4.3)
+            (label, ack_status), = ack_statuses.items()
+            entry: dict[str, Any] = {"status": ack_status, "headers": {CORRELATION_ID: correlation_id}}
+            if body is not None:
+                entry["payload"] = body
+            value: Any = {label: entry}
+        else:
+            value = body
+        return {"topic": acks_topic(thing_id, channel), "path": "/", "status": status, "value": value,
+                "headers": {CORRELATION_ID: correlation_id, "content-type": DITTO_CONTENT_TYPE}}
+    if cause in ("error", "deadline") or status >= 400:
+        error = body if isinstance(body, Mapping) and "error" in body else {"status": status}
+        return error_message(error, thing_id=thing_id, channel=channel, correlation_id=correlation_id)
+    message: dict[str, Any] = {"topic": topic, "path": path, "status": status,
+                               "headers": {CORRELATION_ID: correlation_id, "content-type": DITTO_CONTENT_TYPE}}
+    if body is not None:
+        message["value"] = body
+    return message

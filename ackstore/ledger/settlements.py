@@ -1,0 +1,90 @@
+"""Carrying settlement decisions out: what a connector reads and records (B.9, A.2.6).
+
+The settle step writes one decision per attempt and ``NOTIFY ackstore_settlements, '<source>'``.
+The connector of that source listens (:func:`listen`), reads the decisions not carried out yet
+(:func:`undone`), records that it carries them out, then settles the deliveries on its broker.
+"""
+
+from __future__ import annotations
+
+import select
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import Connection, Engine
+
+from ackstore.ledger.named_sql import ledger_statement
+
+NOTIFY_CHANNEL = "ackstore_settlements"  # the settle step's NOTIFY channel; the payload is the source
+
+
+@dataclass(frozen=True)
+class Undone:
+    """A decision not carried out yet, with what publishing its result needs."""
+
+    signal_id: int
+    attempt: int
+    decision: str
+    held_for_decision: bool  # its message was held until now (it requested acks)
+    correlation_id: str
+    thing_id: str
+    channel: str
+    topic: str
+    path: str
+    response_required: bool
+    reply_to: str | None
+    status: int
+    body: Any
+    cause: str
+    ack_statuses: dict[str, int]
+
+
+def undone(conn: Connection, source: str, limit: int = 10_000) -> list[Undone]:
+    rows = conn.execute(ledger_statement("settlements", "undone"), {"source": source, "limit": limit}).mappings()
+    return [Undone(**row) for row in rows]
+
+
+def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *, held: bool) -> set[int]:
+    """Record that (signal, attempt) decisions are carried out now; the signals recorded.
+
+    ``held``: this connector holds the deliveries, so it records even over an earlier record (a
+    redelivered copy of a message settled again). Otherwise only the first recorder wins.
+    """
+    if not decisions:
+        return set()
+    name = "record_held" if held else "record_unheld"
+    params = {"signal_ids": [d[0] for d in decisions], "attempts": [d[1] for d in decisions]}
+    return set(conn.execute(ledger_statement("settlements", name), params).scalars())
+
+
+def record_latest(conn: Connection, signal_ids: Iterable[int]) -> None:
+    """Record that the newest decision of each signal is carried out again now."""
+    ids = list(signal_ids)
+    if ids:
+        conn.execute(ledger_statement("settlements", "record_latest"), {"signal_ids": ids})
+
+
+class Listener:
+    """``LISTEN ackstore_settlements`` on a connection of its own; :meth:`wait` tells whether
+    the settle step notified ``source`` (the caller polls as well, in case a notification is
+    lost while it was not connected)."""
+
+    def __init__(self, engine: Engine, source: str) -> None:
+        self.source = source
+        raw = engine.raw_connection()
+        self._conn = raw.driver_connection
+        raw.detach()  # this connection stays outside the pool, listening
+        self._conn.set_session(autocommit=True)
+        with self._conn.cursor() as cursor:
+            cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")  # a channel name cannot be a bind parameter
+
+    def wait(self, timeout_s: float) -> bool:
+        if not self._conn.notifies and select.select([self._conn], [], [], max(timeout_s, 0))[0] == []:
+            return False
+        self._conn.poll()
+        notified = any(n.payload == self.source for n in self._conn.notifies)
+        self._conn.notifies.clear()
+        return notified
+
+    def close(self) -> None:
+        self._conn.close()

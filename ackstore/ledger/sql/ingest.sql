@@ -1,0 +1,91 @@
+-- Statements of ingestion (ackstore/ledger/ingest.py): a batch of signals in one transaction.
+-- Values are bind parameters; a batch travels as one JSON array (:rows).
+
+-- name: lock_things
+-- Per-thing ingestion order (decisions #19): every thing of the batch, locked in one order
+-- (by hash) so that two batches never wait for each other in a cycle.
+SELECT count(pg_advisory_xact_lock(:lock_class, h.key))
+FROM (SELECT DISTINCT hashtext(t) AS key FROM unnest(CAST(:thing_ids AS text[])) t ORDER BY 1) h
+
+-- name: already_stored
+-- Which of the batch's message ids (of this source) and correlation ids are taken already.
+SELECT (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[]))) AS same_message,
+       s.source_message_id, s.correlation_id
+FROM signals s
+WHERE (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[])))
+   OR s.correlation_id = ANY (CAST(:correlation_ids AS text[]))
+
+-- name: insert_signals
+-- The new signals in the batch's order (ids follow it), their requested labels, and the work
+-- they make: apply_twin for twin commands, the sweep for every request. A row that lost a race
+-- for its message or correlation id to a concurrent submission is skipped and not returned.
+WITH input AS (
+    SELECT * FROM json_to_recordset(CAST(:rows AS json)) AS r(
+        ord integer, source_message_id text, correlation_id text, channel text, kind text,
+        action text, thing_id text, topic text, path text, has_value boolean, value jsonb,
+        headers jsonb, requested_acks text[], response_required boolean, timeout_ms bigint)
+), stored AS (
+    INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                         thing_id, topic, path, value, headers, requested_acks, response_required,
+                         timeout_ms, deadline_at)
+    SELECT :source, i.source_message_id, i.correlation_id, :api, i.channel, i.kind, i.action,
+           i.thing_id, i.topic, i.path,
+           CASE WHEN i.has_value THEN COALESCE(i.value, 'null'::jsonb) END,
+           i.headers, i.requested_acks, i.response_required, i.timeout_ms,
+           now() + make_interval(secs => i.timeout_ms / 1000.0)
+    FROM input i
+    ORDER BY i.ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, source_message_id, kind, requested_acks
+), requested AS (
+    INSERT INTO ack_requests (signal_id, label)
+    SELECT s.id, l.label FROM stored s CROSS JOIN LATERAL unnest(s.requested_acks) AS l(label)
+), to_apply AS (
+    INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
+), to_decide AS (
+    INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
+)
+SELECT s.id, s.source_message_id FROM stored s
+
+-- name: retransmitted
+-- A submission whose (source, message id) is stored: its signal, locked against a concurrent
+-- redelivery, with the current attempt, its labels, result and settlement decision.
+SELECT s.id, s.correlation_id, s.timeout_ms, COALESCE(a.attempt, 1) AS attempt,
+       COALESCE(a.requested_acks, s.requested_acks) AS requested_acks,
+       r.ack_statuses, st.decision
+FROM signals s
+LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
+                   WHERE x.signal_id = s.id ORDER BY x.attempt DESC LIMIT 1) a ON true
+LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = COALESCE(a.attempt, 1)
+LEFT JOIN settlements st ON st.signal_id = s.id AND st.attempt = COALESCE(a.attempt, 1)
+WHERE s.source = :source AND s.source_message_id = :source_message_id
+FOR UPDATE OF s
+
+-- name: open_attempt
+-- The next attempt of a redelivered signal: the labels to request again, a deadline from now.
+INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at)
+VALUES (:signal_id, :attempt, CAST(:requested_acks AS text[]), now(),
+        now() + make_interval(secs => CAST(:timeout_ms AS double precision) / 1000.0))
+
+-- name: mark_requeued
+-- The copy is back, so the previous attempt's redeliver decision was carried out (by a connector
+-- that may have died before it could record so).
+UPDATE settlements SET carried_out_at = clock_timestamp()
+WHERE signal_id = :signal_id AND attempt = :attempt - 1 AND carried_out_at IS NULL
+
+-- name: enqueue_attempt
+-- The sweep decides the new attempt (the previous one left the queue when it was decided).
+INSERT INTO queue_decide (signal_id, attempt) VALUES (:signal_id, :attempt)
+ON CONFLICT (signal_id) DO UPDATE SET attempt = EXCLUDED.attempt
+
+-- name: carry_builtin_facts
+-- What was persisted stays persisted (A.2.10): a built-in label requested again whose fact is
+-- already in the ledger (the twin change, the index write) counts for the new attempt with
+-- the ack that reported it, at the fact's own time.
+INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
+SELECT DISTINCT ON (a.label) a.signal_id, :attempt, a.label, a.status, a.payload, a.headers,
+       a.issuer, a.weak, a.received_at, 'counted'
+FROM acks a
+WHERE a.signal_id = :signal_id AND a.issuer = :builtin_issuer
+  AND a.label = ANY (CAST(:labels AS text[]))
+ORDER BY a.label, a.id

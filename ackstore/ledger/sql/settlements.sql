@@ -1,0 +1,43 @@
+-- Statements of carrying settlements out (ackstore/ledger/settlements.py), used by connectors.
+-- Values are bind parameters.
+
+-- name: undone
+-- Decisions of this source not carried out yet (the partial index holds only those), with what
+-- the connector needs: the signal, whether it was held for a decision (it requested acks), and
+-- the result to publish to its reply-to when a response is required.
+SELECT st.signal_id, st.attempt, st.decision, s.correlation_id, s.thing_id, s.channel, s.topic, s.path,
+       COALESCE(a.requested_acks, s.requested_acks) <> '{}' AS held_for_decision,
+       s.response_required, s.headers ->> 'reply-to' AS reply_to,
+       r.status, r.body, r.cause, r.ack_statuses
+FROM settlements st
+JOIN signals s ON s.id = st.signal_id
+JOIN request_results r ON r.signal_id = st.signal_id AND r.attempt = st.attempt
+LEFT JOIN attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
+WHERE st.carried_out_at IS NULL AND s.source = :source
+ORDER BY st.id
+LIMIT :limit
+
+-- name: record_held
+-- The connector holding these deliveries carries their decisions out now: recorded first, so
+-- that a crash before the broker hears of it leaves a decision that the redelivered copy is
+-- settled from at once (decisions #33).
+UPDATE settlements st SET carried_out_at = clock_timestamp()
+FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
+WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt
+RETURNING st.signal_id
+
+-- name: record_unheld
+-- Decisions for messages settled when they were stored (nothing requested, QoS 0): recorded by
+-- whichever connector of the source sees them first (only that one publishes the response).
+UPDATE settlements st SET carried_out_at = clock_timestamp()
+FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
+WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
+RETURNING st.signal_id
+
+-- name: record_latest
+-- A redelivered copy settled from its signal's decision: the newest attempt's settlement.
+UPDATE settlements st SET carried_out_at = clock_timestamp()
+FROM (SELECT x.signal_id, max(x.attempt) AS attempt FROM settlements x
+      WHERE x.signal_id = ANY (CAST(:signal_ids AS bigint[])) GROUP BY x.signal_id) d
+WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt
+RETURNING st.signal_id

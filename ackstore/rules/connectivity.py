@@ -1,0 +1,170 @@
+"""What a broker connection does with a consumed message, as pure rules (B.7, B.9, A.2.2, A.3).
+
+* :func:`inbound_envelope` maps an AMQP message (body, headers table, properties) to the
+  Ditto Protocol envelope the ledger stores, with the source's ``requested-acks`` added.
+* :func:`source_message_id` keys a message for de-duplication (A.3).
+* :func:`amqp_disposition` is how AMQP 0.9.1 carries out a settlement decision (B.9).
+* :func:`issued_ack_status` is the status of a target-issued ack from the broker's answer.
+* :func:`consumer_timeout_warning` checks A.2.2's bound against the broker's consumer timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ackstore.rules import errors
+from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS
+from ackstore.rules.settlement import Settlement
+
+REPLY_TO = "reply-to"
+CONTENT_TYPE = "content-type"
+MESSAGE_ID = "message-id"
+# AMQP properties that become Ditto headers when the envelope does not carry them itself.
+PROPERTY_HEADERS = (("correlation_id", CORRELATION_ID), ("reply_to", REPLY_TO),
+                    ("content_type", CONTENT_TYPE), ("message_id", MESSAGE_ID))
+
+
+def source_message_id(message_id: str | None, body: bytes, correlation_id: str | None) -> str:
+    """The message's key within its connection: its AMQP ``message_id``, or — without one — a
+    digest of its body and correlation id, so that a retransmitted copy maps to the same signal
+    (A.3). Two different messages with neither a message id nor a correlation id and the same
+    body are one message by this key (decisions #32)."""
+    if message_id:
+        return message_id
+    digest = hashlib.sha256()
+    digest.update((correlation_id or "").encode("utf-8"))
+    digest.update(b"\x00")
+    digest.update(body)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def inbound_envelope(
+    body: bytes,
+    amqp_headers: Mapping[str, Any] | None,
+    properties: Mapping[str, Any],
+    *,
+    includes: Sequence[str] = (),
+    max_bytes: int,
+) -> dict[str, Any] | bytes:
+    """The envelope to store for a consumed message.
+
+    The body's own Ditto headers win; the AMQP headers table and the properties
+    (``correlation_id``, ``reply_to``, ``content_type``, ``message_id``) fill in what it lacks.
+    The source's ``includes`` are added to ``requested-acks`` (Ditto's
+    ``acknowledgementRequests.includes``); an explicit empty list in the message wins (B.7).
+    A body that is too large or no JSON object is returned as it is: the ledger answers it
+    with the same error as any other submission.
+    """
+    if len(body) > max_bytes:
+        return body
+    try:
+        envelope = errors.parse_json_text(body)
+    except errors.DittoError:
+        return body
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("headers", {}), dict):
+        return body
+    headers = {str(name).lower(): value for name, value in envelope.get("headers", {}).items()}
+    for name, value in (amqp_headers or {}).items():
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        headers.setdefault(str(name).lower(), value)
+    for prop, name in PROPERTY_HEADERS:
+        if properties.get(prop):
+            headers.setdefault(name, properties[prop])
+    with_includes = requested_with_includes(headers.get(REQUESTED_ACKS), includes)
+    if with_includes is not None:
+        headers[REQUESTED_ACKS] = with_includes
+    return {**envelope, "headers": headers}
+
+
+def requested_with_includes(requested: object, includes: Sequence[str]) -> object:
+    """``requested-acks`` after a source added ``includes`` (B.7, Ditto's
+    ``appendConnectionAcknowledgementsToSignal``); ``None`` leaves the header absent.
+
+    | message's requested-acks     | result                                  |
+    | absent                       | the includes (absent if there are none) |
+    | explicit empty (``[]``/"")   | empty: the message's choice wins        |
+    | labels                       | the labels, then the includes not there |
+    | not a list or text           | unchanged: validation answers it        |
+    """
+    if requested is None:
+        return list(includes) if includes else None
+    if isinstance(requested, str):
+        text = requested.strip()
+        if text in ("", "[]"):
+            return requested
+        if text.startswith("["):
+            return requested if not includes else _merge_json_text(requested, includes)
+        present = [part.strip() for part in text.split(",") if part.strip()]
+        return present + [label for label in includes if label not in present]
+    if isinstance(requested, list):
+        if not requested:
+            return requested
+        return requested + [label for label in includes if label not in requested]
+    return requested
+
+
+def _merge_json_text(text: str, includes: Sequence[str]) -> object:
+    try:
+        present = errors.parse_json_text(text)
+    except errors.DittoError:
+        return text
+    if not isinstance(present, list):
+        return text
+    return present + [label for label in includes if label not in present]
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """How AMQP 0.9.1 settles a delivery (B.9): ``basic.ack``, or ``basic.nack`` with requeue."""
+
+    ack: bool
+    requeue: bool = False
+
+
+def amqp_disposition(decision: str) -> Disposition:
+    """B.9's AMQP 0.9.1 row: ack → ack; reject and dead-letter → nack without requeue;
+    redeliver → nack with requeue."""
+    settled = Settlement(decision)
+    if settled is Settlement.ACK:
+        return Disposition(ack=True)
+    return Disposition(ack=False, requeue=settled is Settlement.REDELIVER)
+
+
+CLIENT_ERROR = Disposition(ack=False, requeue=False)  # a rejected message must not come back
+
+
+def issued_ack_status(confirmed: bool | None) -> int:
+    """A target-issued ack from the broker's answer to a publish (B.9, AMQP 0.9.1): 200 on a
+    confirm, 503 on a nack, 400 when the channel has no publisher confirms (``None``)."""
+    if confirmed is None:
+        return 400
+    return 200 if confirmed else 503
+
+
+DEFAULT_CONSUMER_TIMEOUT_MS = 30 * 60_000  # RabbitMQ's default
+
+
+def consumer_timeout_warning(max_timeout_ms: int, interval_ms: int, consumer_timeout_ms: int) -> str | None:
+    """A.2.2: a held delivery must be decided well before the broker gives up on it. Warn when
+    the maximum timeout plus two DAG intervals (the run that decides, the run that settles)
+    leaves less than a fifth of the consumer timeout as margin."""
+    needed = max_timeout_ms + 2 * interval_ms
+    if needed * 5 <= consumer_timeout_ms * 4:
+        return None
+    return (
+        f"the maximum timeout ({max_timeout_ms} ms) plus two pipeline intervals ({interval_ms} ms each) "
+        f"is not comfortably below the broker's consumer timeout ({consumer_timeout_ms} ms): a delivery "
+        "held that long may be closed and redelivered by the broker before it is settled"
+    )
+
+
+def is_acknowledgement(envelope: object) -> bool:
+    """Whether a consumed envelope is an acknowledgement (``…/things/<channel>/acks[/<label>]``)
+    rather than a signal: a connection's source may carry its subscribers' acks."""
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("topic"), str):
+        return False
+    parts = envelope["topic"].split("/")
+    return len(parts) >= 5 and parts[2] == "things" and parts[4] == "acks"

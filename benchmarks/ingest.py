@@ -1,0 +1,182 @@
+"""Benchmark: the front door — signals into the ledger, in batches and one at a time.
+
+    python -m benchmarks.ingest --messages 100000 --batch 1000 --single 4000
+
+The signals are what a broker connector stores: Ditto Protocol twin modifies as UTF-8 JSON
+bytes requesting ``twin-persisted``, over 10 000 things, each with its own message id.
+
+(a) One process, ``AckStore.submit_many`` in batches of ``--batch``: valid signals/s, against
+    the raw-PostgreSQL baseline of the same run — the same messages parsed with ``json.loads``
+    and inserted with multi-row INSERTs into a bare table with the same unique keys, one
+    transaction per batch.
+(b) ``AckStore.submit``, one transaction per signal, from 1, 4 and 16 concurrent clients
+    (threads, each with its own connection): signals/s, against single-row INSERTs into the
+    bare table with the same concurrency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+import uuid
+from typing import Callable, Sequence
+
+from sqlalchemy import text
+
+from ackstore.ledger.database import make_engine
+from ackstore.ledger.store import AckStore
+from ackstore.rules import jsontext
+from ackstore.rules.settings import Settings
+from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
+
+THINGS = 10_000
+CLIENTS = (1, 4, 16)
+
+RAW_TABLE = """
+CREATE TABLE raw_signals (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source text NOT NULL, source_message_id text NOT NULL, correlation_id text NOT NULL UNIQUE,
+    topic text NOT NULL, path text NOT NULL, value jsonb, headers jsonb NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (source, source_message_id))
+"""
+RAW_INSERT = """
+INSERT INTO raw_signals (source, source_message_id, correlation_id, topic, path, value, headers)
+SELECT 'bench', r.message_id, r.correlation_id, r.topic, r.path, r.value, r.headers
+FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+     AS r(message_id text, correlation_id text, topic text, path text, value jsonb, headers jsonb)
+"""
+
+
+def messages(count: int, prefix: str) -> list[tuple[str, bytes]]:
+    """(message id, body) of ``count`` twin modifies, as a broker would deliver them."""
+    out = []
+    for i in range(count):
+        body = {
+            "topic": f"org.bench/thing-{i % THINGS}/things/twin/commands/modify",
+            "headers": {"correlation-id": f"{prefix}-{i}", "requested-acks": ["twin-persisted"],
+                        "content-type": "application/json"},
+            "path": "/attributes/counter",
+            "value": i,
+        }
+        out.append((f"{prefix}-m{i}", jsontext.dumps(body).encode()))
+    return out
+
+
+def _batches(items: Sequence, size: int) -> list[Sequence]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def ackstore_batched(store: AckStore, batch: int, items: list[tuple[str, bytes]]) -> float:
+    started = time.perf_counter()
+    for chunk in _batches(items, batch):
+        answers = store.submit_many([body for _, body in chunk], api="connectivity", source="bench",
+                                    source_message_ids=[m for m, _ in chunk])
+        assert all(answer["status"] == 202 for answer in answers), answers[:3]
+    return time.perf_counter() - started
+
+
+def _raw_engine(url: str, **options: object):
+    engine = make_engine(url, **options)
+    with engine.begin() as conn:
+        conn.execute(text(RAW_TABLE))
+    return engine
+
+
+def raw_batched(url: str, batch: int, items: list[tuple[str, bytes]]) -> float:
+    engine = _raw_engine(url)
+    started = time.perf_counter()
+    for chunk in _batches(items, batch):
+        rows = []
+        for message_id, body in chunk:
+            envelope = jsontext.loads(body)
+            rows.append({"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
+                         "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
+                         "headers": envelope["headers"]})
+        with engine.begin() as conn:
+            conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps(rows)})
+    seconds = time.perf_counter() - started
+    engine.dispose()
+    return seconds
+
+
+def _in_clients(clients: int, items: list[tuple[str, bytes]], submit_one: Callable[[str, bytes], None]) -> float:
+    shares = [items[n::clients] for n in range(clients)]
+
+    def client(share: list[tuple[str, bytes]]) -> None:
+        for message_id, body in share:
+            submit_one(message_id, body)
+
+    threads = [threading.Thread(target=client, args=(share,)) for share in shares]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
+def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> float:
+    engine = make_engine(url, pool_size=clients + 2)
+    store = AckStore(engine, Settings())
+
+    def submit_one(message_id: str, body: bytes) -> None:
+        answer = store.submit(body, api="connectivity", source="bench", source_message_id=message_id)
+        assert answer["status"] == 202, answer
+
+    seconds = _in_clients(clients, items, submit_one)
+    engine.dispose()
+    return seconds
+
+
+def raw_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> float:
+    engine = _raw_engine(url, pool_size=clients + 2)
+
+    def insert_one(message_id: str, body: bytes) -> None:
+        envelope = jsontext.loads(body)
+        row = {"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
+               "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
+               "headers": envelope["headers"]}
+        with engine.begin() as conn:
+            conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps([row])})
+
+    seconds = _in_clients(clients, items, insert_one)
+    engine.dispose()
+    return seconds
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=100_000, help="signals for (a)")
+    parser.add_argument("--batch", type=int, default=1000, help="signals per submit_many call in (a)")
+    parser.add_argument("--single", type=int, default=4000, help="signals per client count in (b)")
+    parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER),
+                        help="a PostgreSQL URL; the benchmark creates and drops its own databases there")
+    args = parser.parse_args(argv)
+    run = uuid.uuid4().hex[:6]
+
+    print(f"(a) {args.messages} signals, batches of {args.batch}, one process")
+    items = messages(args.messages, f"a{run}")
+    with fresh_database(args.server, "ingest_raw") as raw_url, fresh_database(args.server, "ingest") as url:
+        raw = raw_batched(raw_url, args.batch, items)
+        store = AckStore(make_engine(url), Settings())
+        ours = ackstore_batched(store, args.batch, items)
+        store.close()
+    print(f"    submit_many: {ours:7.2f} s  {args.messages / ours:10,.0f} signals/s")
+    print(f"    raw INSERT:  {raw:7.2f} s  {args.messages / raw:10,.0f} rows/s")
+    print(f"    ratio submit_many/raw: {ours / raw:.2f}x")
+
+    print(f"(b) {args.single} signals per run, submit one at a time (one transaction each)")
+    print("    clients  submit/s   raw/s   ratio")
+    for clients in CLIENTS:
+        items = messages(args.single, f"b{clients}{run}")
+        with fresh_database(args.server, "single_raw") as raw_url, fresh_database(args.server, "single") as url:
+            raw = raw_single(raw_url, clients, items)
+            ours = ackstore_single(url, clients, items)
+        print(f"    {clients:7d}  {args.single / ours:8,.0f}  {args.single / raw:6,.0f}  {ours / raw:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
