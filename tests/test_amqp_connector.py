@@ -154,3 +154,111 @@ def test_connection_labels_need_the_connection_prefix() -> None:
     assert raised.value.status == 400 and raised.value.error == "connectivity:connection.configuration.invalid"
     parsed = config.parse({"id": "plant", "sources": [{"addresses": ["q"], "declaredAcks": ["{{connection:id}}:done"]}]})
     assert parsed.declared_labels == ["plant:done"]
+
+
+def test_a_redeliver_decision_requeues_the_copy_opens_the_next_attempt_then_dead_letters(
+    engine: Engine, database_url: str, broker: Broker, run_pipeline
+) -> None:
+    """A.2.10: twin-persisted succeeds, the undeclared label times out (424: redeliver). The copy
+    opens attempt 2 asking only for the label that failed; the change is not applied again; after
+    the last attempt the decision is dead-letter and the message leaves the queue for good."""
+    from ackstore.rules.settings import Settings
+
+    source = broker.queue("commands")
+    publish_all(broker, source, [thing_modify(7, requested_acks=["twin-persisted", "plant:never"], timeout="6s")])
+    process = connector(database_url, "--connection-id", "plant", "--queue", source, "--poll", "0.5")
+    rules = Settings(max_attempts=2)
+    try:
+        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, what="the signal stored")
+        run_pipeline("apply_twin", rules=rules)  # persisted in time
+        wait_for(lambda: count(engine, "SELECT count(*) FROM signals WHERE deadline_at < now()"), what="the deadline")
+        run_pipeline(rules=rules)
+        wait_for(lambda: count(engine, "SELECT count(*) FROM attempts") == 1, what="the copy opened attempt 2")
+        assert settled(engine) == {"redeliver": 1}
+        wait_for(lambda: count(engine, "SELECT count(*) FROM attempts WHERE deadline_at < now()"), what="deadline 2")
+        run_pipeline(rules=rules)
+        wait_for(lambda: settled(engine) == {"redeliver": 1, "dead-letter": 1}, what="dead-letter carried out")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    with engine.connect() as conn:
+        attempts = conn.execute(text("SELECT attempt, requested_acks FROM attempts")).all()
+        revision = conn.execute(text("SELECT revision FROM things")).scalar_one()
+    assert attempts == [(2, ["plant:never"])]
+    assert revision == 1, "the twin change is applied once"
+    assert count(engine, "SELECT count(*) FROM signals") == 1
+    assert broker.depth(source) == 0
+
+
+def _target_connection(tmp_path, broker: Broker, source: str, exchange: str) -> str:
+    document = {
+        "id": "plant",
+        "sources": [{"addresses": [source], "acknowledgementRequests": {"includes": ["twin-persisted"]}}],
+        "targets": [{"address": f"{exchange}/events", "topics": ["_/_/things/twin/events?namespaces=org.acme"],
+                     "issuedAcknowledgementLabel": "{{connection:id}}:published"}],
+    }
+    path = tmp_path / "connection.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.mark.parametrize(("overflow", "status", "decision"), [(False, 200, "ack"), (True, 503, "redeliver")])
+def test_a_target_publishes_events_with_confirms_and_issues_its_label_from_the_broker_answer(
+    tmp_path, engine: Engine, database_url: str, broker: Broker, run_pipeline, overflow: bool, status: int,
+    decision: str,
+) -> None:
+    """B.9: the target's label is 200 when the broker confirms the event, 503 when it nacks it
+    (a queue that rejects publishes when full makes the broker nack)."""
+    source, exchange = broker.queue("commands"), broker.exchange("events")
+    events = f"{broker.prefix}.events-in"
+    arguments = {"x-max-length": 0, "x-overflow": "reject-publish"} if overflow else None
+    broker.channel.queue_declare(events, durable=True, arguments=arguments)
+    broker.queues.append(events)
+    broker.channel.queue_bind(events, exchange, routing_key="events")
+    publish_all(broker, source, [thing_modify(3, requested_acks=["plant:published"])])
+    process = connector(database_url, "--config", _target_connection(tmp_path, broker, source, exchange),
+                        "--poll", "0.5")
+    try:
+        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, what="the signal stored")
+        run_pipeline("apply_twin")
+        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label = 'plant:published'"),
+                 what="the target's ack")
+        run_pipeline()
+        wait_for(lambda: settled(engine).get(decision) == 1, what=f"{decision} carried out")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    with engine.connect() as conn:
+        ack = conn.execute(text("SELECT status, issuer, disposition FROM acks WHERE label = 'plant:published' AND attempt = 1")).one()
+    assert tuple(ack) == (status, "plant/target-0", "counted")
+    delivered = broker.drain_json(events)
+    if overflow:
+        assert delivered == []
+    else:
+        assert [m["topic"] for m in delivered] == ["org.acme/t3/things/twin/events/created"]
+        assert delivered[0]["headers"]["requested-acks"] == ["plant:published"]
+
+
+def test_publish_amqp_sends_each_line_with_a_message_id_and_confirms(tmp_path, broker: Broker) -> None:
+    import subprocess
+    import sys
+
+    from tests.broker import AMQP_URL, ROOT
+
+    queue = broker.queue("published")
+    lines = tmp_path / "messages.jsonl"
+    lines.write_text("\n".join([
+        json.dumps(thing_modify(1, message_id="given-id", reply_to="answers")),
+        "",
+        json.dumps(thing_modify(2)),
+        "not json at all",
+    ]) + "\n")
+    done = subprocess.run([sys.executable, "-m", "ackstore.cli", "publish", "amqp", "--queue", queue,
+                           "--url", AMQP_URL, str(lines)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"status": 200, "queue": queue, "published": 3, "refused": 0}
+    received = broker.drain(queue)
+    assert received[0][0].message_id == "given-id" and received[0][0].reply_to == "answers"
+    assert received[0][0].correlation_id == "c-1"
+    assert len({p.message_id for p, _ in received}) == 3, "each line has its own message id"
+    assert received[2][1] == b"not json at all"

@@ -124,6 +124,11 @@ class AmqpConnector:
             log.info("connector %s stopped: %s", self.config.id, self.counts.line(self._holding()))
         return 0
 
+    @property
+    def connection_name(self) -> str:
+        """How the broker's management tools name this connector's connection."""
+        return f"ackstore connector {self.config.id}"
+
     def stop(self, *_: object) -> None:
         if not self.stopping:
             log.info("connector %s: stopping — no new messages; carrying out what is decided", self.config.id)
@@ -162,7 +167,9 @@ class AmqpConnector:
 
     def _session(self, listener: settlements.Listener) -> bool:
         """One broker connection; True when the connector is done, False to reconnect."""
-        connection = pika.BlockingConnection(pika.URLParameters(self.config.uri))
+        parameters = pika.URLParameters(self.config.uri)
+        parameters.client_properties = {"connection_name": self.connection_name}
+        connection = pika.BlockingConnection(parameters)
         try:
             self._open_channels(connection)
             log.info("connector %s: consuming %s (prefetch %d, batches of %d)", self.config.id,

@@ -120,6 +120,9 @@ def _store_valid(
             if item.message_id in ids and item.signal.channel == "live"]
     if live:
         deliveries.fan_out_live(conn, live)
+    if retransmitted:
+        conn.execute(ledger_statement("ingest", "lock_retransmitted"),
+                     {"source": source, "message_ids": sorted({item.message_id for item in retransmitted})})
     for item in retransmitted:
         results[item.index] = resubmitted(conn, source, item.message_id, item.request.correlation_id)
 

@@ -33,9 +33,9 @@ def source_message_id(message_id: str | None, body: bytes, correlation_id: str |
     body are one message by this key (decisions #32)."""
     if message_id:
         return message_id
-    digest = hashlib.sha256()
-    digest.update((correlation_id or "").encode("utf-8"))
-    digest.update(b"\x00")
+    correlation = (correlation_id or "").encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(len(correlation).to_bytes(8, "big"))  # length first: no two splits collide
+    digest.update(correlation)
     digest.update(body)
     return f"sha256:{digest.hexdigest()}"
 

@@ -47,6 +47,15 @@ WITH input AS (
 )
 SELECT s.id, s.source_message_id FROM stored s
 
+-- name: lock_retransmitted
+-- The stored signals a batch retransmits, locked in id order before any is looked at, so that
+-- two batches never wait for each other in a cycle. NO KEY UPDATE: it excludes a concurrent
+-- redelivery of the same signal, yet not the foreign-key checks of the pipeline's writes.
+SELECT s.id FROM signals s
+WHERE s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[]))
+ORDER BY s.id
+FOR NO KEY UPDATE
+
 -- name: retransmitted
 -- A submission whose (source, message id) is stored: its signal, locked against a concurrent
 -- redelivery, with the current attempt, its labels, result and settlement decision.
@@ -59,7 +68,7 @@ LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
 LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = COALESCE(a.attempt, 1)
 LEFT JOIN settlements st ON st.signal_id = s.id AND st.attempt = COALESCE(a.attempt, 1)
 WHERE s.source = :source AND s.source_message_id = :source_message_id
-FOR UPDATE OF s
+FOR NO KEY UPDATE OF s
 
 -- name: open_attempt
 -- The next attempt of a redelivered signal: the labels to request again, a deadline from now.

@@ -1,0 +1,172 @@
+"""Benchmark: QoS 1 end to end through RabbitMQ — published, stored, decided, settled.
+
+    python -m benchmarks.broker --messages 100000
+
+``--messages`` twin modifies (over 10 000 things) are published to a fresh queue. Then the
+connector (``ackstore connect amqp``, a subprocess, requesting ``twin-persisted`` for every
+message) and the pipeline (all steps, in a loop, on a local Spark session started beforehand)
+run until every delivery is settled on the broker. Printed, from the ledger's own timestamps:
+messages/s into the ledger, decided, and settled (end to end), with the prefetch and batch
+size used; and the raw baseline of the same run — a bare consumer that inserts each batch into
+a plain table and acknowledges it after the commit (store-then-ack, no pipeline).
+
+Ditto's published figure for QoS-1 twin modifies is about 3 200/s on a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+import pika
+from sqlalchemy import text
+
+from ackstore.ledger.database import make_engine
+from ackstore.rules import jsontext
+from benchmarks.ingest import RAW_INSERT, RAW_TABLE, messages
+from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_AMQP = "amqp://guest:guest@127.0.0.1:5672/"
+DITTO_QOS1_MODIFIES_PER_S = 3200
+
+
+def publish(url: str, queue: str, items: list[tuple[str, bytes]]) -> float:
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    channel = connection.channel()
+    channel.queue_declare(queue, durable=True)
+    started = time.perf_counter()
+    for message_id, body in items:
+        channel.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id, delivery_mode=2))
+    connection.close()
+    return time.perf_counter() - started
+
+
+def delete_queue(url: str, queue: str) -> None:
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    connection.channel().queue_delete(queue)
+    connection.close()
+
+
+def raw_consumer(amqp: str, db_url: str, queue: str, count: int, batch: int, prefetch: int) -> float:
+    """Consume ``count`` messages, insert each batch into a bare table, ack after the commit."""
+    engine = make_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text(RAW_TABLE))
+    connection = pika.BlockingConnection(pika.URLParameters(amqp))
+    channel = connection.channel()
+    channel.basic_qos(prefetch_count=prefetch)
+    pending: list[tuple[int, bytes, str]] = []
+    done = 0
+    started = time.perf_counter()
+    for method, properties, body in channel.consume(queue, inactivity_timeout=0.05):
+        if method is not None:
+            pending.append((method.delivery_tag, body, properties.message_id))
+        if pending and (len(pending) >= batch or method is None or done + len(pending) >= count):
+            rows = []
+            for _, raw, message_id in pending:
+                envelope = jsontext.loads(raw)
+                rows.append({"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
+                             "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
+                             "headers": envelope["headers"]})
+            with engine.begin() as conn:
+                conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps(rows)})
+            channel.basic_ack(pending[-1][0], multiple=True)
+            done += len(pending)
+            pending = []
+        if done >= count:
+            break
+    seconds = time.perf_counter() - started
+    channel.cancel()
+    connection.close()
+    engine.dispose()
+    return seconds
+
+
+def stage_seconds(db_url: str, started_at: object) -> dict[str, float]:
+    """Seconds from the start to the last message stored, decided and settled (the ledger's clocks)."""
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        row = conn.execute(text(
+            "SELECT extract(epoch FROM (SELECT max(received_at) FROM signals) - :t0),"
+            "       extract(epoch FROM (SELECT max(decided_at) FROM request_results) - :t0),"
+            "       extract(epoch FROM (SELECT max(carried_out_at) FROM settlements) - :t0)"), {"t0": started_at}).one()
+    engine.dispose()
+    return {"stored": float(row[0]), "decided": float(row[1]), "settled": float(row[2])}
+
+
+def settled_count(db_url: str) -> int:
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT count(*) FROM settlements WHERE carried_out_at IS NOT NULL")).scalar_one()
+    engine.dispose()
+    return n
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000, help="the connector's messages per ledger transaction")
+    parser.add_argument("--prefetch", type=int, default=20_000, help="the connector's prefetch")
+    parser.add_argument("--amqp", default=os.environ.get("ACKSTORE_BENCH_AMQP", DEFAULT_AMQP))
+    parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER))
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args(argv)
+    n, run = args.messages, uuid.uuid4().hex[:8]
+
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import spark_session
+
+    raw_queue, queue = f"ackstore-bench-raw-{run}", f"ackstore-bench-{run}"
+    with fresh_database(args.server, "broker_raw") as raw_url, fresh_database(args.server, "broker") as url:
+        try:
+            publish(args.amqp, raw_queue, messages(n, f"r{run}"))
+            raw = raw_consumer(args.amqp, raw_url, raw_queue, n, args.batch, args.prefetch)
+            published = publish(args.amqp, queue, messages(n, f"q{run}"))
+            spark = spark_session("ackstore-bench-broker", cores=args.cores)
+            settings = PipelineSettings(database_url=url, partitions=max(2, args.cores * 2))
+            engine = make_engine(url)
+            with engine.connect() as conn:
+                started_at = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+            engine.dispose()
+            started = time.perf_counter()
+            connector = subprocess.Popen(
+                [sys.executable, "-m", "ackstore.cli", "--database-url", url, "connect", "amqp", "--url", args.amqp,
+                 "--connection-id", "bench", "--queue", queue, "--requested-acks", "twin-persisted",
+                 "--batch-size", str(args.batch), "--prefetch", str(args.prefetch), "--poll", "1"],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            runs = 0
+            while settled_count(url) < n:
+                if connector.poll() is not None:
+                    raise SystemExit(f"the connector exited: {connector.stderr.read()[-3000:]}")
+                pipeline.run(spark, PipelineSettings(database_url=url, partitions=settings.partitions))
+                runs += 1
+            end_to_end = time.perf_counter() - started
+            connector.terminate()
+            connector.communicate(timeout=120)
+            spark.stop()
+            stages = stage_seconds(url, started_at)
+        finally:
+            delete_queue(args.amqp, raw_queue)
+            delete_queue(args.amqp, queue)
+
+    print(f"messages={n:,} (10,000 things) prefetch={args.prefetch:,} batch={args.batch:,} "
+          f"pipeline runs={runs} cores={args.cores}; published in {published:.1f} s (not counted)")
+    for stage in ("stored", "decided", "settled"):
+        print(f"    {stage:<8} after {stages[stage]:7.1f} s  {n / stages[stage]:10,.0f} messages/s")
+    print(f"    end to end (observed by the benchmark) {end_to_end:7.1f} s  {n / end_to_end:10,.0f} messages/s")
+    print(f"    raw consumer (insert batch, ack after commit) {raw:7.1f} s  {n / raw:10,.0f} messages/s")
+    print(f"    ratio end-to-end/raw: {end_to_end / raw:.2f}x;  vs Ditto's ~{DITTO_QOS1_MODIFIES_PER_S:,}/s: "
+          f"{n / end_to_end / DITTO_QOS1_MODIFIES_PER_S:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""At least once, with processes dying: the connector killed with -9, a pipeline step killed,
+the broker connection closed from the server's side.
+
+After each scenario: every message stored exactly once, every twin change applied exactly once
+(each thing's revision is the number of its messages), every delivery settled by its decision
+and that recorded no earlier than the decision, and the queue empty. A delivery settled on the
+broker before its decision would leave a signal whose decision nobody carries out (its message
+never comes back), so "every decision carried out" also proves nothing was settled early.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from typing import Iterator
+
+import pytest
+from sqlalchemy import Engine, text
+
+from tests.broker import Broker, connector, kill_9, publish_all, stop, wait_for
+from tests.ledger import twin_command
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+THINGS = 1000
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    broker = Broker()
+    yield broker
+    broker.close()
+
+
+def commands(count: int) -> list[dict]:
+    """Modifies of whole things: the i-th goes to thing i mod THINGS, each one a new revision."""
+    return [
+        twin_command("modify", thing=f"org.crash/t{i % THINGS}", path="/", value={"attributes": {"i": i}},
+                     correlation_id=f"c-{i}", message_id=f"m-{i}")
+        for i in range(count)
+    ]
+
+
+def scalar(engine: Engine, sql: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text(sql)).scalar_one()
+
+
+def all_carried_out(engine: Engine, expected: int) -> bool:
+    return scalar(engine, "SELECT count(*) FROM settlements WHERE carried_out_at IS NOT NULL") == expected
+
+
+def assert_at_least_once_exactly(engine: Engine, broker: Broker, queue: str, messages: int) -> None:
+    assert scalar(engine, "SELECT count(*) FROM signals") == messages, "every message stored exactly once"
+    assert scalar(engine, "SELECT count(*) FROM thing_events") == messages, "every change applied exactly once"
+    per_thing = messages // THINGS
+    assert scalar(engine, f"SELECT count(*) FROM things WHERE revision <> {per_thing}") == 0, "revisions prove it"
+    assert scalar(engine, "SELECT count(*) FROM settlements WHERE decision <> 'ack'") == 0
+    assert scalar(engine, "SELECT count(*) FROM settlements WHERE carried_out_at IS NULL") == 0
+    assert scalar(engine, "SELECT count(*) FROM signals s WHERE NOT EXISTS "
+                          "(SELECT 1 FROM settlements st WHERE st.signal_id = s.id)") == 0, "every one decided"
+    assert scalar(engine, "SELECT count(*) FROM settlements st JOIN request_results r USING (signal_id, attempt) "
+                          "WHERE st.carried_out_at < r.decided_at OR st.carried_out_at < st.decided_at") == 0
+    assert broker.depth(queue) == 0, "the queue is empty"
+
+
+class PipelineLoop:
+    """The pipeline, run again and again in a thread while the test kills connectors."""
+
+    def __init__(self, run_pipeline) -> None:
+        self.run_pipeline, self.runs, self.failures = run_pipeline, 0, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_pipeline()
+                self.runs += 1
+            except Exception as problem:  # noqa: BLE001 — reported by the test
+                self.failures.append(problem)
+                return
+            self._stop.wait(0.5)
+
+    def check(self) -> bool:
+        """True while the pipeline runs without failing; its failure is raised at once."""
+        if self.failures:
+            raise self.failures[0]
+        return True
+
+    def __enter__(self) -> "PipelineLoop":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(600)
+        assert not self.failures, self.failures
+
+
+def test_kill_9_of_the_connector_at_random_moments_loses_and_duplicates_nothing(
+    engine: Engine, database_url: str, broker: Broker, run_pipeline
+) -> None:
+    messages, kills = int(os.environ.get("ACKSTORE_CRASH_MESSAGES", 10_000)), 6
+    queue = broker.queue("commands")
+    publish_all(broker, queue, commands(messages))
+    args = ("--connection-id", "crash", "--queue", queue, "--requested-acks", "twin-persisted",
+            "--poll", "0.5", "--batch-size", "500")
+    randomness = random.Random(9)
+    returned = []  # deliveries the broker took back from each killed connector
+    with PipelineLoop(run_pipeline) as pipeline:
+        for _ in range(kills):
+            process = connector(database_url, *args)
+            time.sleep(randomness.uniform(1.0, 6.0))
+            kill_9(process)
+            returned.append(broker.depth(queue))
+        assert pipeline.runs >= 1, "the pipeline ran while connectors were killed"
+        assert sum(returned) > 0, f"the kills hit connectors holding deliveries: {returned}"
+        last = connector(database_url, *args)
+        wait_for(lambda: connection_count("ackstore connector crash") == 1, what="the last connector connected")
+        wait_for(lambda: pipeline.check() and all_carried_out(engine, messages), timeout=600,
+                 what="every decision carried out")
+    code, log = stop(last)
+    assert code == 0, log
+    assert scalar(engine, "SELECT count(*) FROM signals WHERE received_at IS NOT NULL") == messages
+    assert_at_least_once_exactly(engine, broker, queue, messages)
+
+
+def test_a_pipeline_step_killed_mid_way_while_the_connector_runs(
+    engine: Engine, database_url: str, broker: Broker
+) -> None:
+    messages = 2000
+    queue = broker.queue("commands")
+    publish_all(broker, queue, commands(messages))
+    process = connector(database_url, "--connection-id", "crash", "--queue", queue,
+                        "--requested-acks", "twin-persisted", "--poll", "0.5")
+    try:
+        wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == messages, what="all stored")
+        killed = pipeline_subprocess(database_url, fault="settle:staged")
+        assert killed.returncode == -9, killed.stderr[-2000:]
+        time.sleep(2)  # a connector that settled anything now would be settling undecided messages
+        assert scalar(engine, "SELECT count(*) FROM settlements") == 0
+        assert broker.depth(queue) == 0, "all still held"
+        again = pipeline_subprocess(database_url)
+        assert again.returncode == 0, again.stderr[-2000:]
+        wait_for(lambda: all_carried_out(engine, messages), timeout=120, what="every decision carried out")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    assert_at_least_once_exactly(engine, broker, queue, messages)
+
+
+def test_the_broker_closing_the_connection_makes_the_connector_reconnect_and_lose_nothing(
+    engine: Engine, database_url: str, broker: Broker, run_pipeline
+) -> None:
+    messages = 1000
+    queue = broker.queue("commands")
+    publish_all(broker, queue, commands(messages))
+    process = connector(database_url, "--connection-id", "crash-close", "--queue", queue,
+                        "--requested-acks", "twin-persisted", "--poll", "0.5")
+    try:
+        wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == messages, what="all stored")
+        closed = close_connections("ackstore connector crash-close")
+        assert closed == 1
+        wait_for(lambda: connection_count("ackstore connector crash-close") == 1, what="the connector reconnected")
+        run_pipeline()
+        wait_for(lambda: all_carried_out(engine, messages), timeout=120, what="every decision carried out")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    assert "broker connection lost" in log and "reconnects 1" in log
+    assert_at_least_once_exactly(engine, broker, queue, messages)
+
+
+def pipeline_subprocess(url: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ACKSTORE_DATABASE_URL": url}
+    env.pop("ACKSTORE_FAULT", None)
+    if fault:
+        env["ACKSTORE_FAULT"] = fault
+    return subprocess.run([sys.executable, "-m", "ackstore.cli", "pipeline", "run"], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _connections() -> list[tuple[str, str]]:
+    """(pid, client properties) of every connection, from ``rabbitmqctl``."""
+    listed = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid", "client_properties"],
+                            capture_output=True, text=True, timeout=120, check=True)
+    return [tuple(line.split("\t", 1)) for line in listed.stdout.splitlines() if "\t" in line]
+
+
+def connection_count(name: str) -> int:
+    return sum(1 for _, properties in _connections() if f'"{name}"' in properties)
+
+
+def close_connections(name: str) -> int:
+    """Close the named client connections from the server's side."""
+    pids = [pid for pid, properties in _connections() if f'"{name}"' in properties]
+    for pid in pids:
+        subprocess.run(["rabbitmqctl", "close_connection", pid, "closed by the test"], check=True,
+                       capture_output=True, timeout=120)
+    return len(pids)
+
+

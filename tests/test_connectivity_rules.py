@@ -1,0 +1,141 @@
+"""The pure rules of a broker connection: mapping, keys, dispositions, issued acks, timeouts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ackstore.rules import connectivity, wire
+from ackstore.rules.connectivity import Disposition
+
+MAX = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("requested", "includes", "expected"),
+    [
+        (None, ["twin-persisted"], ["twin-persisted"]),  # absent: the includes
+        (None, [], None),  # absent, nothing to add: stays absent (B.7's defaults apply)
+        ([], ["twin-persisted"], []),  # an explicit empty list wins
+        ("", ["twin-persisted"], ""),
+        ("[]", ["twin-persisted"], "[]"),
+        (["a:b1"], ["twin-persisted"], ["a:b1", "twin-persisted"]),
+        (["twin-persisted"], ["twin-persisted"], ["twin-persisted"]),  # no duplicates
+        ("a:b1, a:b2", ["twin-persisted"], ["a:b1", "a:b2", "twin-persisted"]),
+        ('["a:b1"]', ["twin-persisted"], ["a:b1", "twin-persisted"]),
+        ('["a:b1"]', [], '["a:b1"]'),
+        (42, ["twin-persisted"], 42),  # not a list: validation answers it (400)
+    ],
+)
+def test_source_includes_are_added_to_requested_acks(requested, includes, expected) -> None:
+    assert connectivity.requested_with_includes(requested, includes) == expected
+
+
+def test_inbound_headers_come_from_the_body_first_then_the_amqp_headers_then_the_properties() -> None:
+    body = json.dumps({"topic": "o/t/things/twin/commands/modify", "path": "/", "value": {},
+                       "headers": {"Correlation-Id": "from-body"}}).encode()
+    envelope = connectivity.inbound_envelope(
+        body, {"correlation-id": "from-table", "x-custom": b"bytes"},
+        {"correlation_id": "from-property", "reply_to": "replies", "content_type": None, "message_id": "m1"},
+        includes=["twin-persisted"], max_bytes=MAX,
+    )
+    assert envelope["headers"] == {
+        "correlation-id": "from-body", "x-custom": "bytes", "reply-to": "replies", "message-id": "m1",
+        "requested-acks": ["twin-persisted"],
+    }
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"headers": 3}', b"\xff", b" " * (MAX + 1)])
+def test_bodies_that_are_no_envelope_are_passed_on_for_the_ledger_to_answer(body: bytes) -> None:
+    assert connectivity.inbound_envelope(body, None, {}, includes=["twin-persisted"], max_bytes=MAX) is body
+
+
+def test_a_message_is_keyed_by_its_message_id_else_by_a_digest_of_body_and_correlation_id() -> None:
+    assert connectivity.source_message_id("m-1", b"{}", "c") == "m-1"
+    digest = connectivity.source_message_id(None, b"{}", "c")
+    assert digest.startswith("sha256:") and digest == connectivity.source_message_id("", b"{}", "c")
+    assert digest != connectivity.source_message_id(None, b"{}", "d")
+    assert digest != connectivity.source_message_id(None, b"{ }", "c")
+    assert connectivity.source_message_id(None, b"", "a\x00") != connectivity.source_message_id(None, b"\x00", "a")
+
+
+@given(st.binary(max_size=64), st.text(max_size=8), st.binary(max_size=64), st.text(max_size=8))
+def test_different_bodies_or_correlation_ids_never_share_a_digest(body1, cid1, body2, cid2) -> None:
+    same = (body1, cid1) == (body2, cid2)
+    assert (connectivity.source_message_id(None, body1, cid1) == connectivity.source_message_id(None, body2, cid2)) == same
+
+
+@pytest.mark.parametrize(
+    ("decision", "disposition"),
+    [
+        ("ack", Disposition(ack=True)),  # basic.ack
+        ("reject", Disposition(ack=False, requeue=False)),  # basic.nack, requeue=false
+        ("dead-letter", Disposition(ack=False, requeue=False)),  # attempts used up (A.2.10)
+        ("redeliver", Disposition(ack=False, requeue=True)),  # basic.nack, requeue=true
+    ],
+)
+def test_b9_amqp_row(decision: str, disposition: Disposition) -> None:
+    assert connectivity.amqp_disposition(decision) == disposition
+
+
+@pytest.mark.parametrize(("confirmed", "status"), [(True, 200), (False, 503), (None, 400)])
+def test_target_issued_ack_status_from_the_broker(confirmed, status) -> None:
+    assert connectivity.issued_ack_status(confirmed) == status
+
+
+@pytest.mark.parametrize(
+    ("max_timeout_ms", "interval_ms", "consumer_timeout_ms", "warns"),
+    [
+        (20 * 60_000, 60_000, 30 * 60_000, False),  # the defaults: 22 of 30 minutes
+        (25 * 60_000, 60_000, 30 * 60_000, True),
+        (20 * 60_000, 5 * 60_000, 30 * 60_000, True),
+        (60 * 60_000, 60_000, 2 * 60 * 60_000, False),
+    ],
+)
+def test_a_consumer_timeout_too_close_to_the_maximum_timeout_warns(
+    max_timeout_ms, interval_ms, consumer_timeout_ms, warns
+) -> None:
+    warning = connectivity.consumer_timeout_warning(max_timeout_ms, interval_ms, consumer_timeout_ms)
+    assert (warning is not None) == warns
+
+
+@pytest.mark.parametrize(
+    ("topic", "is_ack"),
+    [("o/t/things/twin/acks/x:y1", True), ("o/t/things/live/acks", True),
+     ("o/t/things/twin/commands/modify", False), ("nonsense", False)],
+)
+def test_acknowledgements_are_told_from_signals(topic: str, is_ack: bool) -> None:
+    assert connectivity.is_acknowledgement({"topic": topic}) is is_ack
+
+
+def test_the_error_published_to_reply_to_is_a_ditto_protocol_error() -> None:
+    error = {"status": 400, "error": "json.invalid", "message": "m"}
+    assert wire.error_message(error, thing_id="org.acme:t", channel="twin", correlation_id="c") == {
+        "topic": "org.acme/t/things/twin/errors", "path": "/", "status": 400, "value": error,
+        "headers": {"content-type": wire.DITTO_CONTENT_TYPE, "correlation-id": "c"},
+    }
+    assert wire.error_message(error, thing_id=None, channel="twin", correlation_id=None)["topic"] == "_/_/things/twin/errors"
+
+
+@pytest.mark.parametrize(
+    ("cause", "status", "body", "ack_statuses", "topic", "value"),
+    [
+        ("response", 204, None, {}, "org.acme/t/things/twin/commands/modify", None),
+        ("acks", 424, {"a:b1": {"status": 408}, "twin-persisted": {"status": 204}}, {"a:b1": 408, "twin-persisted": 204},
+         "org.acme/t/things/twin/acks", {"a:b1": {"status": 408}, "twin-persisted": {"status": 204}}),
+        ("acks", 200, "done", {"a:b1": 200}, "org.acme/t/things/twin/acks",
+         {"a:b1": {"status": 200, "payload": "done", "headers": {"correlation-id": "c"}}}),
+        ("error", 404, {"status": 404, "error": "things:thing.notfound"}, {}, "org.acme/t/things/twin/errors",
+         {"status": 404, "error": "things:thing.notfound"}),
+    ],
+)
+def test_a_decided_result_is_published_in_its_ditto_protocol_shape(cause, status, body, ack_statuses, topic, value) -> None:
+    message = wire.result_message(thing_id="org.acme:t", channel="twin", topic="org.acme/t/things/twin/commands/modify",
+                                  path="/", correlation_id="c", cause=cause, status=status, body=body,
+                                  ack_statuses=ack_statuses)
+    assert message["topic"] == topic and message["status"] == status
+    assert message.get("value") == value
+    assert message["headers"]["correlation-id"] == "c"
