@@ -150,7 +150,8 @@ def _connector_parsers(commands: Any) -> None:
     amqp.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/", help="the broker's AMQP URI")
     amqp.add_argument("--config", help="a connection JSON with sources and targets (instead of the options above)")
     amqp.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
-    amqp.add_argument("--prefetch", type=int, default=20_000, help="broker prefetch; held deliveries count (20000)")
+    amqp.add_argument("--prefetch", type=int, default=0,
+                      help="broker prefetch; held deliveries count against it (default 0: no limit)")
     amqp.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
     amqp.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
     amqp.add_argument("--once", action="store_true", help="take what is queued, settle what is decided, exit")

@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000, help="the connector's messages per ledger transaction")
-    parser.add_argument("--prefetch", type=int, default=20_000, help="the connector's prefetch")
+    parser.add_argument("--prefetch", type=int, default=0, help="the connector's prefetch (0: no limit)")
     parser.add_argument("--amqp", default=os.environ.get("ACKSTORE_BENCH_AMQP", DEFAULT_AMQP))
     parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER))
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)

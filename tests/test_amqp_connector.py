@@ -156,6 +156,15 @@ def test_connection_labels_need_the_connection_prefix() -> None:
     assert parsed.declared_labels == ["plant:done"]
 
 
+def test_the_sample_connection_in_the_readme_parses() -> None:
+    from pathlib import Path
+
+    sample = Path(config.__file__).parent.parent / "samples" / "amqp-connection.json"
+    parsed = config.parse(json.loads(sample.read_text()))
+    assert parsed.declared_labels == ["plant-a:checked", "plant-a:published"]
+    assert parsed.targets[0].channels == ("twin",) and parsed.targets[0].namespaces == ("org.acme",)
+
+
 def test_a_redeliver_decision_requeues_the_copy_opens_the_next_attempt_then_dead_letters(
     engine: Engine, database_url: str, broker: Broker, run_pipeline
 ) -> None:

@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], "ratio pipeline/baseline"),
         ("benchmarks.history", ["--history", "2000", "--commands", "50", "--repeat", "1"], "(b) end to end history/empty"),
         ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
+        ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),
+        ("benchmarks.broker", ["--messages", "300", "--batch", "100"], "ratio end-to-end/raw"),
     ],
 )
 def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:

@@ -40,6 +40,7 @@ def test_the_compose_file_is_valid_and_needs_a_jwt_secret(services: dict[str, An
     assert set(services) == {
         "postgres", "ledger-migrate", "airflow-migrate", "spark-connect",
         "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+        "rabbitmq", "connector-plant-a",
     }
     refused = compose_config(AIRFLOW_JWT_SECRET="")
     assert refused.returncode != 0 and "AIRFLOW_JWT_SECRET" in refused.stderr
@@ -49,7 +50,7 @@ def test_every_command_a_service_runs_exists(services: dict[str, Any]) -> None:
     airflow_help = subprocess.run([str(BIN / "airflow"), "--help"], capture_output=True, text=True, timeout=120,
                                   env={**os.environ, "AIRFLOW_HOME": "/tmp/ackstore-airflow-help"}).stdout
     for name, service in services.items():
-        if service.get("image", "").startswith("postgres:"):
+        if service.get("image", "").startswith(("postgres:", "rabbitmq:")):
             continue  # the official image's own entrypoint
         command = service["command"]
         executable = command[0]
@@ -100,3 +101,19 @@ def test_the_dockerfile_copies_what_exists_and_pins_what_the_project_pins() -> N
     assert base.group(1) == pinned
     assert base.group(2) == f"{sys.version_info.major}.{sys.version_info.minor}"
     assert "openjdk-17-jre-headless" in dockerfile and "libpostgresql-jdbc-java" in dockerfile
+
+
+def test_the_connector_runs_the_mounted_connection_against_the_broker_service(services: dict[str, Any]) -> None:
+    import json
+
+    from ackstore.connectors import config
+
+    connector = services["connector-plant-a"]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in connector["volumes"]} if isinstance(
+        connector["volumes"][0], str) else {v["target"]: v["source"] for v in connector["volumes"]}
+    source = Path(mounted["/etc/ackstore/connection.json"])
+    connection = config.parse(json.loads(source.read_text()))
+    assert connection.uri.startswith("amqp://guest:guest@rabbitmq:5672/")
+    definitions = json.loads((ROOT / "docker" / "rabbitmq-definitions.json").read_text())
+    assert {s.queue for s in connection.sources} <= {q["name"] for q in definitions["queues"]}
+    assert {t.exchange for t in connection.targets} <= {e["name"] for e in definitions["exchanges"]}

@@ -1,5 +1,7 @@
 """Invariants of the pure rules, under random input (hypothesis)."""
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +123,32 @@ def test_aggregation_invariants(requested: list, received: list, deadline_passed
         assert result.status == statuses_[0]
     else:
         assert result.status == (200 if all(200 <= s < 300 for s in statuses_) else 424)
+
+
+# --- the front door's fast path accepts only what the full checks accept ------------------------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=10,
+)
+_json_texts = st.one_of(
+    st.builds(lambda v, ascii_only: json.dumps({"v": v}, ensure_ascii=ascii_only), _json_values, st.booleans()),
+    st.sampled_from(['{"a": NaN}', '{"a": 1e999}', '{"a": "\\ud800"}', '{"a": "\\u0000"}', '{"a": -Infinity}',
+                     '{"a": 1e15}', "[1]", '{"a": "\\u00e9"}']),
+    st.text(max_size=30),
+)
+
+
+@given(text=_json_texts, as_bytes=st.booleans())
+def test_the_fast_path_of_load_envelope_accepts_only_what_the_full_checks_accept(text: str, as_bytes: bool) -> None:
+    raw = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    size = len(text.encode("utf-8", "surrogatepass"))
+    fast = envelopes._plain_json_object(raw, size, 1024 * 1024)
+    if fast is None:
+        return
+    assert fast == json.loads(text)
+    try:
+        assert envelopes.canonical_json(fast)  # the full path's checks pass on what the fast path took
+    except DittoError as error:  # pragma: no cover — would be a bug of the fast path
+        raise AssertionError(f"fast path accepted what the full path rejects: {error}") from None

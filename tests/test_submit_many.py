@@ -207,3 +207,22 @@ def test_a_batch_waits_for_a_single_submission_of_the_same_thing(store: AckStore
         in_flight.rollback()
     worker.join(10)
     assert finished.is_set()
+
+
+def test_a_batch_that_loses_a_race_for_a_key_answers_as_a_retransmission(store: AckStore) -> None:
+    """Two submissions of one message id for different things do not wait for each other's
+    thing lock; the second waits for the first's uncommitted key, then answers with its answer."""
+    with store.engine.connect() as first:
+        first.begin()
+        ingest.ingest(first, [twin_command(thing="org.acme/x", correlation_id="first")], api="http",
+                      source="conn", message_ids=["same"], settings=Settings())
+        answers: list = []
+        second = threading.Thread(target=lambda: answers.extend(store.submit_many(
+            [twin_command(thing="org.acme/y", correlation_id="second")], source="conn", source_message_ids=["same"])))
+        second.start()
+        second.join(0.5)
+        assert second.is_alive(), "the second waits for the first's uncommitted key"
+        first.commit()
+    second.join(10)
+    assert answers == [{"status": 202, "correlationId": "first"}]
+    assert [row[3] for row in stored(store.engine)["signals"]] == ["first"]

@@ -34,6 +34,7 @@ from typing import Any
 import pika
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, UnroutableError
+from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig
 from ackstore.ledger import settlements
@@ -50,7 +51,7 @@ DITTO_JSON = wire.DITTO_CONTENT_TYPE
 @dataclass
 class Options:
     batch_size: int = 1000  # messages per ledger transaction
-    prefetch: int = 20_000  # unacknowledged deliveries the broker may push (held ones count)
+    prefetch: int = 0  # unacknowledged deliveries the broker may push; 0: no limit (held ones count)
     linger_s: float = 0.05  # how long a partial batch waits for more messages
     poll_s: float = 2.0  # how often decisions are read without a notification
     target_interval_s: float = 0.5  # how often targets pull new signals
@@ -218,7 +219,7 @@ class AmqpConnector:
             now = time.monotonic()
             notified = listener.wait(0)
             if notified or now >= next_poll:
-                self._carry_out_decisions()
+                self._carry_out_decisions_or_later()
                 next_poll = now + self.options.poll_s
             if self.config.targets and now >= next_targets:
                 self._publish_targets()
@@ -275,8 +276,16 @@ class AmqpConnector:
                 signals.append((delivery, envelope, key))
         if not signals:
             return
-        results = self.store.ingest([e for _, e, _ in signals], api="connectivity", source=self.config.id,
-                                    source_message_ids=[k for _, _, k in signals])
+        try:
+            results = self.store.ingest([e for _, e, _ in signals], api="connectivity", source=self.config.id,
+                                        source_message_ids=[k for _, _, k in signals])
+        except DBAPIError as problem:  # a deadlock, a restart of the database: the broker keeps them
+            log.warning("connector %s: storing %d messages failed (%s); they go back to the queue",
+                        self.config.id, len(signals), type(problem.orig).__name__)
+            for delivery, _, _ in signals:
+                self._consume.basic_nack(delivery.tag, requeue=True)
+            time.sleep(self.options.reconnect_s)
+            return
         settled_from_decision: list[tuple[_Delivery, Stored]] = []
         for (delivery, envelope, _), stored in zip(signals, results):
             if not stored.ok:
@@ -332,6 +341,13 @@ class AmqpConnector:
             self._settle(delivery.tag, stored.decision)
 
     # --- carrying decisions out ---------------------------------------------------------------
+
+    def _carry_out_decisions_or_later(self) -> None:
+        try:
+            self._carry_out_decisions()
+        except DBAPIError as problem:  # nothing was settled: the next poll tries again
+            log.warning("connector %s: reading decisions failed (%s); trying again at the next poll",
+                        self.config.id, type(problem.orig).__name__)
 
     def _carry_out_decisions(self) -> None:
         with self.store.engine.begin() as conn:

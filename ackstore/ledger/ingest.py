@@ -114,8 +114,8 @@ def _store_valid(
             results[item.index] = Stored(
                 accepted(item.request.correlation_id), ids[item.message_id], bool(item.request.requested_acks)
             )
-        else:  # a concurrent submission stored this message or correlation id first
-            results[item.index] = resubmitted(conn, source, item.message_id, item.request.correlation_id)
+        else:  # a concurrent submission stored this message or correlation id first: its answer
+            retransmitted.append(item)
     live = [(ids[item.message_id], item.signal) for item in new.values()
             if item.message_id in ids and item.signal.channel == "live"]
     if live:

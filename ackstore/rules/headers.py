@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from ackstore.rules import errors, labels
 from ackstore.rules.durations import parse_duration_ms
