@@ -5,10 +5,11 @@
 The signals are what a broker connector stores: Ditto Protocol twin modifies as UTF-8 JSON
 bytes requesting ``twin-persisted``, over 10 000 things, each with its own message id.
 
-(a) One process, ``AckStore.submit_many`` in batches of ``--batch``: valid signals/s, against
-    the raw-PostgreSQL baseline of the same run — the same messages parsed with ``json.loads``
-    and inserted with multi-row INSERTs into a bare table with the same unique keys, one
-    transaction per batch.
+(a) One process, ``AckStore.submit_many`` in batches of ``--batch``, from one thread and from
+    two (each batch its own transaction; Python validates one batch while PostgreSQL stores the
+    other): valid signals/s, against the raw-PostgreSQL baseline of the same run — the same
+    messages parsed with ``json.loads`` and inserted with multi-row INSERTs into a bare table
+    with the same unique keys, one transaction per batch, from one thread.
 (b) ``AckStore.submit``, one transaction per signal, from 1, 4 and 16 concurrent clients
     (threads, each with its own connection): signals/s, against single-row INSERTs into the
     bare table with the same concurrency.
@@ -69,12 +70,21 @@ def _batches(items: Sequence, size: int) -> list[Sequence]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def ackstore_batched(store: AckStore, batch: int, items: list[tuple[str, bytes]]) -> float:
+def ackstore_batched(store: AckStore, batch: int, items: list[tuple[str, bytes]], threads: int = 1) -> float:
+    chunks = _batches(items, batch)
+
+    def submit(share: Sequence[Sequence[tuple[str, bytes]]]) -> None:
+        for chunk in share:
+            answers = store.submit_many([body for _, body in chunk], api="connectivity", source="bench",
+                                        source_message_ids=[m for m, _ in chunk])
+            assert all(answer["status"] == 202 for answer in answers), answers[:3]
+
+    workers = [threading.Thread(target=submit, args=(chunks[n::threads],)) for n in range(threads)]
     started = time.perf_counter()
-    for chunk in _batches(items, batch):
-        answers = store.submit_many([body for _, body in chunk], api="connectivity", source="bench",
-                                    source_message_ids=[m for m, _ in chunk])
-        assert all(answer["status"] == 202 for answer in answers), answers[:3]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
     return time.perf_counter() - started
 
 
@@ -159,14 +169,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     print(f"(a) {args.messages} signals, batches of {args.batch}, one process")
     items = messages(args.messages, f"a{run}")
-    with fresh_database(args.server, "ingest_raw") as raw_url, fresh_database(args.server, "ingest") as url:
+    with fresh_database(args.server, "ingest_raw") as raw_url, fresh_database(args.server, "ingest") as url, \
+            fresh_database(args.server, "ingest2") as url2:
         raw = raw_batched(raw_url, args.batch, items)
         store = AckStore(make_engine(url), Settings())
         ours = ackstore_batched(store, args.batch, items)
         store.close()
-    print(f"    submit_many: {ours:7.2f} s  {args.messages / ours:10,.0f} signals/s")
-    print(f"    raw INSERT:  {raw:7.2f} s  {args.messages / raw:10,.0f} rows/s")
-    print(f"    ratio submit_many/raw: {ours / raw:.2f}x")
+        store = AckStore(make_engine(url2), Settings())
+        two = ackstore_batched(store, args.batch, items, threads=2)
+        store.close()
+    print(f"    submit_many, 1 thread:  {ours:7.2f} s  {args.messages / ours:10,.0f} signals/s")
+    print(f"    submit_many, 2 threads: {two:7.2f} s  {args.messages / two:10,.0f} signals/s")
+    print(f"    raw INSERT, 1 thread:   {raw:7.2f} s  {args.messages / raw:10,.0f} rows/s")
+    print(f"    ratio submit_many/raw: {ours / raw:.2f}x (1 thread), {two / raw:.2f}x (2 threads)")
 
     print(f"(b) {args.single} signals per run, submit one at a time (one transaction each)")
     print("    clients  submit/s   raw/s   ratio")

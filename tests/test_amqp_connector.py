@@ -271,3 +271,44 @@ def test_publish_amqp_sends_each_line_with_a_message_id_and_confirms(tmp_path, b
     assert received[0][0].correlation_id == "c-1"
     assert len({p.message_id for p, _ in received}) == 3, "each line has its own message id"
     assert received[2][1] == b"not json at all"
+
+
+def test_a_source_carries_the_connections_own_acks_for_its_declared_labels(
+    tmp_path, engine: Engine, database_url: str, broker: Broker, run_pipeline
+) -> None:
+    source = broker.queue("commands")
+    path = tmp_path / "connection.json"
+    path.write_text(json.dumps({"id": "plant", "sources": [
+        {"addresses": [source], "declaredAcks": ["{{connection:id}}:checked"]}]}))
+    publish_all(broker, source, [thing_modify(5, requested_acks=["twin-persisted", "plant:checked"])])
+    process = connector(database_url, "--config", str(path), "--poll", "0.5")
+    try:
+        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, what="the signal stored")
+        ack = {"topic": "org.acme/t5/things/twin/acks/plant:checked", "headers": {"correlation-id": "c-5"},
+               "path": "/", "status": 200, "value": "looked at it"}
+        broker.publish(source, json.dumps(ack).encode(), message_id="the-ack")
+        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label = 'plant:checked'"), what="the ack")
+        run_pipeline()
+        wait_for(lambda: settled(engine) == {"ack": 1}, what="the command settled")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    with engine.connect() as conn:
+        stored_ack = conn.execute(text("SELECT status, payload, issuer FROM acks WHERE label = 'plant:checked'")).one()
+        result = conn.execute(text("SELECT status FROM request_results")).scalar_one()
+    assert tuple(stored_ack) == (200, "looked at it", "plant") and result == 200
+    assert broker.depth(source) == 0
+
+
+def test_the_connector_warns_when_the_maximum_timeout_nears_the_consumer_timeout(
+    database_url: str, broker: Broker
+) -> None:
+    source = broker.queue("commands")
+    done = connector(database_url, "--connection-id", "plant", "--queue", source, "--once",
+                     env={"ACKSTORE_MAX_TIMEOUT": "28m"})
+    code, log = stop_when_done(done)
+    assert code == 0, log
+    assert "is not comfortably below the broker's consumer timeout" in log
+    quiet = connector(database_url, "--connection-id", "plant", "--queue", source, "--once")
+    code, log = stop_when_done(quiet)
+    assert code == 0 and "consumer timeout" not in log

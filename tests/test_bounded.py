@@ -137,3 +137,18 @@ def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
         # (an auditor's count); only its pending part must come from the queues.
         scanned -= {"settlements", "signals"}
     assert not scanned & HISTORY_TABLES, f"{view} scans {sorted(scanned & HISTORY_TABLES)}"
+
+
+# What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql).
+CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("ingest", "already_stored"),
+                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted")]
+CONNECTOR_PARAMS = {"source": "amqp:bench", "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
+                    "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1"}
+
+
+@pytest.mark.parametrize(("file", "name"), CONNECTOR_READS, ids=[f"{f}.{n}" for f, n in CONNECTOR_READS])
+def test_a_connector_scans_no_history_table(ledger, file: str, name: str) -> None:
+    engine, _ = ledger
+    plan = _plan(engine, load(LEDGER_SQL / f"{file}.sql")[name], CONNECTOR_PARAMS)
+    scanned = set(_scans(plan))
+    assert not scanned & HISTORY_TABLES, f"{file}.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"

@@ -87,6 +87,7 @@ class _Delivery:
     redelivered: bool
     properties: Any
     body: bytes
+    includes: tuple[str, ...]  # the requested-acks its source adds
 
 
 class AmqpConnector:
@@ -104,6 +105,7 @@ class AmqpConnector:
         self._consume: BlockingChannel | None = None
         self._publish: BlockingChannel | None = None
         self._consumer_tags: list[str] = []
+        self._includes: dict[str, tuple[str, ...]] = {}  # consumer tag -> its source's includes
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -131,8 +133,7 @@ class AmqpConnector:
         return f"ackstore connector {self.config.id}"
 
     def stop(self, *_: object) -> None:
-        if not self.stopping:
-            log.info("connector %s: stopping — no new messages; carrying out what is decided", self.config.id)
+        """SIGTERM / SIGINT: only a flag (a signal handler must not log); the loop acts on it."""
         self.stopping = True
 
     def _install_signal_handlers(self) -> None:
@@ -188,10 +189,11 @@ class AmqpConnector:
         self._consume.basic_qos(prefetch_count=self.options.prefetch)
         self._publish = connection.channel()
         self._publish.confirm_delivery()
-        self._consumer_tags = [
-            self._consume.basic_consume(source.queue, self._on_message, auto_ack=False)
+        self._includes = {
+            self._consume.basic_consume(source.queue, self._on_message, auto_ack=False): source.includes
             for source in self.config.sources
-        ]
+        }
+        self._consumer_tags = list(self._includes)
 
     def _lost(self, problem: Exception) -> None:
         self.counts.reconnects += 1
@@ -230,6 +232,7 @@ class AmqpConnector:
             if self._limit_reached():
                 self._stop_consuming(connection)
             if self.stopping or self._finished(idle_rounds):
+                log.info("connector %s: stopping — no new messages; carrying out what is decided", self.config.id)
                 self._stop_consuming(connection)
                 self._carry_out_decisions()
                 return True
@@ -259,7 +262,8 @@ class AmqpConnector:
     def _on_message(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
         if not self._buffer:
             self._buffer_since = time.monotonic()
-        self._buffer.append(_Delivery(method.delivery_tag, method.redelivered, properties, body))
+        self._buffer.append(_Delivery(method.delivery_tag, method.redelivered, properties, body,
+                                      self._includes.get(method.consumer_tag, ())))
         self.counts.received += 1
 
     def _store_buffer(self) -> None:
@@ -305,13 +309,12 @@ class AmqpConnector:
 
     def _envelope(self, delivery: _Delivery) -> Any:
         props = delivery.properties
-        includes = [label for source in self.config.sources for label in source.includes]
         return connectivity.inbound_envelope(
             delivery.body,
             props.headers,
             {"correlation_id": props.correlation_id, "reply_to": props.reply_to,
              "content_type": props.content_type, "message_id": props.message_id},
-            includes=includes,
+            includes=delivery.includes,
             max_bytes=self.store.settings.max_envelope_bytes,
         )
 
@@ -359,12 +362,12 @@ class AmqpConnector:
         with self.store.engine.begin() as conn:  # recorded first: see decisions #33
             settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in mine], held=True)
             first = settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in at_once], held=False)
+            to_publish = settlements.replies(conn, [*mine, *(d for d in at_once if d.signal_id in first)])
         for decided in mine:
             for tag in self._held.pop(decided.signal_id):
                 self._settle(tag, decided.decision)
-        for decided in [*mine, *(d for d in at_once if d.signal_id in first)]:
-            if decided.response_required and decided.reply_to:
-                self._reply(decided.reply_to, _result_reply(decided))
+        for reply in to_publish:
+            self._reply(reply.reply_to, _result_reply(reply))
 
     def _settle(self, tag: int, decision: str) -> None:
         disposition: Disposition = connectivity.amqp_disposition(decision)
@@ -431,7 +434,7 @@ def _error_reply(error: dict[str, Any], envelope: Any, correlation_id: str | Non
     return wire.error_message(error, thing_id=thing_id, channel=channel or "twin", correlation_id=correlation_id)
 
 
-def _result_reply(decided: settlements.Undone) -> dict[str, Any]:
+def _result_reply(decided: settlements.Reply) -> dict[str, Any]:
     return wire.result_message(
         thing_id=decided.thing_id, channel=decided.channel, topic=decided.topic, path=decided.path,  # type: ignore[arg-type]
         correlation_id=decided.correlation_id, cause=decided.cause, status=decided.status, body=decided.body,

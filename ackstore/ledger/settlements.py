@@ -11,6 +11,7 @@ import select
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import psycopg2
 from sqlalchemy import Connection, Engine
 
 from ackstore.ledger.named_sql import ledger_statement
@@ -20,28 +21,45 @@ NOTIFY_CHANNEL = "ackstore_settlements"  # the settle step's NOTIFY channel; the
 
 @dataclass(frozen=True)
 class Undone:
-    """A decision not carried out yet, with what publishing its result needs."""
+    """A decision not carried out yet."""
 
     signal_id: int
     attempt: int
     decision: str
     held_for_decision: bool  # its message was held until now (it requested acks)
+    wants_reply: bool  # response-required, with a reply-to to publish the result to
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A decided result and where to publish it."""
+
+    signal_id: int
     correlation_id: str
     thing_id: str
     channel: str
     topic: str
     path: str
-    response_required: bool
-    reply_to: str | None
+    reply_to: str
     status: int
     body: Any
     cause: str
     ack_statuses: dict[str, int]
 
 
-def undone(conn: Connection, source: str, limit: int = 10_000) -> list[Undone]:
-    rows = conn.execute(ledger_statement("settlements", "undone"), {"source": source, "limit": limit}).mappings()
+def undone(conn: Connection, source: str) -> list[Undone]:
+    """Every decision of ``source`` not carried out yet (bounded by pending work, not history)."""
+    rows = conn.execute(ledger_statement("settlements", "undone"), {"source": source}).mappings()
     return [Undone(**row) for row in rows]
+
+
+def replies(conn: Connection, decisions: Sequence[Undone]) -> list[Reply]:
+    """The results to publish for ``decisions`` (those that want a reply)."""
+    wanted = [d for d in decisions if d.wants_reply]
+    if not wanted:
+        return []
+    params = {"signal_ids": [d.signal_id for d in wanted], "attempts": [d.attempt for d in wanted]}
+    return [Reply(**row) for row in conn.execute(ledger_statement("settlements", "replies"), params).mappings()]
 
 
 def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *, held: bool) -> set[int]:
@@ -70,21 +88,40 @@ class Listener:
     lost while it was not connected)."""
 
     def __init__(self, engine: Engine, source: str) -> None:
+        self.engine = engine
         self.source = source
-        raw = engine.raw_connection()
-        self._conn = raw.driver_connection
+        self._conn = self._listen()
+
+    def _listen(self) -> Any:
+        raw = self.engine.raw_connection()
+        conn = raw.driver_connection
         raw.detach()  # this connection stays outside the pool, listening
-        self._conn.set_session(autocommit=True)
-        with self._conn.cursor() as cursor:
+        conn.set_session(autocommit=True)
+        with conn.cursor() as cursor:
             cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")  # a channel name cannot be a bind parameter
+        return conn
 
     def wait(self, timeout_s: float) -> bool:
-        if not self._conn.notifies and select.select([self._conn], [], [], max(timeout_s, 0))[0] == []:
-            return False
-        self._conn.poll()
+        try:
+            if not self._conn.notifies and select.select([self._conn], [], [], max(timeout_s, 0))[0] == []:
+                return False
+            self._conn.poll()
+        except psycopg2.Error:  # the database went away: listen again; the caller reads now
+            self._reconnect()
+            return True
         notified = any(n.payload == self.source for n in self._conn.notifies)
         self._conn.notifies.clear()
         return notified
+
+    def _reconnect(self) -> None:
+        try:
+            self._conn.close()
+        except psycopg2.Error:
+            pass
+        try:
+            self._conn = self._listen()
+        except Exception:  # noqa: BLE001 — still down: the next wait tries again
+            pass
 
     def close(self) -> None:
         self._conn.close()

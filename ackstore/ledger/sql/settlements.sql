@@ -2,20 +2,24 @@
 -- Values are bind parameters.
 
 -- name: undone
--- Decisions of this source not carried out yet (the partial index holds only those), with what
--- the connector needs: the signal, whether it was held for a decision (it requested acks), and
--- the result to publish to its reply-to when a response is required.
-SELECT st.signal_id, st.attempt, st.decision, s.correlation_id, s.thing_id, s.channel, s.topic, s.path,
+-- Decisions of this source not carried out yet (the partial index holds only those): which
+-- signal and attempt, the decision, whether its message was held for it (it requested acks),
+-- and whether a result is to be published to its reply-to. Narrow rows: this runs every poll.
+SELECT st.signal_id, st.attempt, st.decision,
        COALESCE(a.requested_acks, s.requested_acks) <> '{}' AS held_for_decision,
-       s.response_required, s.headers ->> 'reply-to' AS reply_to,
-       r.status, r.body, r.cause, r.ack_statuses
+       s.response_required AND s.headers ? 'reply-to' AS wants_reply
 FROM settlements st
 JOIN signals s ON s.id = st.signal_id
-JOIN request_results r ON r.signal_id = st.signal_id AND r.attempt = st.attempt
 LEFT JOIN attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
 WHERE st.carried_out_at IS NULL AND s.source = :source
-ORDER BY st.id
-LIMIT :limit
+
+-- name: replies
+-- What publishing the results of these (signal, attempt) pairs needs.
+SELECT s.id AS signal_id, s.correlation_id, s.thing_id, s.channel, s.topic, s.path,
+       s.headers ->> 'reply-to' AS reply_to, r.status, r.body, r.cause, r.ack_statuses
+FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
+JOIN signals s ON s.id = d.signal_id
+JOIN request_results r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
 
 -- name: record_held
 -- The connector holding these deliveries carries their decisions out now: recorded first, so
