@@ -16,7 +16,7 @@ test:  ## install, make sure PostgreSQL and RabbitMQ run, check the import layer
 	scripts/ensure-postgres.sh
 	scripts/ensure-rabbitmq.sh
 	.venv/bin/lint-imports
-	$(PYTHON_VENV) -m pytest
+	$(PYTHON_VENV) -m pytest -n 2 --dist loadfile
 
 bench:  ## the pipeline against a raw-SQL baseline, 100 000 commands (COMMANDS=1000000 for more)
 	scripts/bootstrap.sh

@@ -174,7 +174,7 @@ def test_a_redeliver_decision_requeues_the_copy_opens_the_next_attempt_then_dead
     from ackstore.rules.settings import Settings
 
     source = broker.queue("commands")
-    publish_all(broker, source, [thing_modify(7, requested_acks=["twin-persisted", "plant:never"], timeout="6s")])
+    publish_all(broker, source, [thing_modify(7, requested_acks=["twin-persisted", "plant:never"], timeout="15s")])
     process = connector(database_url, "--connection-id", "plant", "--queue", source, "--poll", "0.5")
     rules = Settings(max_attempts=2)
     try:
