@@ -312,3 +312,41 @@ def test_the_connector_warns_when_the_maximum_timeout_nears_the_consumer_timeout
     quiet = connector(database_url, "--connection-id", "plant", "--queue", source, "--once")
     code, log = stop_when_done(quiet)
     assert code == 0 and "consumer timeout" not in log
+
+
+def test_qos0_with_response_required_is_settled_at_once_and_answered_once_decided(
+    engine: Engine, database_url: str, broker: Broker, run_pipeline
+) -> None:
+    """B.7, connectivity column: rr=true without acks → settled immediately, the response
+    published to the reply target when it exists (here: once the pipeline decided it)."""
+    source, replies = broker.queue("commands"), broker.queue("replies")
+    publish_all(broker, source, [thing_modify(9, requested_acks=[])], reply_to=replies)
+    process = connector(database_url, "--connection-id", "plant", "--queue", source, "--poll", "0.5")
+    try:
+        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, what="the signal stored")
+        wait_for(lambda: broker.depth(source) == 0, what="the delivery settled at once")
+        assert broker.drain(replies) == [], "no answer before the decision"
+        run_pipeline()
+        wait_for(lambda: settled(engine) == {"ack": 1}, what="the decision recorded")
+        answers = wait_for(lambda: broker.drain_json(replies), what="the response on reply_to")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    assert [(a["status"], a["headers"]["correlation-id"]) for a in answers] == [(201, "c-9")]
+    assert "settled at once 1" in log
+
+
+def test_a_missing_queue_is_logged_and_consumed_once_it_exists(engine: Engine, database_url: str, broker: Broker) -> None:
+    import time
+
+    queue = f"{broker.prefix}.later"
+    process = connector(database_url, "--connection-id", "plant", "--queue", queue)
+    try:
+        time.sleep(2)
+        broker.queue("later")
+        publish_all(broker, queue, [thing_modify(4, requested_acks=[], response_required=False)])
+        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, timeout=60, what="stored once it exists")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    assert "NOT_FOUND" in log and "settled at once 1" in log

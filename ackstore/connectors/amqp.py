@@ -60,7 +60,8 @@ class Options:
     consumer_timeout_ms: int = connectivity.DEFAULT_CONSUMER_TIMEOUT_MS
     max_messages: int | None = None  # stop consuming after this many, exit once all are settled
     once: bool = False  # take what is queued now, settle what is decided, exit
-    reconnect_s: float = 1.0
+    reconnect_s: float = 1.0  # the first wait before reconnecting; doubled after each failure
+    max_reconnect_s: float = 30.0
 
 
 @dataclass
@@ -106,6 +107,7 @@ class AmqpConnector:
         self._publish: BlockingChannel | None = None
         self._consumer_tags: list[str] = []
         self._includes: dict[str, tuple[str, ...]] = {}  # consumer tag -> its source's includes
+        self._backoff_s = self.options.reconnect_s
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -174,6 +176,7 @@ class AmqpConnector:
         connection = pika.BlockingConnection(parameters)
         try:
             self._open_channels(connection)
+            self._backoff_s = self.options.reconnect_s  # connected and consuming: start over
             log.info("connector %s: consuming %s (prefetch %d, batches of %d)", self.config.id,
                      ", ".join(s.queue for s in self.config.sources) or "nothing", self.options.prefetch,
                      self.options.batch_size)
@@ -196,11 +199,15 @@ class AmqpConnector:
         self._consumer_tags = list(self._includes)
 
     def _lost(self, problem: Exception) -> None:
+        """Wait, longer after each failure in a row (a missing queue, a broker that is down)."""
         self.counts.reconnects += 1
         log.warning("connector %s: broker connection lost (%s); reconnecting in %.1f s — held deliveries "
                     "return to the queue and are recognised when redelivered", self.config.id, problem,
-                    self.options.reconnect_s)
-        time.sleep(self.options.reconnect_s)
+                    self._backoff_s)
+        deadline = time.monotonic() + self._backoff_s
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
 
     def _holding(self) -> int:
         return sum(len(tags) for tags in self._held.values())
