@@ -28,8 +28,7 @@ import pika
 from sqlalchemy import text
 
 from ackstore.ledger.database import make_engine
-from ackstore.rules import jsontext
-from benchmarks.ingest import RAW_INSERT, RAW_TABLE, messages
+from benchmarks.ingest import messages, raw_engine, raw_insert
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,27 +55,18 @@ def delete_queue(url: str, queue: str) -> None:
 
 def raw_consumer(amqp: str, db_url: str, queue: str, count: int, batch: int, prefetch: int) -> float:
     """Consume ``count`` messages, insert each batch into a bare table, ack after the commit."""
-    engine = make_engine(db_url)
-    with engine.begin() as conn:
-        conn.execute(text(RAW_TABLE))
+    engine = raw_engine(db_url)
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
     channel.basic_qos(prefetch_count=prefetch)
-    pending: list[tuple[int, bytes, str]] = []
+    pending: list[tuple[int, str, bytes]] = []
     done = 0
     started = time.perf_counter()
     for method, properties, body in channel.consume(queue, inactivity_timeout=0.05):
         if method is not None:
-            pending.append((method.delivery_tag, body, properties.message_id))
+            pending.append((method.delivery_tag, properties.message_id, body))
         if pending and (len(pending) >= batch or method is None or done + len(pending) >= count):
-            rows = []
-            for _, raw, message_id in pending:
-                envelope = jsontext.loads(raw)
-                rows.append({"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
-                             "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
-                             "headers": envelope["headers"]})
-            with engine.begin() as conn:
-                conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps(rows)})
+            raw_insert(engine, [(message_id, body) for _, message_id, body in pending])
             channel.basic_ack(pending[-1][0], multiple=True)
             done += len(pending)
             pending = []

@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import uuid
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from sqlalchemy import text
 
@@ -88,7 +88,21 @@ def ackstore_batched(store: AckStore, batch: int, items: list[tuple[str, bytes]]
     return time.perf_counter() - started
 
 
-def _raw_engine(url: str, **options: object):
+def raw_insert(engine: Any, messages: Sequence[tuple[str, bytes]]) -> None:
+    """The baseline's write: (message id, body) pairs parsed with a plain JSON decode and
+    inserted into the bare table in one transaction."""
+    rows = []
+    for message_id, body in messages:
+        envelope = jsontext.loads(body)
+        rows.append({"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
+                     "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
+                     "headers": envelope["headers"]})
+    with engine.begin() as conn:
+        conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps(rows)})
+
+
+def raw_engine(url: str, **options: object) -> Any:
+    """An engine on ``url`` with the baseline's bare table created."""
     engine = make_engine(url, **options)
     with engine.begin() as conn:
         conn.execute(text(RAW_TABLE))
@@ -96,17 +110,10 @@ def _raw_engine(url: str, **options: object):
 
 
 def raw_batched(url: str, batch: int, items: list[tuple[str, bytes]]) -> float:
-    engine = _raw_engine(url)
+    engine = raw_engine(url)
     started = time.perf_counter()
     for chunk in _batches(items, batch):
-        rows = []
-        for message_id, body in chunk:
-            envelope = jsontext.loads(body)
-            rows.append({"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
-                         "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
-                         "headers": envelope["headers"]})
-        with engine.begin() as conn:
-            conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps(rows)})
+        raw_insert(engine, chunk)
     seconds = time.perf_counter() - started
     engine.dispose()
     return seconds
@@ -142,15 +149,10 @@ def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> f
 
 
 def raw_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> float:
-    engine = _raw_engine(url, pool_size=clients + 2)
+    engine = raw_engine(url, pool_size=clients + 2)
 
     def insert_one(message_id: str, body: bytes) -> None:
-        envelope = jsontext.loads(body)
-        row = {"message_id": message_id, "correlation_id": envelope["headers"]["correlation-id"],
-               "topic": envelope["topic"], "path": envelope["path"], "value": envelope.get("value"),
-               "headers": envelope["headers"]}
-        with engine.begin() as conn:
-            conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps([row])})
+        raw_insert(engine, [(message_id, body)])
 
     seconds = _in_clients(clients, items, insert_one)
     engine.dispose()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 from sqlalchemy import TIMESTAMP, Engine, select
@@ -100,3 +103,15 @@ def comparable_ledger(url: str) -> dict[str, list[tuple]]:
             ledger[table.name] = sorted(tuple(map(repr, row)) for row in conn.execute(select(*columns)))
     engine.dispose()
     return ledger
+
+
+def pipeline_subprocess(url: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    """``ackstore pipeline run`` on the ledger at ``url`` as a process of its own, which kills
+    itself with -9 at ``fault`` (``ACKSTORE_FAULT``, e.g. ``settle:staged``) when one is given."""
+    env = {**os.environ, "ACKSTORE_DATABASE_URL": url}
+    env.pop("ACKSTORE_FAULT", None)
+    if fault:
+        env["ACKSTORE_FAULT"] = fault
+    return subprocess.run(
+        [sys.executable, "-m", "ackstore.cli", "pipeline", "run"], env=env, capture_output=True, text=True, timeout=600
+    )

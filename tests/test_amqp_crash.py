@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import sys
 import threading
 import time
 from typing import Iterator
@@ -22,7 +21,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from tests.broker import Broker, connector, kill_9, publish_all, stop, wait_for
-from tests.ledger import twin_command
+from tests.ledger import pipeline_subprocess, twin_command
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -130,16 +129,26 @@ def test_kill_9_of_the_connector_at_random_moments_loses_and_duplicates_nothing(
     assert_at_least_once_exactly(engine, broker, queue, messages)
 
 
+def holding(engine: Engine, database_url: str, broker: Broker, messages: int, connection_id: str):
+    """A queue of ``messages`` commands and a QoS-1 connector that has stored (and holds) them all."""
+    queue = broker.queue("commands")
+    publish_all(broker, queue, commands(messages))
+    process = connector(database_url, "--connection-id", connection_id, "--queue", queue,
+                        "--requested-acks", "twin-persisted", "--poll", "0.5")
+    try:
+        wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == messages, what="all stored")
+    except AssertionError:
+        stop(process)
+        raise
+    return queue, process
+
+
 def test_a_pipeline_step_killed_mid_way_while_the_connector_runs(
     engine: Engine, database_url: str, broker: Broker
 ) -> None:
     messages = 2000
-    queue = broker.queue("commands")
-    publish_all(broker, queue, commands(messages))
-    process = connector(database_url, "--connection-id", "crash", "--queue", queue,
-                        "--requested-acks", "twin-persisted", "--poll", "0.5")
+    queue, process = holding(engine, database_url, broker, messages, "crash")
     try:
-        wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == messages, what="all stored")
         killed = pipeline_subprocess(database_url, fault="settle:staged")
         assert killed.returncode == -9, killed.stderr[-2000:]
         time.sleep(2)  # a connector that settled anything now would be settling undecided messages
@@ -158,12 +167,8 @@ def test_the_broker_closing_the_connection_makes_the_connector_reconnect_and_los
     engine: Engine, database_url: str, broker: Broker, run_pipeline
 ) -> None:
     messages = 1000
-    queue = broker.queue("commands")
-    publish_all(broker, queue, commands(messages))
-    process = connector(database_url, "--connection-id", "crash-close", "--queue", queue,
-                        "--requested-acks", "twin-persisted", "--poll", "0.5")
+    queue, process = holding(engine, database_url, broker, messages, "crash-close")
     try:
-        wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == messages, what="all stored")
         closed = close_connections("ackstore connector crash-close")
         assert closed == 1
         wait_for(lambda: connection_count("ackstore connector crash-close") == 1, what="the connector reconnected")
@@ -174,15 +179,6 @@ def test_the_broker_closing_the_connection_makes_the_connector_reconnect_and_los
     assert code == 0, log
     assert "broker connection lost" in log and "reconnects 1" in log
     assert_at_least_once_exactly(engine, broker, queue, messages)
-
-
-def pipeline_subprocess(url: str, fault: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ACKSTORE_DATABASE_URL": url}
-    env.pop("ACKSTORE_FAULT", None)
-    if fault:
-        env["ACKSTORE_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "ackstore.cli", "pipeline", "run"], env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def _connections() -> list[tuple[str, str]]:

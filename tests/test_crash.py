@@ -9,10 +9,7 @@ surrogate ids (whose order may differ).
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from typing import Iterator
 
 import pytest
@@ -21,20 +18,9 @@ from sqlalchemy import select, text
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.schema import STAGING_TABLES
 from tests.conftest import ADMIN_URL
-from tests.ledger import comparable_ledger, load_workload
+from tests.ledger import comparable_ledger, load_workload, pipeline_subprocess
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-
-def run_pipeline(url: str, fault: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ACKSTORE_DATABASE_URL": url}
-    env.pop("ACKSTORE_FAULT", None)
-    if fault:
-        env["ACKSTORE_FAULT"] = fault
-    return subprocess.run(
-        [sys.executable, "-m", "ackstore.cli", "pipeline", "run"], env=env, capture_output=True, text=True, timeout=600
-    )
 
 
 def staged_rows(url: str) -> int:
@@ -49,7 +35,7 @@ def staged_rows(url: str) -> int:
 def reference() -> Iterator[dict[str, list[tuple]]]:
     with scratch_database(ADMIN_URL, "crashref") as url:
         load_workload(url)
-        done = run_pipeline(url)
+        done = pipeline_subprocess(url)
         assert done.returncode == 0, done.stderr[-3000:]
         ledger = comparable_ledger(url)
         assert len(ledger["request_results"]) == 14 and len(ledger["search_index"]) > 0
@@ -73,7 +59,7 @@ def reference() -> Iterator[dict[str, list[tuple]]]:
 def test_kill_9_then_rerun_gives_the_uninterrupted_ledger(reference, fault: str, merged_tables: tuple) -> None:
     with scratch_database(ADMIN_URL, "crash") as url:
         load_workload(url)
-        killed = run_pipeline(url, fault)
+        killed = pipeline_subprocess(url, fault)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
         after_kill = comparable_ledger(url)
         step_outputs = {"command_responses", "search_things", "request_results", "queue_settle", "settlements"}
@@ -82,7 +68,7 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_ledger(reference, fault: str,
         if fault.endswith(":staged"):
             assert staged_rows(url) > 0  # the kill fell between staging and merge
 
-        rerun = run_pipeline(url)
+        rerun = pipeline_subprocess(url)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
         assert comparable_ledger(url) == reference
         assert staged_rows(url) == 0

@@ -419,8 +419,7 @@ class AmqpConnector:
 
 
 def _issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:
-    thing_id = envelopes.thing_id_of_topic(message["topic"])
-    channel = "twin" if "/things/twin/" in message["topic"] else "live"
+    thing_id, channel = envelopes.thing_of_topic(message["topic"])  # a pulled signal's topic names its thing
     return {
         "topic": wire.acks_topic(thing_id, channel, label),
         "headers": {"correlation-id": message["headers"]["correlation-id"],
@@ -431,14 +430,14 @@ def _issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[st
 
 
 def _error_reply(error: dict[str, Any], envelope: Any, correlation_id: str | None) -> dict[str, Any]:
-    thing_id = channel = None
+    thing: tuple[str, str] | None = None
     if isinstance(envelope, dict) and isinstance(envelope.get("topic"), str):
-        thing_id = envelopes.thing_id_of_topic(envelope["topic"])
-        channel = "live" if "/things/live/" in envelope["topic"] else "twin"
+        thing = envelopes.thing_of_topic(envelope["topic"])
         headers = envelope.get("headers")
         if isinstance(headers, dict) and isinstance(headers.get("correlation-id"), str):
             correlation_id = headers["correlation-id"]
-    return wire.error_message(error, thing_id=thing_id, channel=channel or "twin", correlation_id=correlation_id)
+    thing_id, channel = thing or (None, "twin")
+    return wire.error_message(error, thing_id=thing_id, channel=channel, correlation_id=correlation_id)
 
 
 def _result_reply(decided: settlements.Reply) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, select, text
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import deliveries
-from ackstore.rules import errors, jsontext, subscriptions
+from ackstore.rules import errors, jsontext, subscriptions, wire
 from ackstore.rules.acks import ABSENT
 from ackstore.rules.envelopes import Signal
 
@@ -150,9 +150,8 @@ def _message(row: Any, handout: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """One signal in Ditto Protocol form, as its subscriber receives it."""
     token = subscriptions.lease_token(handout["token_key"], handout["handouts"])
     if row["kind"] == "twin-command":
-        namespace, _, name = row["thing_id"].partition(":")
         message: dict[str, Any] = {
-            "topic": f"{namespace}/{name}/things/twin/events/{row['event_action']}",
+            "topic": f"{wire.thing_topic_prefix(row['thing_id'])}/twin/events/{row['event_action']}",
             "headers": subscriptions.outbound_headers(row["event_headers"], token, handout["handouts"]),
             "path": row["event_path"],
             "revision": row["revision"],

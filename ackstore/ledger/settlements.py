@@ -70,9 +70,8 @@ def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *
     """
     if not decisions:
         return set()
-    name = "record_held" if held else "record_unheld"
-    params = {"signal_ids": [d[0] for d in decisions], "attempts": [d[1] for d in decisions]}
-    return set(conn.execute(ledger_statement("settlements", name), params).scalars())
+    params = {"signal_ids": [d[0] for d in decisions], "attempts": [d[1] for d in decisions], "held": held}
+    return set(conn.execute(ledger_statement("settlements", "record"), params).scalars())
 
 
 def record_latest(conn: Connection, signal_ids: Iterable[int]) -> None:

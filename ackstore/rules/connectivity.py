@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ackstore.rules import errors
-from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS
+from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, requested_acks_text_items
 from ackstore.rules.settlement import Settlement
 
 REPLY_TO = "reply-to"
@@ -89,30 +89,21 @@ def requested_with_includes(requested: object, includes: Sequence[str]) -> objec
     | labels                       | the labels, then the includes not there |
     | not a list or text           | unchanged: validation answers it        |
     """
+    if not includes:
+        return requested
     if requested is None:
-        return list(includes) if includes else None
+        return list(includes)
     if isinstance(requested, str):
-        text = requested.strip()
-        if text in ("", "[]"):
-            return requested
-        if text.startswith("["):
-            return requested if not includes else _merge_json_text(requested, includes)
-        present = [part.strip() for part in text.split(",") if part.strip()]
-        return present + [label for label in includes if label not in present]
-    if isinstance(requested, list):
-        if not requested:
-            return requested
-        return requested + [label for label in includes if label not in requested]
-    return requested
-
-
-def _merge_json_text(text: str, includes: Sequence[str]) -> object:
-    try:
-        present = errors.parse_json_text(text)
-    except errors.DittoError:
-        return text
-    if not isinstance(present, list):
-        return text
+        try:
+            present = requested_acks_text_items(requested)
+        except errors.DittoError:
+            return requested  # validation answers it
+    elif isinstance(requested, list):
+        present = requested
+    else:
+        return requested
+    if not present:
+        return requested  # an explicit empty list wins
     return present + [label for label in includes if label not in present]
 
 

@@ -266,10 +266,14 @@ def _status(value: object, pointer: str) -> int:
     return value
 
 
-def thing_id_of_topic(topic: str) -> str | None:
-    """``<ns>:<name>`` of a thing topic, or ``None`` if the topic names no thing."""
+def thing_of_topic(topic: str) -> tuple[str, labels.Channel] | None:
+    """``(<ns>:<name>, channel)`` of a topic that names a thing, ``None`` otherwise; the channel
+    is ``twin`` unless the topic says ``live`` (an error about a bad topic goes to the twin's)."""
     match = _THING_TOPIC.fullmatch(topic)
-    return f"{match['ns']}:{match['name']}" if match else None
+    if match is None:
+        return None
+    channel: labels.Channel = "live" if match.group("rest").partition("/")[0] == "live" else "twin"
+    return f"{match.group('ns')}:{match.group('name')}", channel
 
 
 def _split_thing_topic(topic: str) -> tuple[str, labels.Channel, str, str]:

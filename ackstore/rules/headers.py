@@ -197,7 +197,7 @@ def _requested_acks(value: object) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        items = _requested_acks_text(value)
+        items = requested_acks_text_items(value)
     elif isinstance(value, list):
         items = value
     else:
@@ -215,7 +215,8 @@ def _requested_acks(value: object) -> tuple[str, ...] | None:
     return tuple(parsed)
 
 
-def _requested_acks_text(text: str) -> list[Any]:
+def requested_acks_text_items(text: str) -> list[Any]:
+    """The items of ``requested-acks`` given as text: a JSON array, or comma-separated labels."""
     if text.lstrip().startswith("["):
         try:
             value = json.loads(text)

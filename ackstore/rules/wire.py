@@ -127,10 +127,8 @@ def result_message(
     if cause == "acks":
         if len(ack_statuses) == 1:  # the HTTP body of one ack is its bare payload (B.4.3)
             (label, ack_status), = ack_statuses.items()
-            entry: dict[str, Any] = {"status": ack_status, "headers": {CORRELATION_ID: correlation_id}}
-            if body is not None:
-                entry["payload"] = body
-            value: Any = {label: entry}
+            ack = Ack(label, ack_status, ABSENT if body is None else body)
+            value: Any = {label: ack_entry(ack, correlation_id)}
         else:
             value = body
         return {"topic": acks_topic(thing_id, channel), "path": "/", "status": status, "value": value,

@@ -21,21 +21,16 @@ FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(si
 JOIN signals s ON s.id = d.signal_id
 JOIN request_results r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
 
--- name: record_held
--- The connector holding these deliveries carries their decisions out now: recorded first, so
--- that a crash before the broker hears of it leaves a decision that the redelivered copy is
--- settled from at once (decisions #33).
+-- name: record
+-- Decisions carried out now. :held — the connector holds these deliveries and carries them
+-- out: recorded first, so that a crash before the broker hears of it leaves a decision the
+-- redelivered copy is settled from at once (decisions #33), even over an earlier record.
+-- Otherwise (settled when stored, QoS 0) only the first connector of the source to see the
+-- decision records it, and only that one publishes the response.
 UPDATE settlements st SET carried_out_at = clock_timestamp()
 FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
 WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt
-RETURNING st.signal_id
-
--- name: record_unheld
--- Decisions for messages settled when they were stored (nothing requested, QoS 0): recorded by
--- whichever connector of the source sees them first (only that one publishes the response).
-UPDATE settlements st SET carried_out_at = clock_timestamp()
-FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
-WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
+  AND (CAST(:held AS boolean) OR st.carried_out_at IS NULL)
 RETURNING st.signal_id
 
 -- name: record_latest
