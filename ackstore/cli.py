@@ -166,6 +166,13 @@ def _connector_parsers(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except errors.DittoError as error:  # e.g. a malformed database URL: answered, not a traceback
+        return _answer(error.to_json())
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "db":
         return _db(args)
     if args.command == "demo":

@@ -31,9 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-
-from ackstore.ledger.database import ackstore_home, normalize_url, resolve_url
+from ackstore.ledger.database import ackstore_home, database_url, resolve_url
 
 PROJECT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = PROJECT / "dags"
@@ -72,7 +70,7 @@ class LocalAirflow:
             AIRFLOW_HOME=str(self.home),
             AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
-            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.metadata_url,
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=database_url(self.metadata_url).sqlalchemy().render_as_string(hide_password=False),
             AIRFLOW__CORE__PARALLELISM="4",  # the default 32 forks ~1.5 GB of idle workers
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="10",  # new DAG files show up in seconds, not 5 min
             AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",  # local: no login
@@ -81,7 +79,7 @@ class LocalAirflow:
             AIRFLOW__API__PORT=str(self.port),
             AIRFLOW__API__BASE_URL=self.url,
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.url}/execution/",
-            AIRFLOW_CONN_ACKSTORE_LEDGER=_libpq_url(self.ledger_url),
+            AIRFLOW_CONN_ACKSTORE_LEDGER=database_url(self.ledger_url).airflow_connection(),
             ACKSTORE_PARTITIONS=os.environ.get("ACKSTORE_PARTITIONS", "2"),
             PYSPARK_PYTHON=sys.executable,
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -121,8 +119,8 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
     stopping = _stop_on_signals()
     env = local.environment(remote)
     log_path = local.home / "standalone.log"
-    print(f"ackstore airflow: metadata {make_url(local.metadata_url).render_as_string(hide_password=True)}, "
-          f"ledger {make_url(local.ledger_url).render_as_string(hide_password=True)}", flush=True)
+    print(f"ackstore airflow: metadata {database_url(local.metadata_url)}, ledger {database_url(local.ledger_url)}",
+          flush=True)
     local.migrate(env)
     with ExitStack() as stack, open(log_path, "ab") as log:
         # Its own session: the terminal's Ctrl-C reaches only us, and we pass SIGINT to it alone.
@@ -209,8 +207,8 @@ def _banner(local: LocalAirflow, remote: str | None) -> str:
 
 def _ensure_database(ledger_url: str, name: str) -> str:
     """The URL of database ``name`` on the ledger's server, created if missing."""
-    url = make_url(normalize_url(ledger_url))
-    admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    url = database_url(ledger_url)
+    admin = create_engine(url.with_database("postgres").sqlalchemy(), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first()
@@ -218,18 +216,13 @@ def _ensure_database(ledger_url: str, name: str) -> str:
                 conn.execute(text(f'CREATE DATABASE "{_identifier(name)}"'))
     finally:
         admin.dispose()
-    return url.set(database=name).render_as_string(hide_password=False)
+    return url.with_database(name).text()
 
 
 def _identifier(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"database name {name!r}: letters, digits and '_' only")
     return name
-
-
-def _libpq_url(url: str) -> str:
-    """An Airflow connection URI for the ledger (``postgresql://…``, no driver suffix)."""
-    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def _jwt_secret(home: Path) -> str:

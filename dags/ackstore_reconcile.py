@@ -58,12 +58,18 @@ def _run_step(name: str) -> dict[str, Any]:
     from jobs import pipeline
     from jobs.settings import PipelineSettings
 
+    from ackstore.ledger.database_url import DatabaseUrl
+
     try:
-        url = Connection.get(LEDGER_CONNECTION).get_uri()
+        ledger = Connection.get(LEDGER_CONNECTION)
     except AirflowNotFoundException:
         url = None  # PipelineSettings falls back to $ACKSTORE_DATABASE_URL
+    else:  # its fields, not get_uri(): no URL quoting between Airflow's parser and libpq's
+        url = DatabaseUrl.from_parts(host=ledger.host, port=ledger.port, user=ledger.login, password=ledger.password,
+                                     dbname=ledger.schema, options=ledger.extra_dejson).text()
     run_id = get_current_context()["run_id"]
-    return pipeline.run_step(name, PipelineSettings.from_env(url, run_id=run_id))
+    settings = PipelineSettings.from_env(url, run_id=run_id, origin=f"the Airflow connection {LEDGER_CONNECTION}")
+    return pipeline.run_step(name, settings)
 
 
 @dag(

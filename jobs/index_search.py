@@ -82,7 +82,7 @@ def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         out = []
         for thing in batch.to_pylist():
-            for row in index_rows.flatten(jsontext.loads(thing["document"])):
+            for row in index_rows.for_index(index_rows.flatten(jsontext.loads(thing["document"]))):
                 out.append(
                     {
                         "thing_id": thing["thing_id"],

@@ -13,19 +13,20 @@ from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    database_url: str
+    database_url: str = field(repr=False)  # repr=False: it may hold a password
     rules: Settings = field(default_factory=Settings)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     partitions: int = 4  # JDBC read partitions and fold partitions
     max_thing_bytes: int = DEFAULT_MAX_THING_BYTES
 
     @classmethod
-    def from_env(cls, database_url: str | None = None, run_id: str | None = None) -> "PipelineSettings":
-        """``$ACKSTORE_DATABASE_URL`` (or the argument), the ``ACKSTORE_*`` rule settings,
-        ``ACKSTORE_PARTITIONS`` and ``ACKSTORE_MAX_THING_BYTES``."""
+    def from_env(cls, database_url: str | None = None, run_id: str | None = None,
+                 origin: str | None = None) -> "PipelineSettings":
+        """``$ACKSTORE_DATABASE_URL`` (or the argument, named ``origin`` in errors), the
+        ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS`` and ``ACKSTORE_MAX_THING_BYTES``."""
         extra = {} if run_id is None else {"run_id": run_id}
         return cls(
-            database_url=resolve_url(database_url),
+            database_url=resolve_url(database_url, origin),
             rules=Settings.from_env(),
             partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
             max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),

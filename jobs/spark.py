@@ -13,11 +13,11 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy.engine import make_url
+from ackstore.ledger.database import database_url
 
 JDBC_JAR = os.environ.get("ACKSTORE_JDBC_JAR", "/usr/share/java/postgresql.jar")
 REMOTE_VARIABLE = "SPARK_REMOTE"
@@ -80,6 +80,7 @@ def connect_server(work_dir: Path, port: int | None = None, *, start_timeout: fl
         str(spark_home / "sbin" / "start-connect-server.sh"),
         "--master", "local[2]",
         "--jars", JDBC_JAR,
+        "--conf", "spark.connect.grpc.binding.address=127.0.0.1",  # this machine only, like the API server
         "--conf", f"spark.connect.grpc.binding.port={port}",
         "--conf", "spark.ui.enabled=false",
     ]
@@ -109,6 +110,7 @@ class LazySession:
     def __init__(self, app_name: str, *, remote: str | None = None, cores: int | None = None) -> None:
         self._options = {"app_name": app_name, "remote": remote, "cores": cores}
         self._session: Any = None
+        self._borrowed = False  # the process's active session, which its owner stops
 
     @property
     def opened(self) -> bool:
@@ -116,13 +118,18 @@ class LazySession:
 
     def __getattr__(self, name: str) -> Any:  # only for what the session itself has
         if self._session is None:
-            self._session = spark_session(**self._options)
+            from pyspark.sql import SparkSession
+
+            active = None if self._options["remote"] or os.environ.get(REMOTE_VARIABLE) else SparkSession.getActiveSession()
+            self._session = active or spark_session(**self._options)
+            self._borrowed = active is not None
         return getattr(self._session, name)
 
     def stop(self) -> None:
-        if self._session is not None:
+        """Stop the session this opened (one it found active in the process is left running)."""
+        if self._session is not None and not self._borrowed:
             self._session.stop()
-            self._session = None
+        self._session = None
 
 
 # Columns of a mapInArrow output, as (name, pyarrow type name): one list gives both schemas.
@@ -144,33 +151,18 @@ def arrow_schema(columns: Columns) -> Any:
 
 @dataclass(frozen=True)
 class Jdbc:
-    """Where Spark reads and writes: a JDBC URL for the same database SQLAlchemy uses."""
+    """Where Spark reads and writes: a JDBC URL for the same database SQLAlchemy uses, and its
+    connection properties (user and password among them, never in the URL)."""
 
     url: str
-    user: str
-    password: str | None
+    properties: dict[str, str] = field(repr=False)  # repr=False: it holds the password
 
     @classmethod
-    def from_sqlalchemy_url(cls, url: str) -> "Jdbc":
-        parsed = make_url(url)
-        if not parsed.host:
-            raise ValueError(
-                f"Spark reaches PostgreSQL over TCP only; {parsed.render_as_string()} has no host "
-                "(set ACKSTORE_DATABASE_URL to a postgresql://user@host:port/db URL)"
-            )
-        # stringtype=unspecified lets text columns land in jsonb; batched inserts are rewritten
-        # into multi-row INSERTs (stack-notes.md).
-        jdbc_url = (
-            f"jdbc:postgresql://{parsed.host}:{parsed.port or 5432}/{parsed.database}"
-            "?stringtype=unspecified&reWriteBatchedInserts=true"
-        )
-        return cls(jdbc_url, parsed.username or "postgres", parsed.password)
+    def from_database_url(cls, url: str) -> "Jdbc":
+        return cls(*database_url(url).jdbc())
 
     def options(self) -> dict[str, str]:
-        opts = {"url": self.url, "user": self.user, "driver": "org.postgresql.Driver"}
-        if self.password:
-            opts["password"] = self.password
-        return opts
+        return {"url": self.url, "driver": "org.postgresql.Driver", **self.properties}
 
     def read(self, spark: Any, query: str, *, partition_column: str | None = None,
              bounds: tuple[int, int] | None = None, partitions: int = 1) -> Any:

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
-from jobs import faults
+from ackstore import faults
 from jobs.settings import PipelineSettings
 from jobs.spark import Jdbc
 from jobs.sql import statement, statements
@@ -35,7 +35,7 @@ class Step:
         self.settings = settings
         self.run_id = settings.run_id
         self.staging = staging
-        self.jdbc = Jdbc.from_sqlalchemy_url(settings.database_url)
+        self.jdbc = Jdbc.from_database_url(settings.database_url)
         self.engine: Engine = make_engine(settings.database_url)
         self.stats: dict[str, Any] = {}
         self._started = time.perf_counter()

@@ -92,6 +92,9 @@ def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
         response_required=row["response_required"],
         timeout_ms=row["timeout_ms"],
         api=row["api"],
+        headers=jsontext.loads(row["headers"]),
+        thing_id=row["thing_id"],
+        path=row["path"],
     )
     payload = jsontext.loads(row["response_payload"]) if row["response_payload"] is not None else ABSENT
     error = response = None
@@ -104,9 +107,8 @@ def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
         Ack(label, status, ack_payload if has_payload else ABSENT, headers or {}, weak)
         for label, status, ack_payload, has_payload, headers, weak in jsontext.loads(row["acks"] or "[]")
     ]
-    result = aggregation.decide(
-        request, acks=acks, response=response, error=error, deadline_passed=row["deadline_passed"]
-    )
+    result = aggregation.decide(request, acks=acks, response=response, error=error,
+                                deadline_passed=row["deadline_passed"], invalid_response=row["invalid_response"])
     return result, len(acks)
 
 

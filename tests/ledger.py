@@ -43,9 +43,10 @@ def twin_command(
     return envelope
 
 
-def ack_message(correlation_id: str, label: str, status: int = 200, value: Any = None, channel: str = "twin") -> dict:
+def ack_message(correlation_id: str, label: str, status: int = 200, value: Any = None, channel: str = "twin",
+                thing: str = "org.acme/lamp-1") -> dict:
     message: dict[str, Any] = {
-        "topic": f"org.acme/lamp-1/things/{channel}/acks/{label}",
+        "topic": f"{thing}/things/{channel}/acks/{label}",
         "headers": {"correlation-id": correlation_id},
         "path": "/",
         "status": status,
@@ -82,7 +83,7 @@ def load_workload(url: str) -> None:
     store.submit(twin_command("modify", thing="org.acme/none", path="/attributes/x", correlation_id="missing"),
                  source_message_id="m-missing")
     for i in range(0, 12, 2):
-        store.acknowledge("app", ack_message(f"c{i}", "org:audit", 200))
+        store.acknowledge("app", ack_message(f"c{i}", "org:audit", 200, thing=f"org.acme/t{i % 3}"))
     engine.dispose()
 
 

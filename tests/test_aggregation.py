@@ -105,7 +105,7 @@ def test_row_two_or_more_all_2xx_is_200_keyed_by_label() -> None:
         "twin-persisted": {"status": 204, "headers": {"correlation-id": CID}},
         "my:ack": {"status": 200, "payload": {"ok": True}, "headers": {"correlation-id": CID}},
     }
-    assert result.headers == {"correlation-id": CID}
+    assert result.headers == {"correlation-id": CID, "response-required": False}  # the command's, B.5
 
 
 @pytest.mark.parametrize(

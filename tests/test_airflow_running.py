@@ -15,10 +15,12 @@ import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
-from ackstore.ledger.database import drop_database, make_engine, scratch_database
+from ackstore.ledger.database import database_url, drop_database, make_engine, scratch_database
+from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.local_airflow import health
 from ackstore.local_airflow import wait_until as wait_for
 from jobs import pipeline
@@ -30,6 +32,7 @@ from tests.ledger import comparable_ledger, load_workload
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DAG = "ackstore_reconcile"
+PASSWORD = "Airfl0w$ecret@:/%"
 
 
 def api(url: str, path: str, payload: dict[str, Any] | None = None, method: str = "GET") -> dict[str, Any]:
@@ -56,7 +59,9 @@ def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
 
         port, spark_port = free_port(), free_port()
         home = tmp_path / "airflow"
-        command = [str(Path(sys.executable).parent / "ackstore"), "--database-url", ledger, "airflow",
+        # A password the machine's trust authentication ignores, to show that no log prints it.
+        secret_url = DatabaseUrl.from_parts(**{**database_url(ledger).params, "password": PASSWORD}).text()
+        command = [str(Path(sys.executable).parent / "ackstore"), "--database-url", secret_url, "airflow",
                    "--port", str(port), "--spark-port", str(spark_port), "--home", str(home),
                    "--metadata-database", metadata_database]
         log = open(tmp_path / "ackstore-airflow.log", "w")
@@ -92,6 +97,11 @@ def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
                 log.close()
                 drop_database(ADMIN_URL, metadata_database)
         assert server.returncode == 0, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
+        task_logs = [path for path in (home / "logs").rglob("*.log") if "task_id=" in str(path)]
+        assert {path.parent.name for path in task_logs} >= {f"task_id={step}" for step in pipeline.STEPS}
+        for path in [*task_logs, home / "standalone.log", tmp_path / "ackstore-airflow.log"]:
+            shown = path.read_text(errors="replace")
+            assert PASSWORD not in shown and quote(PASSWORD, safe="") not in shown, path
         assert "ackstore airflow: stopped" in (tmp_path / "ackstore-airflow.log").read_text()
         wait_for("every Airflow process gone", 60, lambda: not session_processes(standalone_pid))
         assert health(url) is None

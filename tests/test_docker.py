@@ -113,7 +113,21 @@ def test_the_connector_runs_the_mounted_connection_against_the_broker_service(se
         connector["volumes"][0], str) else {v["target"]: v["source"] for v in connector["volumes"]}
     source = Path(mounted["/etc/ackstore/connection.json"])
     connection = config.parse(json.loads(source.read_text()))
-    assert connection.uri.startswith("amqp://guest:guest@rabbitmq:5672/")
+    assert connection.uri.startswith("amqp://ackstore:")  # a user of its own, not guest
     definitions = json.loads((ROOT / "docker" / "rabbitmq-definitions.json").read_text())
     assert {s.queue for s in connection.sources} <= {q["name"] for q in definitions["queues"]}
     assert {t.exchange for t in connection.targets} <= {e["name"] for e in definitions["exchanges"]}
+
+
+def test_nothing_listens_wider_than_it_must(services: dict[str, Any]) -> None:
+    """Spark Connect runs whatever a client sends: it is reached on the compose network only.
+    RabbitMQ's ports are this host's only, and guest is neither an administrator nor allowed
+    from other hosts (RabbitMQ's default loopback_users is kept)."""
+    import json
+
+    assert "ports" not in services["spark-connect"]
+    assert all(str(port).startswith("127.0.0.1:") for port in services["rabbitmq"]["ports"])
+    assert "loopback_users" not in (ROOT / "docker" / "rabbitmq.conf").read_text()
+    definitions = json.loads((ROOT / "docker" / "rabbitmq-definitions.json").read_text())
+    assert [user["name"] for user in definitions["users"]] == ["ackstore"]
+    assert all("administrator" not in user["tags"] for user in definitions["users"])

@@ -221,6 +221,7 @@ def _move_deadline(store: AckStore, cid: str, *, acks_in_time: bool) -> None:
     """Test setup: place the request's deadline just after its last ack was committed, or just
     before its first one, as if the request had been received that long ago."""
     with store.engine.begin() as conn:
+        conn.execute(text("SET LOCAL session_replication_role = replica"))  # past the immutable-signals trigger
         conn.execute(
             text(
                 "UPDATE signals s SET received_at = d.deadline - interval '1 second', deadline_at = d.deadline "

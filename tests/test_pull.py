@@ -259,7 +259,9 @@ def test_the_first_live_response_fulfils_live_response(leased: AckStore, engine:
         ("nobody", live_response("c1"), 404, "acknowledgement:subscriber.notfound"),
         ("responder", live_response("unknown"), 404, "acknowledgement:request.notfound"),
         ("responder", live_response("twin-1"), 400, "acknowledgement:live.response.invalid"),
-        ("responder", live_response("c1", thing="org.acme/other"), 400, "acknowledgement:live.response.invalid"),
+        # never handed the signal: forbidden, whatever it says (decisions #40)
+        ("responder", live_response("c1", thing="org.acme/other"), 403, "acknowledgement:live.response.forbidden"),
+        ("responder", live_response("c1"), 403, "acknowledgement:live.response.forbidden"),
         ("responder", {**live_response("c1"), "topic": "org.acme/lamp-1/things/twin/commands/modify"}, 400,
          "things.protocol.adapter:unknown.topicpath"),
         ("responder", {k: v for k, v in live_response("c1").items() if k != "status"}, 400, "json.field.missing"),
@@ -300,7 +302,7 @@ def test_twin_events_are_pulled_from_the_log_in_the_shape_subscribers_filter(
     assert event["headers"]["requested-acks"] == [LABEL]  # custom labels only (B.1)
     assert [e["headers"]["correlation-id"] for e in leased.pull("early")] == ["high", "low"]
     assert leased.pull("late") == []
-    ack = with_token(ack_message("high", LABEL, 200), event["headers"]["ack-token"])
+    ack = with_token(ack_message("high", LABEL, 200, thing="org.acme/a"), event["headers"]["ack-token"])
     assert leased.acknowledge("app", ack) == {"status": 204}
     assert _counted(engine, "high") == [("app", 200, "counted")]
     with engine.connect() as conn:  # "early" declared no label the events ask for: nothing to await

@@ -54,7 +54,7 @@ def test_reports_after_the_pipeline(store: AckStore, run_pipeline, database_url:
     _submit(store, "from-api", "org.acme/a", connection=False, requested_acks=["twin-persisted"])
     _submit(store, "settled", "org.acme/b", requested_acks=["twin-persisted"])
     rejected = _submit(store, "rejected", "org.acme/c", requested_acks=["twin-persisted", LABEL])
-    store.acknowledge("audit-service", ack_message(rejected, LABEL, 400))
+    store.acknowledge("audit-service", ack_message(rejected, LABEL, 400, thing="org.acme/c"))
     _submit(store, "waits-for-ack", "org.acme/d", requested_acks=["twin-persisted", LABEL])
     run_pipeline()
 

@@ -118,3 +118,32 @@ def test_python_and_sql_agree(engine: Engine, docs: list[dict], node: rql.Node) 
         ).scalars())
     expected = {f"ns:t{n}" for n, doc in enumerate(docs) if rql_eval.matches(node, rql_eval.rows_by_path(doc), now=NOW)}
     assert found == expected
+
+
+# --- like without backtracking ---------------------------------------------------------------------
+
+
+def _like_by_regex(pattern: str, text: str) -> bool:
+    """The obvious translation, exponential on hostile patterns: the reference on small inputs."""
+    import re
+
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch("".join(parts), text, re.DOTALL) is not None
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from ackstore.rules.rql_eval import like_matches  # noqa: E402
+
+
+@given(st.text("ab*?", max_size=8), st.text("abc", max_size=10))
+def test_like_matches_as_the_regex_translation_does(pattern: str, text: str) -> None:
+    assert like_matches(pattern, text) == _like_by_regex(pattern, text)
+
+
+def test_a_hostile_like_pattern_is_answered() -> None:
+    """The regex translation would not return from these (exponential backtracking)."""
+    assert not like_matches("*a" * 40 + "*b", "a" * 20_000)
+    assert like_matches("*a" * 40 + "*", "a" * 20_000)
+    assert like_matches("a?c*" * 30, "abc" * 30) and not like_matches("a?c*" * 30 + "d", "abc" * 30)

@@ -22,6 +22,7 @@ from tests.ledger import ack_message, snapshot, twin_command
 pytestmark = pytest.mark.spark
 
 SOURCE = "amqp-orders"
+T1 = "org.acme/t1"  # the thing of the single-signal tests
 LABEL = "amqp-orders:audit"
 
 
@@ -70,13 +71,13 @@ def test_every_row_of_the_decision_table_from_real_signals(auditor: AckStore, ru
     }
     for message_id, status in acked.items():
         cid = from_connection(store, message_id, thing=f"org.acme/{message_id}", path="/", value={}, requested_acks=both)
-        assert store.acknowledge("audit-service", ack_message(cid, LABEL, status)) == {"status": 204}
+        assert store.acknowledge("audit-service", ack_message(cid, LABEL, status, thing=f"org.acme/{message_id}")) == {"status": 204}
     from_connection(store, "timed-out", thing="org.acme/t2", path="/", value={}, requested_acks=both, timeout="1ms")
     from_connection(store, "weak-search", thing="org.acme/same", value=True,
                     requested_acks=["twin-persisted", "search-persisted"])
     cid = from_connection(store, "no-response", thing="org.acme/t3", path="/", value={}, requested_acks=both,
                           response_required=False)
-    store.acknowledge("audit-service", ack_message(cid, LABEL, 200))
+    store.acknowledge("audit-service", ack_message(cid, LABEL, 200, thing="org.acme/t3"))
     from_connection(store, "plain-response", thing="org.acme/t4", path="/", value={}, requested_acks=[])
     from_connection(store, "fire-and-forget", thing="org.acme/t5", path="/", value={}, requested_acks=[],
                     response_required=False)
@@ -110,7 +111,7 @@ def test_every_row_of_the_decision_table_from_real_signals(auditor: AckStore, ru
 
 def test_a_rerun_of_the_same_run_settles_nothing_twice(auditor: AckStore, run_pipeline) -> None:
     cid = from_connection(auditor, "m1", thing="org.acme/t1", path="/", value={}, requested_acks=["twin-persisted", LABEL])
-    auditor.acknowledge("audit-service", ack_message(cid, LABEL, 200))
+    auditor.acknowledge("audit-service", ack_message(cid, LABEL, 200, thing=T1))
     run_pipeline(run_id="run-1")
     # The re-run's validate checks the settlement decisions the first run wrote (they came
     # after its gate): only that watermark may move.
@@ -156,7 +157,7 @@ def test_a_redelivered_message_opens_the_next_attempt_without_applying_twice(aud
     store = auditor
     cid = from_connection(store, "m1", thing="org.acme/t1", path="/", value={"attributes": {"n": 1}},
                           requested_acks=["twin-persisted", LABEL])
-    store.acknowledge("audit-service", ack_message(cid, LABEL, 503))
+    store.acknowledge("audit-service", ack_message(cid, LABEL, 503, thing=T1))
     run_pipeline()
     assert decisions(store) == {"m1": [(1, "redeliver")]}
 
@@ -165,11 +166,13 @@ def test_a_redelivered_message_opens_the_next_attempt_without_applying_twice(aud
     attempts = store.stored_signal(cid)["attempts"]
     assert [(a["attempt"], a["requestedAcks"]) for a in attempts] == [(1, ["twin-persisted", LABEL]), (2, [LABEL])]
     assert store.result(cid) is None  # the latest attempt is undecided
-    assert store.acknowledge("audit-service", ack_message(cid, LABEL, 200, value="done")) == {"status": 204}
+    assert store.acknowledge("audit-service", ack_message(cid, LABEL, 200, value="done", thing=T1)) == {"status": 204}
     run_pipeline()
 
     assert decisions(store) == {"m1": [(1, "redeliver"), (2, "ack")]}
-    assert store.result(cid) == {"status": 200, "body": "done", "headers": {"correlation-id": cid}}
+    # attempt 2 asks one label: its aggregated answer has the command's headers (B.5)
+    assert store.result(cid) == {"status": 200, "body": "done", "headers": {
+        "correlation-id": cid, "timeout": "300000ms", "response-required": False}}
     # Applied once: one revision, one event, one twin-persisted ack.
     assert rows(store, "SELECT revision FROM things WHERE thing_id = 'org.acme:t1'")[0].revision == 1
     assert rows(store, "SELECT count(*) AS n FROM thing_events")[0].n == 1
@@ -204,10 +207,10 @@ def test_attempts_end_in_dead_letter(auditor: AckStore, run_pipeline) -> None:
     store = auditor
     limited = {"rules": Settings(max_attempts=2)}
     cid = from_connection(store, "m1", thing="org.acme/t1", path="/", value={}, requested_acks=["twin-persisted", LABEL])
-    store.acknowledge("audit-service", ack_message(cid, LABEL, 500))
+    store.acknowledge("audit-service", ack_message(cid, LABEL, 500, thing=T1))
     run_pipeline(**limited)
     from_connection(store, "m1", thing="org.acme/t1", path="/", value={})
-    store.acknowledge("audit-service", ack_message(cid, LABEL, 500))
+    store.acknowledge("audit-service", ack_message(cid, LABEL, 500, thing=T1))
     run_pipeline(**limited)
     assert decisions(store) == {"m1": [(1, "redeliver"), (2, "dead-letter")]}
 

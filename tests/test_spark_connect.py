@@ -42,3 +42,16 @@ def test_pipeline_run_on_spark_connect(connect_server: str, store: AckStore, dat
     assert store.result("b") == {"status": 204, "body": None, "headers": {"correlation-id": "b"}}
     assert store.result("c")["body"]["error"] == "things:thing.notfound"
     assert store.search("eq(attributes/on,false)")["items"] == ["org.acme:lamp-1"]
+
+
+def test_the_connect_server_listens_on_this_machine_only(connect_server: str) -> None:
+    """It runs whatever a client sends: bound to 127.0.0.1, like Airflow's API server."""
+    import ipaddress
+
+    import psutil
+
+    port = int(connect_server.rsplit(":", 1)[1])
+    listening = [ipaddress.ip_address(c.laddr.ip) for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    # Java may bind the IPv4-mapped form (::ffff:127.0.0.1); unbound it would be :: (every address).
+    assert {str(getattr(ip, "ipv4_mapped", None) or ip) for ip in listening} == {"127.0.0.1"}

@@ -253,6 +253,7 @@ def test_a_decided_result_round_trips_through_the_ledger(store: AckStore, reques
             "twin-persisted": {"status": 204, "headers": {"correlation-id": request_with_custom_ack}},
             "org:audit": {"status": 200, "payload": "ok", "headers": {"correlation-id": request_with_custom_ack}},
         },
-        "headers": {"correlation-id": request_with_custom_ack},
+        # an aggregated answer carries the command's headers (none here) with response-required false (B.5)
+        "headers": {"correlation-id": request_with_custom_ack, "response-required": False},
     }
     assert stored(store, request_with_custom_ack)["state"] == "decided"

@@ -81,12 +81,24 @@ def test_a_weak_ack_is_due_only_when_no_subscriber_of_the_group_receives() -> No
 
 def test_outbound_headers_drop_builtin_labels_and_carry_the_lease() -> None:
     headers = {"correlation-id": "c", "requested-acks": ["twin-persisted", "x:y"], "response-required": True}
-    assert subscriptions.outbound_headers(headers, "1.abc", 1) == {
+    assert subscriptions.outbound_headers(headers, "1.abc", 1, ["x:y"]) == {
         "correlation-id": "c", "requested-acks": ["x:y"], "response-required": True, "ack-token": "1.abc",
         "delivery-count": 1,
     }
-    only_builtin = subscriptions.outbound_headers({"requested-acks": ["live-response"]}, "2.x", 2)
+    only_builtin = subscriptions.outbound_headers({"requested-acks": ["live-response"]}, "2.x", 2, ["live-response"])
     assert "requested-acks" not in only_builtin  # nothing left: the header is dropped (B.1)
+
+
+@pytest.mark.parametrize(("requested", "declared", "shown"), [
+    (["a:one", "b:two", "twin-persisted"], ["a:one"], ["a:one"]),  # another subscriber's label is not shown
+    (["a:one", "b:two"], ["a:one", "b:two", "c:three"], ["a:one", "b:two"]),  # in the signal's order
+    (["b:two"], ["a:one"], None),  # none of its own: the header is dropped
+    (["a:one"], [], None),  # a subscriber that declared nothing sees no requested-acks
+])
+def test_a_subscriber_sees_only_the_labels_it_can_issue(requested, declared, shown) -> None:
+    """Ditto's StreamingSessionActorTest.acknowledgementRequestsAreRestrictedToDeclaredAcks."""
+    out = subscriptions.outbound_headers({"requested-acks": requested}, "1.t", 1, declared)
+    assert out.get("requested-acks") == shown
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ def _seed(store: AckStore) -> None:
     """One request of every shape the invariants speak about."""
     store.declare("audit-service", [LABEL], connection=SOURCE)
     cid = _submit(store, "acks", "org.acme/acks", requested_acks=BOTH)  # decided by its acks, aggregated
-    store.acknowledge("audit-service", ack_message(cid, LABEL, 200, value="ok"))
+    store.acknowledge("audit-service", ack_message(cid, LABEL, 200, value="ok", thing="org.acme/acks"))
     _submit(store, "deadline", "org.acme/deadline", requested_acks=BOTH, timeout="1ms")  # 424 of 408s
     _submit(store, "error", "org.acme/missing", path="/attributes/x", value=1, requested_acks=["twin-persisted"])
     _submit(store, "shortcut", "org.acme/shortcut", requested_acks=["twin-persisted"])  # plain 201

@@ -37,10 +37,11 @@ from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, Un
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig
-from ackstore.ledger import settlements
+from ackstore import faults
+from ackstore.ledger import failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, envelopes, jsontext, wire
+from ackstore.rules import connectivity, envelopes, errors, jsontext, wire
 from ackstore.rules.connectivity import Disposition
 
 log = logging.getLogger("ackstore.connector")
@@ -288,17 +289,20 @@ class AmqpConnector:
         if not signals:
             return
         try:
-            results = self.store.ingest([e for _, e, _ in signals], api="connectivity", source=self.config.id,
-                                        source_message_ids=[k for _, _, k in signals])
-        except DBAPIError as problem:  # a deadlock, a restart of the database: the broker keeps them
-            log.warning("connector %s: storing %d messages failed (%s); they go back to the queue",
-                        self.config.id, len(signals), type(problem.orig).__name__)
-            for delivery, _, _ in signals:
-                self._consume.basic_nack(delivery.tag, requeue=True)
-            time.sleep(self.options.reconnect_s)
-            return
+            results: list[Stored | None] = list(self._ingest(signals))
+        except Exception as problem:  # noqa: BLE001 — sorted into transient or not, never lost
+            if failures.is_transient(problem):  # a deadlock, a restart of the database: the broker keeps them
+                self._requeue_after_failure([delivery for delivery, _, _ in signals], problem)
+                return
+            # The same batch would fail the same way forever: find the message that causes it.
+            log.warning("connector %s: storing %d messages failed (%s); storing them one by one", self.config.id,
+                        len(signals), _described(problem))
+            results = self._ingest_one_by_one(signals)
+        self._backoff_s = self.options.reconnect_s
         settled_from_decision: list[tuple[_Delivery, Stored]] = []
         for (delivery, envelope, _), stored in zip(signals, results):
+            if stored is None:  # requeued: a transient failure while isolating
+                continue
             if not stored.ok:
                 self._reject(delivery, envelope, stored.answer)
                 continue
@@ -313,6 +317,43 @@ class AmqpConnector:
                 self.counts.settled_at_once += 1
         if settled_from_decision:
             self._settle_from_decisions(settled_from_decision)
+
+    def _ingest(self, signals: list[tuple[_Delivery, Any, str]]) -> list[Stored]:
+        return self.store.ingest([e for _, e, _ in signals], api="connectivity", source=self.config.id,
+                                 source_message_ids=[k for _, _, k in signals])
+
+    def _ingest_one_by_one(self, signals: list[tuple[_Delivery, Any, str]]) -> list[Stored | None]:
+        """Each message in a transaction of its own: a message the ledger refuses for good is
+        answered with the error (and rejected); one that fails transiently goes back to the queue;
+        the others are stored. A message stored before a crash here is recognised when it comes
+        back (its key), so nothing is stored twice."""
+        results: list[Stored | None] = []
+        for item in signals:
+            faults.checkpoint("connector:isolating")
+            try:
+                (stored,) = self._ingest([item])
+            except Exception as problem:  # noqa: BLE001
+                if failures.is_transient(problem):
+                    self._requeue_after_failure([item[0]], problem)
+                    stored = None
+                else:
+                    log.error("connector %s: message %s cannot be stored (%s); rejected", self.config.id,
+                              item[2], _described(problem))
+                    stored = Stored(errors.message_not_storable(_described(problem)).to_json())
+            results.append(stored)
+        return results
+
+    def _requeue_after_failure(self, deliveries: list[_Delivery], problem: BaseException) -> None:
+        """Back to the queue, then a pause that doubles while failures go on (1 s … 30 s): a
+        database that is away is not asked again at the broker's redelivery rate."""
+        log.warning("connector %s: storing %d messages failed (%s); they go back to the queue, next try in %.0f s",
+                    self.config.id, len(deliveries), _described(problem), self._backoff_s)
+        for delivery in deliveries:
+            self._consume.basic_nack(delivery.tag, requeue=True)
+        deadline = time.monotonic() + self._backoff_s
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
 
     def _envelope(self, delivery: _Delivery) -> Any:
         props = delivery.properties
@@ -388,8 +429,8 @@ class AmqpConnector:
         """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto)."""
         if not reply_to:
             return
-        properties = pika.BasicProperties(content_type=DITTO_JSON,
-                                          correlation_id=message["headers"].get("correlation-id"))
+        properties = pika.BasicProperties(
+            content_type=DITTO_JSON, correlation_id=connectivity.amqp_correlation_id(message["headers"].get("correlation-id")))
         try:
             self._publish.basic_publish("", reply_to, jsontext.dumps(message).encode(), properties)
         except (NackError, UnroutableError):
@@ -409,13 +450,21 @@ class AmqpConnector:
 
     def _publish_one(self, exchange: str, routing_key: str, message: dict[str, Any]) -> bool:
         headers = message["headers"]
-        properties = pika.BasicProperties(content_type=DITTO_JSON, correlation_id=headers.get("correlation-id"),
+        properties = pika.BasicProperties(content_type=DITTO_JSON,
+                                          correlation_id=connectivity.amqp_correlation_id(headers.get("correlation-id")),
                                           delivery_mode=2, headers={"ack-token": headers.get("ack-token")})
         try:
             self._publish.basic_publish(exchange, routing_key, jsontext.dumps(message).encode(), properties)
         except NackError:
             return False
         return True
+
+
+def _described(problem: BaseException) -> str:
+    """A failure as a log line may show it: its type and first line (no statement, no values)."""
+    cause = getattr(problem, "orig", None) or problem
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {first[:200]}" if first else type(cause).__name__
 
 
 def _issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:

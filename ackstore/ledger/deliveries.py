@@ -67,7 +67,7 @@ def pull(
     if not handed:
         return []
     _finish_unawaited(conn, subscriber, handed, params)
-    return _messages(conn, handed)
+    return _messages(conn, handed, subscriber["declared"])
 
 
 def _hand_out_new_events(
@@ -139,20 +139,20 @@ def _finish_unawaited(conn: Connection, subscriber: Any, handed: list[dict[str, 
         conn.execute(_sql("close"), params | {"signal_ids": unawaited})
 
 
-def _messages(conn: Connection, handed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _messages(conn: Connection, handed: list[dict[str, Any]], declared: Sequence[str]) -> list[dict[str, Any]]:
     by_id = {row["signal_id"]: row for row in handed}
     stored = conn.execute(_sql("messages"), {"signal_ids": list(by_id)}).mappings()
-    messages = [_message(row, by_id[row["signal_id"]]) for row in stored]
+    messages = [_message(row, by_id[row["signal_id"]], declared) for row in stored]
     return [message for _, message in sorted(messages, key=lambda pair: pair[0])]
 
 
-def _message(row: Any, handout: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def _message(row: Any, handout: dict[str, Any], declared: Sequence[str]) -> tuple[int, dict[str, Any]]:
     """One signal in Ditto Protocol form, as its subscriber receives it."""
     token = subscriptions.lease_token(handout["token_key"], handout["handouts"])
     if row["kind"] == "twin-command":
         message: dict[str, Any] = {
             "topic": f"{wire.thing_topic_prefix(row['thing_id'])}/twin/events/{row['event_action']}",
-            "headers": subscriptions.outbound_headers(row["event_headers"], token, handout["handouts"]),
+            "headers": subscriptions.outbound_headers(row["event_headers"], token, handout["handouts"], declared),
             "path": row["event_path"],
             "revision": row["revision"],
             "timestamp": row["event_time"].isoformat(),
@@ -162,7 +162,7 @@ def _message(row: Any, handout: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     else:
         message = {
             "topic": row["topic"],
-            "headers": subscriptions.outbound_headers(row["headers"], token, handout["handouts"]),
+            "headers": subscriptions.outbound_headers(row["headers"], token, handout["handouts"], declared),
             "path": row["path"],
         }
         if row["has_value"]:
@@ -224,6 +224,19 @@ def answer(
     The current token → all of them (or, repeated after a success, the ones it did not answer yet:
     a retransmission stores nothing); a superseded one → 412; one this delivery never issued → 400.
     """
+    row, handout = checked_handout(conn, subscriber, signal_id, token)
+    already = set(row["answered_labels"]) if row["answered_handout"] == handout else set()
+    new = [label for label in answered if label not in already]
+    conn.execute(
+        _sql("answer"),
+        {"subscriber": subscriber, "signal_id": signal_id, "handout": handout, "labels": new, "now": now},
+    )
+    return new
+
+
+def checked_handout(conn: Connection, subscriber: str, signal_id: int, token: object) -> tuple[Any, int]:
+    """The delivery (locked) and the hand-out ``token`` names: 400 for a token this delivery
+    never issued, 412 for a superseded one. Nothing is recorded."""
     row = conn.execute(_sql("lock_delivery"), {"subscriber": subscriber, "signal_id": signal_id}).mappings().first()
     if row is None:
         raise errors.token_invalid(token)
@@ -232,13 +245,13 @@ def answer(
         raise errors.token_invalid(token)
     if handout < row["handouts"]:
         raise errors.lease_superseded()
-    already = set(row["answered_labels"]) if row["answered_handout"] == handout else set()
-    new = [label for label in answered if label not in already]
-    conn.execute(
-        _sql("answer"),
-        {"subscriber": subscriber, "signal_id": signal_id, "handout": handout, "labels": new, "now": now},
-    )
-    return new
+    return row, handout
+
+
+def was_handed(conn: Connection, subscriber: str, signal_id: int) -> bool:
+    """Whether ``subscriber`` was ever handed the signal (pulled it)."""
+    row = conn.execute(_sql("lock_delivery"), {"subscriber": subscriber, "signal_id": signal_id}).mappings().first()
+    return row is not None and row["handouts"] > 0
 
 
 def close_without_token(conn: Connection, subscriber: str, signal_id: int, now: datetime | None) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 
 from ackstore.ledger import deliveries
 from ackstore.ledger.named_sql import ledger_statement
-from ackstore.rules import envelopes, errors, headers, jsontext, labels, settlement
+from ackstore.rules import envelopes, errors, headers, jsontext, labels, limits, settlement
 from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER
 from ackstore.rules.settings import Settings
 
@@ -78,6 +78,9 @@ def ingest(
     valid: list[_Valid] = []
     for index, (envelope, message_id) in enumerate(zip(batch, message_ids)):
         try:
+            limits.check_id("source", source, limits.MAX_SOURCE_BYTES)
+            if message_id is not None:
+                limits.check_id("source message id", message_id, limits.MAX_MESSAGE_ID_BYTES)
             signal, request = validate(envelope, api=api, settings=settings)
         except errors.DittoError as error:
             results[index] = Stored(error.to_json())

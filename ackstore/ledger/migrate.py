@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 import migrations
 
@@ -22,9 +22,17 @@ def alembic_config(url: str) -> Config:
     return config
 
 
+ADMIN_ROLE = "ackstore_admin"
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to ``revision`` (default: the newest)."""
+    """Bring the database to ``revision`` (default: the newest). A member of ``ackstore_admin``
+    migrates as that role, so that every object it creates is the admin role's (docs/roles.md)."""
     with engine.begin() as connection:
+        if connection.execute(text(  # (a database migrated before 0006 is the current user's to migrate)
+                "SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE') "
+                "FROM pg_roles WHERE rolname = :r"), {"r": ADMIN_ROLE}).scalar():
+            connection.execute(text(f"SET LOCAL ROLE {ADMIN_ROLE}"))
         config = alembic_config(engine.url.render_as_string(hide_password=False))
         config.attributes["connection"] = connection
         command.upgrade(config, revision)

@@ -40,7 +40,7 @@ metadata = MetaData(naming_convention=NAMING)
 # A signal row never changes after ingestion; its checkpoints (A.3) are rows in other tables:
 # persisted/failed in command_responses, decided in request_results, settled in settlements.
 SIGNAL_STATES = ("received", "persisted", "failed", "decided", "settled")
-ACK_DISPOSITIONS = ("counted", "duplicate", "late", "unrequested")
+ACK_DISPOSITIONS = ("counted", "duplicate", "late", "unrequested", "invalid")
 RESULT_CAUSES = ("acks", "deadline", "error", "response", "accepted")
 SETTLEMENT_DECISIONS = ("ack", "reject", "redeliver", "dead-letter")
 EVENT_ACTIONS = ("created", "modified", "merged", "deleted")
@@ -144,10 +144,14 @@ acks = Table(
     _timestamp("received_at"),  # the fact's time (A.2.1)
     Column("disposition", Text, nullable=False),
     Column("attempt", Integer, nullable=False, server_default=text("1")),  # the request's attempt it was stored for
+    Column("reason", Text, nullable=True),  # why an invalid live response did not answer its command
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint(_in("disposition", ACK_DISPOSITIONS), name="disposition"),
     CheckConstraint("attempt > 0", name="attempt"),
+    CheckConstraint("(disposition = 'invalid') = (reason IS NOT NULL)", name="reason"),
 )
+# The sweep reads a request's refused live responses (a 408 names why): few rows, their own index.
+Index("ix_acks_invalid", acks.c.signal_id, acks.c.attempt, postgresql_where=text("disposition = 'invalid'"))
 # The first ack per (signal, attempt, label) is the one that counts (A.2.8, A.2.10).
 Index(
     "uq_acks_counted_signal_attempt_label",

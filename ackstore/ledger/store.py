@@ -33,6 +33,8 @@ from ackstore.rules import (
     errors,
     headers,
     labels,
+    limits,
+    live_responses,
     rql,
     subscriptions,
 )
@@ -161,6 +163,7 @@ class AckStore:
         400, the same token again stores only labels it did not carry before.
         """
         try:
+            _check_subscriber_id(subscriber)
             loaded = envelopes.load_envelope(ack, self.settings.max_envelope_bytes)
             incoming = envelopes.parse_acknowledgement(loaded)
         except errors.DittoError as error:
@@ -173,6 +176,8 @@ class AckStore:
             target = _lock_request(conn, incoming.correlation_id)
             if target is None:
                 return errors.request_not_found(incoming.correlation_id).to_json()
+            if incoming.thing_id != target.thing_id:  # decisions #40: stored nowhere
+                return errors.ack_thing_mismatch(incoming.thing_id, target.thing_id, incoming.correlation_id).to_json()
             try:
                 to_store = self._answer_handout(conn, subscriber, target.id, incoming.token, incoming.acks)
             except errors.DittoError as error:
@@ -189,6 +194,7 @@ class AckStore:
         gets when that is all it asked for); later ones are kept as duplicates (A.2.8).
         """
         try:
+            _check_subscriber_id(subscriber)
             loaded = envelopes.load_envelope(response, self.settings.max_envelope_bytes)
             answer = envelopes.parse_live_response(loaded)
         except errors.DittoError as error:
@@ -202,10 +208,22 @@ class AckStore:
             target = _lock_request(conn, answer.correlation_id)
             if target is None:
                 return errors.request_not_found(answer.correlation_id).to_json()
-            mismatch = _live_mismatch(target, answer)
-            if mismatch is not None:
-                return errors.live_response_invalid(answer.correlation_id, mismatch).to_json()
+            if target.channel != "live":
+                return errors.live_response_invalid(
+                    answer.correlation_id, "its correlation-id belongs to a twin command").to_json()
             ack = Ack(labels.LIVE_RESPONSE, answer.status, answer.value, answer.headers)
+            try:  # decisions #40: only a subscriber that was handed the signal may answer it
+                if answer.token is not None:
+                    deliveries.checked_handout(conn, subscriber, target.id, answer.token)
+                elif not deliveries.was_handed(conn, subscriber, target.id):
+                    return errors.live_response_not_handed(subscriber, answer.correlation_id).to_json()
+            except errors.DittoError as error:
+                return error.to_json()
+            signal = live_responses.LiveSignal(target.thing_id, target.kind, target.action, target.path)
+            mismatch = live_responses.mismatch(signal, answer)
+            if mismatch is not None:  # refused, and kept for the audit (and a 408's description)
+                _store_ack(conn, target, ack, subscriber, decided=False, invalid=mismatch)
+                return errors.live_response_invalid(answer.correlation_id, mismatch).to_json()
             try:
                 to_store = self._answer_handout(conn, subscriber, target.id, answer.token, (ack,))
             except errors.DittoError as error:
@@ -243,6 +261,7 @@ class AckStore:
         ``delivery-count``. Raises :class:`~ackstore.rules.errors.DittoError` (404 for an
         unknown subscriber, 400 for a bad ``max`` or ``lease``).
         """
+        _check_subscriber_id(subscriber)
         limit = subscriptions.pull_size(max)
         lease_ms = subscriptions.lease_ms(lease)
         with self.engine.begin() as conn:
@@ -255,6 +274,10 @@ class AckStore:
         """What the requester is told: ``{"status", "body", "headers"}`` of the signal's latest
         attempt; ``None`` while it is undecided. An unknown correlation id is answered 404.
         """
+        try:
+            limits.check_correlation_id(correlation_id)
+        except errors.DittoError as error:
+            return error.to_json()
         with self.engine.connect() as conn:
             row = conn.execute(ledger_statement("store", "latest_result"), {"correlation_id": correlation_id}).first()
         if row is None:
@@ -292,9 +315,8 @@ class AckStore:
 
     def search(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
         """Indexed things matching an RQL filter: 200 with their ids, or 400 for a bad filter."""
-        if namespaces is not None and not _is_string_list(namespaces):
-            return errors.json_field_invalid("/namespaces", "JSON array of Strings").to_json()
         try:
+            _check_namespaces(namespaces)
             with self.engine.connect() as conn:
                 items = search.search(conn, expression, namespaces)
         except errors.DittoError as error:
@@ -303,6 +325,10 @@ class AckStore:
 
     def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
         """The stored state of one signal: the row, its requested labels, its acks and result."""
+        try:
+            limits.check_text("correlation-id", correlation_id)
+        except errors.DittoError:
+            return None  # no stored correlation id can hold it
         with self.engine.connect() as conn:
             row = conn.execute(select(signals).where(signals.c.correlation_id == correlation_id)).mappings().first()
             if row is None:
@@ -334,14 +360,14 @@ def _subscriber_row(
     connection: object,
     channels: object,
 ) -> dict[str, Any]:
-    if not isinstance(subscriber, str) or not subscriber:
-        raise errors.json_field_invalid("/subscriber", "non-empty String")
+    _check_subscriber_id(subscriber)
     if filter is not None:
         rql.parse(filter)  # 400 rql.expression.invalid, with the position of the problem
-    if namespaces is not None and not _is_string_list(namespaces):
-        raise errors.json_field_invalid("/namespaces", "JSON array of Strings")
+    _check_namespaces(namespaces)
     if connection is not None and (not isinstance(connection, str) or not connection):
         raise errors.json_field_invalid("/connection", "non-empty String")
+    if connection is not None:
+        limits.check_id("connection id", connection, limits.MAX_CONNECTION_ID_BYTES)
     chosen = list(ALL_CHANNELS) if channels is None else channels
     if not _is_string_list(chosen) or not chosen or not set(chosen) <= set(ALL_CHANNELS):
         raise errors.json_field_invalid("/channels", "non-empty JSON array of 'twin' and 'live'")
@@ -429,17 +455,22 @@ def _labels_declared_by(conn: Connection, subscriber: str) -> set[str]:
     )
 
 
+def _check_namespaces(namespaces: object) -> None:
+    if namespaces is not None and not _is_string_list(namespaces):
+        raise errors.json_field_invalid("/namespaces", "JSON array of Strings")
+    for namespace in namespaces or ():
+        limits.check_text("namespace", namespace)
+
+
+def _check_subscriber_id(subscriber: object) -> str:
+    if not isinstance(subscriber, str) or not subscriber:
+        raise errors.json_field_invalid("/subscriber", "non-empty String")
+    return limits.check_id("subscriber id", subscriber, limits.MAX_SUBSCRIBER_ID_BYTES)
+
+
 def _lock_request(conn: Connection, correlation_id: str) -> Any:
     """The request an ack is for (its current attempt), share-locked so that deciding it waits."""
     return conn.execute(ledger_statement("store", "current_request"), {"correlation_id": correlation_id}).first()
-
-
-def _live_mismatch(target: Any, answer: envelopes.LiveResponse) -> str | None:
-    if target.channel != "live":
-        return "its correlation-id belongs to a twin command"
-    if target.thing_id != answer.thing_id:
-        return f"the live signal is for thing <{target.thing_id}>"
-    return None
 
 
 def _store_live_response(conn: Connection, signal_id: int, answer: envelopes.LiveResponse) -> None:
@@ -458,9 +489,10 @@ def _is_decided(conn: Connection, signal_id: int, attempt: int) -> bool:
     ).scalar_one() > 0
 
 
-def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bool) -> None:
+def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bool, invalid: str | None = None) -> None:
     """Store one valid ack: counted if it is the first for a requested label of an undecided
-    request; otherwise kept as late, unrequested or duplicate (A.2.5, A.2.8)."""
+    request; otherwise kept as late, unrequested or duplicate (A.2.5, A.2.8). A live response
+    that does not answer its command is kept as ``invalid``, with why."""
     row = {
         "signal_id": target.id,
         "attempt": target.attempt,
@@ -470,6 +502,9 @@ def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bo
         "headers": dict(ack.headers),
         "issuer": issuer,
     }
+    if invalid is not None:
+        conn.execute(insert(acks).values(**row, disposition="invalid", reason=invalid))
+        return
     if decided or ack.label not in target.requested_acks:
         disposition = "late" if decided else "unrequested"
         conn.execute(insert(acks).values(**row, disposition=disposition))

@@ -6,13 +6,13 @@ the request is undecided, else the :class:`Result` to store in ``request_results
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ackstore.rules import errors, labels
 from ackstore.rules.acks import ABSENT, Ack
-from ackstore.rules.headers import CORRELATION_ID, Api
-from ackstore.rules.wire import body_or_none, http_body, status_only
+from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, RESPONSE_REQUIRED, Api
+from ackstore.rules.wire import body_or_none, http_body, location, status_only
 
 SHORTCUT_LABELS = frozenset({labels.TWIN_PERSISTED, labels.LIVE_RESPONSE})
 
@@ -26,6 +26,16 @@ class Request:
     response_required: bool
     timeout_ms: int
     api: Api = "http"
+    headers: Mapping[str, Any] = field(default_factory=dict)  # the command's own (normalised) headers
+    thing_id: str = ""
+    path: str = "/"
+
+    def aggregated_headers(self) -> dict[str, Any]:
+        """The headers of an aggregated answer: the command's own, custom ones kept, without
+        ``requested-acks`` and with ``response-required: false`` (B.5; Ditto's
+        ``AcknowledgementAggregatorTest.keepCommandHeaders``)."""
+        kept = {name: value for name, value in self.headers.items() if name != REQUESTED_ACKS}
+        return {**kept, CORRELATION_ID: self.correlation_id, RESPONSE_REQUIRED: False}
 
 
 @dataclass(frozen=True)
@@ -86,31 +96,37 @@ def decide(
     response: Response | None = None,
     error: errors.DittoError | None = None,
     deadline_passed: bool = False,
+    invalid_response: str | None = None,
 ) -> Result | None:
     """Decide a request, or return ``None`` while it still waits.
 
     ``acks`` are the acks that arrived by the deadline, in arrival order; ``response`` is the
     command's own response (used when no label was requested); ``error`` is a failed twin
-    command, which decides the request at once and discards every ack (A.2.7).
+    command, which decides the request at once and discards every ack (A.2.7);
+    ``invalid_response`` is why the last live response that did not match the command was
+    refused, named by a 408 ``command.timeout``.
     """
     headers = {CORRELATION_ID: request.correlation_id}
     if error is not None:
         return Result(error.status, error.to_json(), headers, cause="error")
+    timeout = errors.command_timeout(request.timeout_ms, invalid_response).to_json()
     requested = request.requested_acks
     if not requested:
-        return _without_acks(request, response, deadline_passed, headers)
+        return _without_acks(request, response, deadline_passed, headers, timeout)
     collected = collect(requested, acks)
     if request.response_required and len(requested) == 1 and requested[0] in SHORTCUT_LABELS:
-        return _builtin_shortcut(request, collected.get(requested[0]), deadline_passed, headers)
+        return _builtin_shortcut(request, collected.get(requested[0]), deadline_passed, headers, timeout)
     if len(collected) < len(requested) and not deadline_passed:
         return None
     complete = [
-        collected.get(label) or timeout_placeholder(label, request.timeout_ms, request.correlation_id)
+        _as_answered(collected[label], request) if label in collected
+        else timeout_placeholder(label, request.timeout_ms, request.correlation_id)
         for label in requested
     ]
     cause = "acks" if len(collected) == len(requested) else "deadline"
     status = combined_status(complete)
     statuses = {ack.label: ack.status for ack in complete}
+    headers = request.aggregated_headers()
     if request.response_required:
         return Result(status, http_body(complete, request.correlation_id), headers, cause, statuses)
     if all(ack.is_success for ack in complete):
@@ -119,24 +135,33 @@ def decide(
     return Result(status, http_body(reduced, request.correlation_id), headers, cause, statuses)
 
 
+def _as_answered(ack: Ack, request: Request) -> Ack:
+    """A collected ack as the answer shows it: over HTTP, a 201 ``twin-persisted`` entry carries
+    the created resource's ``location`` (B.4.3)."""
+    if ack.label == labels.TWIN_PERSISTED and ack.status == 201 and request.api == "http" and request.thing_id:
+        return replace(ack, headers={**ack.headers, "location": location(request.thing_id, request.path)})
+    return ack
+
+
 def _without_acks(
-    request: Request, response: Response | None, deadline_passed: bool, headers: dict[str, Any]
+    request: Request, response: Response | None, deadline_passed: bool, headers: dict[str, Any],
+    timeout: dict[str, Any],
 ) -> Result | None:
     if not request.response_required:
         return Result(202, ABSENT, headers, cause="accepted")
     if response is not None:
         return Result(response.status, response.payload, headers, cause="response")
     if deadline_passed:
-        return Result(408, errors.command_timeout(request.timeout_ms).to_json(), headers, cause="deadline")
+        return Result(408, timeout, request.aggregated_headers(), cause="deadline")
     return None
 
 
 def _builtin_shortcut(
-    request: Request, ack: Ack | None, deadline_passed: bool, headers: dict[str, Any]
+    request: Request, ack: Ack | None, deadline_passed: bool, headers: dict[str, Any], timeout: dict[str, Any]
 ) -> Result | None:
     """Exactly one built-in label requested: the plain response, or 408 ``command.timeout``."""
     if ack is not None:
         return Result(ack.status, ack.payload, headers, cause="response")
     if deadline_passed:
-        return Result(408, errors.command_timeout(request.timeout_ms).to_json(), headers, cause="deadline")
+        return Result(408, timeout, request.aggregated_headers(), cause="deadline")
     return None

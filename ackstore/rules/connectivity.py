@@ -11,7 +11,10 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
 from ackstore.rules import errors
@@ -67,9 +70,7 @@ def inbound_envelope(
         return body
     headers = {str(name).lower(): value for name, value in envelope.get("headers", {}).items()}
     for name, value in (amqp_headers or {}).items():
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        headers.setdefault(str(name).lower(), value)
+        headers.setdefault(str(name).lower(), amqp_header_json(value))
     for prop, name in PROPERTY_HEADERS:
         if properties.get(prop):
             headers.setdefault(name, properties[prop])
@@ -77,6 +78,54 @@ def inbound_envelope(
     if with_includes is not None:
         headers[REQUESTED_ACKS] = with_includes
     return {**envelope, "headers": headers}
+
+
+def amqp_header_json(value: Any) -> Any:
+    """An AMQP header value as JSON (decisions #39): every type pika delivers maps, none is a
+    reason to reject a message (RabbitMQ's own ``x-death`` holds timestamps).
+
+    | AMQP field type               | JSON                                               |
+    | integer, boolean, void        | as it is                                           |
+    | string                        | as it is, but U+0000 (which jsonb cannot hold) as U+FFFD |
+    | float                         | the number; NaN and infinities become ``null``     |
+    | byte array (bytes)            | UTF-8 text, undecodable bytes and NUL as U+FFFD    |
+    | timestamp (datetime)          | ISO 8601 text, UTC when the value has no zone      |
+    | decimal                       | the number (an integer when whole); not finite: ``null`` |
+    | field table, field array      | an object (keys as text) / an array, mapped alike  |
+    | anything else                 | its text (``str``)                                 |
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)  # pika's 64-bit "long" is an int subclass JSON encoders may not know
+    if isinstance(value, str):
+        return str(value).replace("\x00", "\ufffd")
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace").replace("\x00", "\ufffd")
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return None
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {amqp_header_json(str(key)): amqp_header_json(member) for key, member in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [amqp_header_json(member) for member in value]
+    return str(value)
+
+
+AMQP_SHORT_STRING_BYTES = 255  # an AMQP 0.9.1 shortstr: message properties such as correlation-id
+
+
+def amqp_correlation_id(value: object) -> str | None:
+    """A correlation id as the AMQP ``correlation_id`` property, or ``None`` when it cannot be one
+    (not text, or longer than a shortstr): the message's own headers still carry it."""
+    if isinstance(value, str) and len(value.encode("utf-8", "surrogatepass")) <= AMQP_SHORT_STRING_BYTES:
+        return value
+    return None
 
 
 def requested_with_includes(requested: object, includes: Sequence[str]) -> object:

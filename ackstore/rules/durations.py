@@ -35,6 +35,8 @@ def parse_duration_ms(text: str) -> int:
     if match is None:
         raise errors.timeout_unparsable(f'For input string: "{text}"')
     amount_text, unit = match.group("amount"), match.group("unit")
+    if len(amount_text.lstrip("+-")) > 19:  # past a Java long, and before int() meets Python's digit limit
+        raise errors.timeout_unparsable(f'For input string: "{errors.shown(amount_text)}"')
     amount = int(amount_text)
     if amount > JAVA_LONG_MAX or amount < -JAVA_LONG_MAX - 1:
         raise errors.timeout_unparsable(f'For input string: "{amount_text}"')

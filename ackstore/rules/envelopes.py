@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ackstore.rules import errors, labels
+from ackstore.rules import errors, labels, limits, numbers
 from ackstore.rules.acks import ABSENT, Ack
 from ackstore.rules.headers import CORRELATION_ID
 
@@ -68,6 +68,9 @@ class LiveResponse:
     value: Any  # ABSENT when the response has none
     headers: Mapping[str, Any]
     token: str | None = None
+    criterion: str = "commands"  # commands | messages: what its topic says it answers
+    action: str = ""  # the topic's command action or message subject
+    path: str = "/"
 
 
 def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
@@ -125,7 +128,7 @@ def _plain_json_object(text: str | bytes, size: int, max_bytes: int) -> dict[str
             text = text.decode("utf-8")
         elif "\\u" in text or not text.isascii() and _has_surrogate(text):
             return None
-        value = json.loads(text, parse_constant=_not_plain, parse_float=_finite)
+        value = json.loads(text, parse_constant=_not_plain, parse_float=_finite, parse_int=numbers.parse_int)
     except (_NotPlain, UnicodeDecodeError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -146,9 +149,14 @@ def canonical_json(value: object) -> str:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         text.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
+        if "integer string conversion" in str(exc):  # Python's digit limit, far past any JSON number we keep
+            exc = numbers.NumberOutOfRange("of more than 4,300 digits")
         raise errors.json_invalid(f"The message is not valid JSON: {exc}.") from None
     if "\\u0000" in text and _contains_nul(value):
         raise errors.json_invalid("The message contains the character U+0000, which cannot be stored.")
+    if numbers.LONG_DIGIT_RUN.search(text) and numbers.out_of_range(value):
+        raise errors.json_invalid(f"The message is not valid JSON: it holds an integer out of range "
+                                  f"(at most ±{numbers.MAX_MAGNITUDE:.7g}).")
     return text
 
 
@@ -217,12 +225,16 @@ def parse_live_response(envelope: Mapping[str, Any]) -> LiveResponse:
     """A live command response or message response: ``…/things/live/commands/<action>`` or
     ``…/things/live/messages/<subject>``, the answered signal's correlation id and a status."""
     topic = _required(envelope, "topic", str, "String")
-    thing_id, channel, criterion, _ = _split_thing_topic(topic)
+    thing_id, channel, criterion, action = _split_thing_topic(topic)
     if channel != "live" or criterion not in ("commands", "messages"):
         raise errors.unknown_topic(topic, "A live response's topic is the live command's or live message's topic.")
     headers, correlation_id, token = _answer_headers(envelope)
     status = _status(envelope.get("status"), "/status")
-    return LiveResponse(thing_id, correlation_id, status, envelope.get("value", ABSENT), _ack_headers(headers), token)
+    path = envelope.get("path", "/")
+    if not isinstance(path, str):
+        raise errors.json_field_invalid("/path", "String")
+    return LiveResponse(thing_id, correlation_id, status, envelope.get("value", ABSENT), _ack_headers(headers), token,
+                        criterion, action, path or "/")
 
 
 def _answer_headers(envelope: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str | None]:
@@ -235,6 +247,7 @@ def _answer_headers(envelope: Mapping[str, Any]) -> tuple[Mapping[str, Any], str
         raise errors.correlation_id_missing()
     if not isinstance(correlation_id, str):
         raise errors.header_invalid_type(CORRELATION_ID, json.dumps(correlation_id), "String")
+    limits.check_correlation_id(correlation_id)
     token = headers.get(ACK_TOKEN)
     if token is not None and not isinstance(token, str):
         raise errors.header_invalid_type(ACK_TOKEN, json.dumps(token), "String")
@@ -285,7 +298,8 @@ def _split_thing_topic(topic: str) -> tuple[str, labels.Channel, str, str]:
     criterion, _, action = rest.partition("/")
     if channel not in ("twin", "live") or not criterion:
         raise errors.unknown_topic(topic)
-    return f"{match.group('ns')}:{match.group('name')}", channel, criterion, action  # type: ignore[return-value]
+    thing_id = limits.check_thing_id(f"{match.group('ns')}:{match.group('name')}")
+    return thing_id, channel, criterion, action  # type: ignore[return-value]
 
 
 def _required(envelope: Mapping[str, Any], name: str, kind: type | tuple[type, ...], kind_name: str) -> Any:

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ackstore.rules import numbers
+
 
 def java_number(value: int) -> str:
     """Format an integer as Java's ``MessageFormat`` does in Ditto's messages: ``42,000``."""
@@ -139,7 +141,7 @@ def token_invalid(token: object) -> DittoError:
     return DittoError(
         400,
         "acknowledgement:token.invalid",
-        f"The ack-token <{_clip(str(token))}> was not issued for this subscriber and signal.",
+        f"The ack-token <{shown(token)}> was not issued for this subscriber and signal.",
         "Send the ack-token from the headers of the signal as it was pulled, with the same subscriber.",
     )
 
@@ -166,8 +168,28 @@ def live_response_invalid(correlation_id: str, why: str) -> DittoError:
     return DittoError(
         400,
         "acknowledgement:live.response.invalid",
-        f"The live response with correlation-id <{correlation_id}> does not answer a live signal: {why}.",
+        f"The live response with correlation-id <{correlation_id}> does not answer its live signal: "
+        f"{why.rstrip('.')}.",
         "A live response has the topic of the live command or message it answers and the same correlation-id.",
+    )
+
+
+def live_response_not_handed(subscriber: str, correlation_id: str) -> DittoError:
+    return DittoError(
+        403,
+        "acknowledgement:live.response.forbidden",
+        f"The subscriber <{subscriber}> was not handed the live signal with correlation-id <{correlation_id}>.",
+        "Only a subscriber that pulled a live signal may answer it (with the ack-token of that hand-out).",
+    )
+
+
+def ack_thing_mismatch(ack_thing_id: str, signal_thing_id: str, correlation_id: str) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:entity.id.mismatch",
+        f"Entity ID of acknowledgement <{ack_thing_id}> differs from entity ID <{signal_thing_id}> of the signal "
+        f"with correlation-id <{correlation_id}>.",
+        "Send an acknowledgement on the topic of the thing whose signal it answers.",
     )
 
 
@@ -199,13 +221,19 @@ def request_timeout(timeout_ms: int) -> DittoError:
     )
 
 
-def command_timeout(timeout_ms: int) -> DittoError:
-    """The answer when only one built-in label was requested and it never came (B.5)."""
+def command_timeout(timeout_ms: int, invalid_response: str | None = None) -> DittoError:
+    """The answer when only one built-in label was requested and it never came (B.5); when a
+    live response came but did not match the command, the description says why (Ditto's
+    ``AcknowledgementAggregatorActor.getInvalidLiveResponseReceivedGetAsTimeoutError``)."""
+    description = "Try increasing the command timeout."
+    if invalid_response is not None:
+        description = ("Received no appropriate live response within the specified timeout. "
+                       f"An invalid response was received, though: {invalid_response}")
     return DittoError(
         408,
         "command.timeout",
         f"The Command reached the specified timeout of {java_number(timeout_ms)}ms.",
-        "Try increasing the command timeout.",
+        description,
     )
 
 
@@ -303,6 +331,47 @@ def connection_config_invalid(message: str) -> DittoError:
     )
 
 
+def database_url_invalid(origin: str, why: str, shown: str | None = None) -> DittoError:
+    """A database URL that cannot be used; ``shown`` is the URL without its password."""
+    where = f" ({shown})" if shown else ""
+    return DittoError(
+        400,
+        "database.url.invalid",
+        f"The database URL of <{origin}>{where} is invalid: {why}.",
+        "Give a PostgreSQL URL such as postgresql://user:password@host:5432/database "
+        "(user, password, host and port may be left out; percent-encode special characters).",
+    )
+
+
+def nul_character(what: str) -> DittoError:
+    return DittoError(400, "json.invalid", f"The {what} contains the character U+0000, which cannot be stored.",
+                      "Remove the U+0000 characters and try again.")
+
+
+def not_unicode(what: str) -> DittoError:
+    return DittoError(400, "json.invalid", f"The {what} is not valid Unicode text (it holds a lone surrogate).",
+                      "Send text that can be encoded as UTF-8.")
+
+
+def id_too_long(what: str, text: str, max_bytes: int) -> DittoError:
+    return DittoError(
+        400,
+        "id.invalid",
+        f"The {what} <{_clip(text, 64)}> is longer than the maximum of {java_number(max_bytes)} bytes.",
+        f"Choose a {what} of at most {java_number(max_bytes)} bytes (UTF-8).",
+    )
+
+
+def message_not_storable(reason: str) -> DittoError:
+    """The ledger refused to store a message, and would again: it is rejected, not retried."""
+    return DittoError(
+        400,
+        "message.notstorable",
+        f"The message could not be stored in the ledger: {_clip(reason)}.",
+        "The message is rejected without redelivery; send it again only once it is changed.",
+    )
+
+
 def parse_json_text(text: str | bytes) -> Any:
     """Parse JSON text (UTF-8 if bytes) or raise ``json.invalid``."""
     if isinstance(text, bytes):
@@ -311,9 +380,22 @@ def parse_json_text(text: str | bytes) -> Any:
         except UnicodeDecodeError as exc:
             raise json_invalid(f"The input is not valid UTF-8: {exc.reason} at byte {exc.start}.") from None
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        return json.loads(text, parse_int=numbers.parse_int)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and NumberOutOfRange are ValueErrors
         raise json_invalid(f"Failed to parse JSON string '{_clip(text)}': {exc}") from None
+
+
+def shown(value: object, limit: int = 200) -> str:
+    """Any client value as a message may show it: text as it is, other JSON compactly, an
+    integer too long to print as its size (Python refuses ``str`` past 4 300 digits), clipped."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    if isinstance(value, str):
+        return _clip(value, limit)
+    try:
+        return _clip(json.dumps(value, separators=(",", ":"), ensure_ascii=False), limit)
+    except (TypeError, ValueError, RecursionError):
+        return _clip(type(value).__name__, limit)
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -388,6 +470,17 @@ def thing_part_not_found(kind: str, thing_id: str, feature_id: str | None = None
     }
     code, message = templates[kind]
     return DittoError(404, f"things:{code}", message, "Check if the ID of the Thing and the requested resource was correct and you have sufficient permissions.")
+
+
+def thing_id_invalid(thing_id: str) -> DittoError:
+    """Ditto's ``ThingIdInvalidException`` (here: an id over the 256-character maximum)."""
+    return DittoError(
+        400,
+        "things:id.invalid",
+        f"Thing ID '{_clip(thing_id, 64)}' is not valid!",
+        "It must conform to the namespaced entity ID notation (see Ditto documentation) and be at most 256 "
+        "characters long.",
+    )
 
 
 def thing_conflict(thing_id: str) -> DittoError:

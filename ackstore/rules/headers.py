@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
-from ackstore.rules import errors, labels
+from ackstore.rules import errors, labels, limits, numbers
 from ackstore.rules.durations import parse_duration_ms
 from ackstore.rules.settings import Settings
 
@@ -167,7 +167,7 @@ def _correlation_id(value: object, new_correlation_id: Callable[[], str]) -> str
         return new_correlation_id()
     if not isinstance(value, str) or not value.strip():
         raise errors.header_invalid_type(CORRELATION_ID, _display(value), "non-empty String")
-    return value
+    return limits.check_correlation_id(value)
 
 
 def _boolean(name: str, value: object) -> bool | None:
@@ -184,7 +184,7 @@ def _timeout_ms(value: object, api: Api, settings: Settings) -> tuple[int, bool]
         return settings.default_timeout_ms, False
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise errors.header_invalid_type(TIMEOUT, _display(value), "duration")
-    timeout_ms = parse_duration_ms(str(value))
+    timeout_ms = parse_duration_ms(value if isinstance(value, str) else errors.shown(value))
     if timeout_ms <= settings.max_timeout_ms:
         return timeout_ms, True
     if api == "http":
@@ -219,8 +219,8 @@ def requested_acks_text_items(text: str) -> list[Any]:
     """The items of ``requested-acks`` given as text: a JSON array, or comma-separated labels."""
     if text.lstrip().startswith("["):
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
+            value = json.loads(text, parse_int=numbers.parse_int)
+        except (ValueError, RecursionError):  # not JSON, a number out of range, nesting too deep
             value = None
         if not isinstance(value, list):
             raise errors.header_invalid_type(REQUESTED_ACKS, text, "JSON array")
@@ -232,7 +232,4 @@ def _display(value: object) -> str:
     """A header value as Ditto shows it in messages: strings as they are, JSON compactly."""
     if isinstance(value, str):
         return value
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
+    return errors.shown(value, limit=10_000)

@@ -8,8 +8,8 @@ matches when any element matches (B.11).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Iterator
 
 from ackstore.rules.twin import escape_key
 
@@ -23,6 +23,27 @@ class IndexRow:
     value_number: str | None = None  # decimal text: exact, whatever the JSON number's size
     value_bool: bool | None = None
     empty: bool = False  # null, "", {} or [] (B.12 ``empty``)
+
+
+# The most a path and a string value may take together in the search index, in UTF-8 bytes:
+# PostgreSQL refuses a btree entry over ~2 700 bytes. Ditto's search index has the same kind of
+# bound (IndexLengthRestrictionEnforcer.MAX_INDEX_CONTENT_LENGTH): a longer string is indexed
+# cut to fit — RQL then compares that prefix —, a path longer than the bound is not indexed.
+MAX_INDEX_CONTENT_BYTES = 950
+
+
+def for_index(rows: Iterable[IndexRow]) -> Iterator[IndexRow]:
+    """``rows`` as the search index stores them: within :data:`MAX_INDEX_CONTENT_BYTES`."""
+    for row in rows:
+        path_bytes = len(row.path.encode("utf-8"))
+        if path_bytes > MAX_INDEX_CONTENT_BYTES:
+            continue
+        if row.value_text is not None and path_bytes + len(row.value_text) * 4 > MAX_INDEX_CONTENT_BYTES:
+            budget = MAX_INDEX_CONTENT_BYTES - path_bytes
+            cut = row.value_text.encode("utf-8")[:budget].decode("utf-8", "ignore")  # on a character boundary
+            if cut != row.value_text:
+                row = replace(row, value_text=cut)
+        yield row
 
 
 def flatten(document: dict[str, Any] | None) -> list[IndexRow]:

@@ -33,7 +33,7 @@ def is_valid_label(label: object) -> bool:
 def validate_label(label: object) -> str:
     """Return ``label`` if it matches B.2's regex, else raise 400 ``acknowledgement:label.invalid``."""
     if not is_valid_label(label):
-        raise errors.label_invalid(str(label))
+        raise errors.label_invalid(label if isinstance(label, str) else errors.shown(label))
     return label  # type: ignore[return-value]
 
 
@@ -56,7 +56,7 @@ def validate_issuable(label: object) -> str:
 def resolve_connection_label(label: str, connection_id: str) -> str:
     """Resolve ``{{connection:id}}`` and enforce the ``<connection-id>:`` prefix (B.2)."""
     validate_label(label)
-    resolved = CONNECTION_ID_PLACEHOLDER.sub(connection_id, label)
+    resolved = CONNECTION_ID_PLACEHOLDER.sub(lambda _: connection_id, label)  # the id as text, not a template
     if not resolved.startswith(connection_id + ":") or not is_valid_label(resolved):
         raise errors.label_invalid(resolved, errors.CONNECTION_LABEL_DESCRIPTION)
     return resolved

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Union
 
-from ackstore.rules import errors
+from ackstore.rules import errors, numbers
 
 COMPARISONS = ("eq", "ne", "gt", "ge", "lt", "le", "like", "ilike")
 PLACEHOLDERS = ("time:now", "time:now_epoch_millis")
@@ -83,7 +83,15 @@ def resolve(value: Value, now: datetime) -> str | int | float | bool | None:
 def parse(expression: str) -> Node:
     """Parse a filter such as ``and(eq(attributes/on,true),gt(attributes/floor,2))``."""
     if not isinstance(expression, str):
-        raise errors.rql_invalid(str(expression), "the filter must be a string", 1)
+        raise errors.rql_invalid(errors.shown(expression), "the filter must be a string", 1)
+    if "\x00" in expression:  # no text PostgreSQL could compare holds it
+        raise errors.rql_invalid(expression.replace("\x00", "\\u0000"), "the character U+0000 is not allowed",
+                                 expression.index("\x00") + 1)
+    try:
+        expression.encode("utf-8")
+    except UnicodeEncodeError as bad:
+        raise errors.rql_invalid(expression.encode("utf-8", "replace").decode(), "a lone surrogate is not text",
+                                 bad.start + 1) from None
     parser = _Parser(expression)
     node = parser.query(depth=0)
     parser.skip_spaces()
@@ -178,7 +186,13 @@ class _Parser:
         number = self.match(_NUMBER)
         if number is not None and not self._followed_by_word():
             text = number.group()
-            return float(text) if number.group("fraction") or number.group("exponent") else int(text)
+            try:
+                if number.group("fraction") or number.group("exponent"):
+                    return numbers.parse_float(text)
+                return numbers.parse_int(text)
+            except numbers.NumberOutOfRange as out:
+                self.pos = number.start()
+                self.fail(str(out))
         if number is not None:
             self.pos = number.start()
         keyword = self.match(_KEYWORD)

@@ -85,11 +85,38 @@ def _value_test(op: str, row: IndexRow, value: Any) -> bool:
         return False
     text = row.value_text or ""
     if op in ("like", "ilike"):
-        return like_regex(value, ignore_case=op == "ilike").fullmatch(text) is not None
+        return like_matches(value, text, ignore_case=op == "ilike")
     return _ORDER[op](text, value)
 
 
-def like_regex(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
-    """RQL wildcards (``*`` any sequence, ``?`` one character) as a regular expression."""
-    parts = (".*" if char == "*" else "." if char == "?" else re.escape(char) for char in pattern)
-    return re.compile("".join(parts), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+def like_matches(pattern: str, text: str, *, ignore_case: bool = False) -> bool:
+    """Whether ``text`` matches an RQL wildcard pattern (``*`` any sequence, ``?`` one character).
+
+    Without backtracking: the pieces between ``*`` are found leftmost, in order — the first
+    anchored at the start, the last at the end — so a hostile filter such as ``*a*a*a*…b`` costs
+    a scan per piece, never an exponential search (a translation to ``.*`` regexes would)."""
+    if ignore_case:
+        pattern, text = pattern.lower(), text.lower()
+    first, *rest = pattern.split("*")
+    if not rest:
+        return len(text) == len(first) and _piece_at(first, text, 0)
+    *middle, last = rest
+    if not _piece_at(first, text, 0):
+        return False
+    position = len(first)
+    for piece in middle:
+        found = _piece(piece).search(text, position)
+        if found is None:
+            return False
+        position = found.end()
+    start = len(text) - len(last)
+    return start >= position and _piece_at(last, text, start)
+
+
+def _piece(piece: str) -> re.Pattern[str]:
+    """One piece between ``*``: literal characters and ``?`` (any one character)."""
+    return re.compile("".join("." if char == "?" else re.escape(char) for char in piece), re.DOTALL)
+
+
+def _piece_at(piece: str, text: str, start: int) -> bool:
+    return _piece(piece).match(text, start, start + len(piece)) is not None if start + len(piece) <= len(text) else False

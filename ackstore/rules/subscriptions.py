@@ -132,13 +132,18 @@ def weak_ack_headers(correlation_id: str) -> dict[str, Any]:
     return {CORRELATION_ID: correlation_id, WEAK_ACK: True}
 
 
-def outbound_headers(headers: Mapping[str, Any], token: str, delivery_count: int) -> dict[str, Any]:
-    """Headers of a signal handed to a subscriber: built-in labels leave ``requested-acks``,
-    which is dropped when nothing is left (B.1); the lease token and delivery count are added."""
+def outbound_headers(headers: Mapping[str, Any], token: str, delivery_count: int,
+                     declared: Iterable[str]) -> dict[str, Any]:
+    """Headers of a signal handed to a subscriber: ``requested-acks`` keeps only the labels the
+    subscriber's group declared — never a built-in one, never another subscriber's (B.1; Ditto's
+    ``StreamingSessionActorTest.acknowledgementRequestsAreRestrictedToDeclaredAcks``) — and is
+    dropped when nothing is left; the lease token and delivery count are added."""
     out = {k: v for k, v in headers.items() if k not in (ACK_TOKEN, DELIVERY_COUNT)}
-    custom = [label for label in out.pop(REQUESTED_ACKS, None) or () if not labels.is_builtin(label)]
-    if custom:
-        out[REQUESTED_ACKS] = custom
+    issuable = set(declared)
+    own = [label for label in out.pop(REQUESTED_ACKS, None) or ()
+           if label in issuable and not labels.is_builtin(label)]
+    if own:
+        out[REQUESTED_ACKS] = own
     out[ACK_TOKEN] = token
     out[DELIVERY_COUNT] = delivery_count
     return out
@@ -156,6 +161,9 @@ def expects_ack(requested: Iterable[str], declared: Iterable[str], *, live: bool
 # its hand-out and cannot be forged, moved to another delivery or to another hand-out.
 
 
+MAX_HANDOUT_DIGITS = 18  # hand-outs are counted in a bigint
+
+
 def lease_token(key: str, handout: int) -> str:
     return f"{handout}.{_mac(key, handout)}"
 
@@ -163,9 +171,10 @@ def lease_token(key: str, handout: int) -> str:
 def token_handout(token: object, key: str) -> int:
     """The hand-out number a token was issued for; 400 ``acknowledgement:token.invalid`` for a
     token this delivery never issued."""
-    if isinstance(token, str):
+    if isinstance(token, str) and token.isascii():  # compare_digest takes ASCII text only
         number, _, mac = token.partition(".")
-        if number.isdigit() and hmac.compare_digest(mac, _mac(key, int(number))):
+        # ASCII digits only (str.isdigit() also takes "²"), and no longer than a hand-out count can be.
+        if 0 < len(number) <= MAX_HANDOUT_DIGITS and number.isdigit() and hmac.compare_digest(mac, _mac(key, int(number))):
             return int(number)
     raise errors.token_invalid(token)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
+from urllib.parse import quote
 
 from ackstore.rules import errors, labels
 from ackstore.rules.acks import ABSENT, Ack
@@ -19,6 +20,13 @@ def thing_topic_prefix(thing_id: str) -> str:
 def acks_topic(thing_id: str, channel: labels.Channel, label: str | None = None) -> str:
     topic = f"{thing_topic_prefix(thing_id)}/{channel}/acks"
     return topic if label is None else f"{topic}/{label}"
+
+
+def location(thing_id: str, path: str) -> str:
+    """The created resource in Ditto's HTTP API form: ``/api/2/things/<thing id>[<path>]``, the
+    ``location`` header the gateway adds to a 201 ``twin-persisted`` entry (B.4.3)."""
+    resource = "" if path in ("", "/") else quote(path, safe="/:~@!$&'()*+,;=")
+    return f"/api/2/things/{quote(thing_id, safe=':@!$&()*+,;=')}{resource}"
 
 
 def external_headers(ack: Ack, correlation_id: str) -> dict[str, Any]:

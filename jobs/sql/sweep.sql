@@ -6,7 +6,7 @@
 -- Every request waiting for a decision (queue_decide holds only those) with what is known of
 -- it (read by Spark). Only acks of that attempt whose fact happened by its deadline count
 -- (A.2.1); whether the deadline has passed is judged now.
-SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api,
+SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api, s.thing_id, s.path, s.headers::text AS headers,
        COALESCE(a.requested_acks, s.requested_acks) AS requested_acks, s.response_required,
        s.timeout_ms, COALESCE(a.deadline_at, s.deadline_at) <= statement_timestamp() AS deadline_passed,
        r.status AS response_status, r.payload::text AS response_payload,
@@ -15,7 +15,10 @@ SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api,
                                            k.headers, k.weak) ORDER BY k.received_at, k.id)
           FROM acks k
          WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'counted'
-           AND k.received_at <= COALESCE(a.deadline_at, s.deadline_at))::text AS acks
+           AND k.received_at <= COALESCE(a.deadline_at, s.deadline_at))::text AS acks,
+       (SELECT k.reason FROM acks k  -- the last live response refused as not answering the command
+         WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'invalid'
+         ORDER BY k.id DESC LIMIT 1) AS invalid_response
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
 LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt

@@ -4,7 +4,7 @@
 -- name: current_request
 -- The request an ack is for: the signal, share-locked so that deciding it waits for this ack,
 -- with its current attempt and the labels that attempt requested.
-SELECT s.id, s.thing_id, s.channel, COALESCE(a.attempt, 1) AS attempt,
+SELECT s.id, s.thing_id, s.channel, s.kind, s.action, s.path, COALESCE(a.attempt, 1) AS attempt,
        COALESCE(a.requested_acks, s.requested_acks) AS requested_acks
 FROM signals s
 LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x

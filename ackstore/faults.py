@@ -1,4 +1,5 @@
-"""Fault injection for the crash tests: ``ACKSTORE_FAULT=<step>:<point>`` kills the process there.
+"""Fault injection for the crash tests: ``ACKSTORE_FAULT=<step>:<point>`` kills the process there
+(a pipeline step, or the connector: ``connector:isolating``).
 
 A real ``SIGKILL`` of ourselves: no cleanup, no ``finally``, exactly what a machine
 failure or the OOM killer does between two statements.

@@ -1,0 +1,306 @@
+"""The ledger's database URL, turned into what each consumer needs.
+
+A user may give any libpq connection string (``postgresql://``, ``postgres://``, SQLAlchemy's
+``postgresql+psycopg2://``, or ``key=value`` pairs), with or without a user, a password, a
+host or a port, and with libpq query options (``sslmode``, ``application_name``, …). libpq's
+own parser reads it (``psycopg2.extensions.parse_dsn``: percent-decoding, several hosts, a
+socket directory in ``?host=``), and :class:`DatabaseUrl` renders it for:
+
+* SQLAlchemy and psycopg2 (:meth:`~DatabaseUrl.sqlalchemy`, :meth:`~DatabaseUrl.libpq`): libpq
+  itself fills in what is missing (``PGUSER``, ``PGPASSWORD``, ``~/.pgpass``, the socket);
+* Spark's JDBC driver (:meth:`~DatabaseUrl.jdbc`), which knows none of libpq's defaults: they
+  are resolved here, as libpq would, and the user and password go as properties, never in the
+  URL;
+* Great Expectations (:meth:`~DatabaseUrl.gx`): the parameters as psycopg2 connect arguments,
+  so that GX neither requires a user in a URL nor reads a ``$`` in a password as a variable;
+* Airflow's connection (:meth:`~DatabaseUrl.airflow_connection`): its JSON form.
+
+No rendering meant for people (:meth:`~DatabaseUrl.redacted`, errors) holds the password.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from psycopg2.extensions import parse_dsn
+from sqlalchemy.engine import URL
+
+from ackstore.rules import errors
+
+DRIVER = "postgresql+psycopg2"
+_SCHEME = re.compile(r"^(postgres(?:ql)?)(?:\+[A-Za-z0-9_]+)?://", re.IGNORECASE)
+_USERINFO_PASSWORD = re.compile(r"^([A-Za-z0-9+]+://[^:/@?#]*:)[^/?#]*@")
+_URL_PARTS = ("host", "port", "user", "password", "dbname")
+DEFAULT_PORT = "5432"
+# libpq's connection keywords (PostgreSQL 15-17, "Parameter Key Words"): what an Airflow
+# connection's extras may pass on; its other extras (the provider's own) are not libpq's.
+LIBPQ_KEYWORDS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth", "channel_binding",
+    "connect_timeout", "client_encoding", "options", "application_name", "fallback_application_name",
+    "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication",
+    "gssencmode", "sslmode", "requiressl", "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode",
+    "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version",
+    "ssl_max_protocol_version", "krbsrvname", "gsslib", "gssdelegation", "service", "target_session_attrs",
+    "load_balance_hosts",
+})
+JDBC_DEFAULT_HOST = "localhost"  # libpq's default is a Unix socket, which JDBC cannot reach
+
+# libpq options JDBC knows under another name (pgjdbc's documented connection properties);
+# the others have no JDBC meaning and are left out of Spark's connection.
+_JDBC_PROPERTIES = {
+    "sslmode": "sslmode",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+    "sslrootcert": "sslrootcert",
+    "sslpassword": "sslpassword",
+    "application_name": "ApplicationName",
+    "connect_timeout": "connectTimeout",
+    "options": "options",
+    "target_session_attrs": "targetServerType",
+    "gssencmode": "gssEncMode",
+}
+_TARGET_SERVER_TYPES = {"read-write": "primary", "primary": "primary", "read-only": "secondary", "standby": "secondary",
+                        "prefer-standby": "preferSecondary", "any": "any"}
+# Environment variables libpq reads for a parameter the URL leaves out (libpq's documentation,
+# "Environment Variables"); PGUSER and PGPASSWORD are resolved on their own below.
+_ENVIRONMENT = {"host": "PGHOST", "port": "PGPORT", "dbname": "PGDATABASE", "sslmode": "PGSSLMODE",
+                "application_name": "PGAPPNAME", "connect_timeout": "PGCONNECT_TIMEOUT", "options": "PGOPTIONS",
+                "sslcert": "PGSSLCERT", "sslkey": "PGSSLKEY", "sslrootcert": "PGSSLROOTCERT",
+                "target_session_attrs": "PGTARGETSESSIONATTRS", "gssencmode": "PGGSSENCMODE"}
+
+
+@dataclass(frozen=True)
+class DatabaseUrl:
+    """A database's libpq parameters, as the user gave them (nothing resolved yet)."""
+
+    params: Mapping[str, str] = field(repr=False)  # repr=False: it may hold the password
+
+    @classmethod
+    def parse(cls, text: str, origin: str = "ACKSTORE_DATABASE_URL") -> "DatabaseUrl":
+        """Parse ``text``; a malformed one raises ``database.url.invalid`` naming ``origin``."""
+        if not isinstance(text, str) or not text.strip():
+            raise errors.database_url_invalid(origin, "it is empty")
+        libpq_text = _SCHEME.sub(lambda m: "postgresql://", text.strip(), count=1)
+        try:
+            params = parse_dsn(libpq_text)
+        except Exception as exc:  # psycopg2.ProgrammingError: libpq's own reason
+            raise errors.database_url_invalid(origin, _without(redacted(str(exc).strip()), text), redacted(text)) from None
+        port = params.get("port")
+        if port and not all(part.strip().isascii() and part.strip().isdigit() for part in port.split(",")):
+            raise errors.database_url_invalid(origin, f"the port {port!r} is not a number", redacted(text))
+        return cls(params)
+
+    @classmethod
+    def from_parts(cls, *, host: str | None = None, port: int | str | None = None, user: str | None = None,
+                   password: str | None = None, dbname: str | None = None,
+                   options: Mapping[str, Any] | None = None) -> "DatabaseUrl":
+        """From separate fields, e.g. an Airflow connection's; empty ones are left to libpq, and
+        ``options`` that are not libpq keywords are left out."""
+        extra = {key: value for key, value in (options or {}).items() if key in LIBPQ_KEYWORDS}
+        given = {**extra, "host": host, "port": port, "user": user, "password": password, "dbname": dbname}
+        return cls({key: str(value) for key, value in given.items() if value not in (None, "")})
+
+    # --- what libpq itself reads ----------------------------------------------------------
+
+    def libpq(self) -> dict[str, str]:
+        """psycopg2's connect keywords; libpq fills in what is missing."""
+        return dict(self.params)
+
+    def sqlalchemy(self) -> URL:
+        """A SQLAlchemy URL object (never a string: no quoting can go wrong) for psycopg2."""
+        params = dict(self.params)
+        host = params.pop("host", None)
+        port = params.pop("port", None)
+        single_tcp_host = host and "," not in host and not host.startswith("/")
+        query = {key: value for key, value in params.items() if key not in _URL_PARTS}
+        if host and not single_tcp_host:  # a socket directory or several hosts: libpq reads them
+            query["host"] = host
+            if port:
+                query["port"] = port
+        return URL.create(
+            DRIVER,
+            username=params.get("user"),
+            password=params.get("password"),
+            host=host if single_tcp_host else None,
+            port=int(port) if single_tcp_host and port else None,
+            database=params.get("dbname"),
+            query=query,
+        )
+
+    def gx(self) -> dict[str, Any]:
+        """Great Expectations' ``add_sql`` arguments: every parameter goes to psycopg2 as a
+        connect argument, none through GX's URL parsing or its ``$variable`` substitution."""
+        return {"connection_string": f"{DRIVER}://", "kwargs": {"connect_args": self.libpq()}}
+
+    # --- what needs libpq's defaults spelled out ----------------------------------------------
+
+    def resolved(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The parameters with libpq's defaults filled in: ``PG*`` variables, the OS user,
+        ``~/.pgpass`` (or ``$PGPASSFILE``), port 5432, the user's name as database."""
+        env = os.environ if environ is None else environ
+        params = dict(self.params)
+        for name, variable in _ENVIRONMENT.items():
+            if not params.get(name) and env.get(variable):
+                params[name] = env[variable]
+        params.setdefault("port", DEFAULT_PORT)
+        if not params.get("user"):
+            params["user"] = env.get("PGUSER") or getpass.getuser()
+        params.setdefault("dbname", params["user"])
+        if not params.get("password"):
+            password = env.get("PGPASSWORD") or _pgpass_password(params, env)
+            if password:
+                params["password"] = password
+        return params
+
+    def jdbc(self, environ: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
+        """Spark's JDBC URL and connection properties (user and password among them)."""
+        params = self.resolved(environ)
+        hosts = params.get("host") or ""
+        if not hosts or hosts.startswith("/"):
+            hosts = JDBC_DEFAULT_HOST  # JDBC has no Unix sockets: the same server over TCP
+        ports = params["port"].split(",")
+        addresses = [
+            f"{_jdbc_host(host)}:{ports[i] if i < len(ports) else ports[-1]}"
+            for i, host in enumerate(hosts.split(","))
+        ]
+        # stringtype=unspecified lets text columns land in jsonb; batched inserts are rewritten
+        # into multi-row INSERTs (stack-notes.md).
+        url = (f"jdbc:postgresql://{','.join(addresses)}/{quote(params['dbname'], safe='')}"
+               "?stringtype=unspecified&reWriteBatchedInserts=true")
+        properties = {"user": params["user"]}
+        if params.get("password"):
+            properties["password"] = params["password"]
+        for name, jdbc_name in _JDBC_PROPERTIES.items():
+            if params.get(name):
+                value = params[name]
+                properties[jdbc_name] = _TARGET_SERVER_TYPES.get(value, value) if name == "target_session_attrs" else value
+        return url, properties
+
+    def airflow_connection(self) -> str:
+        """The ``AIRFLOW_CONN_<ID>`` value: Airflow's JSON form, which needs no URL quoting."""
+        params = dict(self.params)
+        connection: dict[str, Any] = {"conn_type": "postgres"}
+        for name, key in (("host", "host"), ("user", "login"), ("password", "password"), ("dbname", "schema")):
+            if params.get(name):
+                connection[key] = params.pop(name)
+        if params.get("port"):
+            port = params.pop("port")
+            if port.isdigit():
+                connection["port"] = int(port)
+            else:
+                params["port"] = port  # several ports: libpq reads them from the extras
+        extra = {key: value for key, value in params.items() if key not in _URL_PARTS}
+        if extra:
+            connection["extra"] = extra
+        return json.dumps(connection)
+
+    # --- renderings ---------------------------------------------------------------------------
+
+    def with_database(self, dbname: str) -> "DatabaseUrl":
+        return DatabaseUrl({**self.params, "dbname": dbname})
+
+    @property
+    def database(self) -> str | None:
+        return self.params.get("dbname")
+
+    def text(self) -> str:
+        """A libpq URL of the same parameters (the password percent-encoded in it)."""
+        params = dict(self.params)
+        user = quote(params.pop("user", ""), safe="")
+        password = params.pop("password", None)
+        userinfo = f"{user}:{quote(password, safe='')}@" if password is not None else (f"{user}@" if user else "")
+        host = params.pop("host", "")
+        port = params.pop("port", "")
+        netloc = ""
+        if host and "," not in host and not host.startswith("/") and "," not in port:
+            netloc = _url_host(host) + (f":{port}" if port else "")
+        else:
+            if host:
+                params["host"] = host
+            if port:
+                params["port"] = port
+        dbname = quote(params.pop("dbname", ""), safe="")
+        query = "&".join(f"{quote(key, safe='')}={quote(value, safe='')}" for key, value in params.items())
+        return f"postgresql://{userinfo}{netloc}/{dbname}" + (f"?{query}" if query else "")
+
+    def redacted(self) -> str:
+        """:meth:`text` with the password shown as ``***``."""
+        return redacted(self.text())
+
+    def __str__(self) -> str:
+        return self.redacted()
+
+
+def redacted(text: str) -> str:
+    """A URL as it may be printed: the password after ``user:`` replaced by ``***``, and a
+    ``password=`` option too."""
+    shown = _USERINFO_PASSWORD.sub(lambda m: f"{m.group(1)}***@", text, count=1)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", shown)
+
+
+def _without(message: str, text: str) -> str:
+    """libpq's reason for rejecting ``text``, with any piece of its userinfo taken out."""
+    match = re.match(r"^[A-Za-z0-9+]+://([^/?#]*)@", text)
+    if match:
+        for secret in sorted(match.group(1).split(":")[1:], key=len, reverse=True):
+            if secret:
+                message = message.replace(secret, "***")
+    return message
+
+
+def _jdbc_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+_url_host = _jdbc_host  # an IPv6 address is bracketed in both URL forms
+
+
+def _pgpass_password(params: Mapping[str, str], env: Mapping[str, str]) -> str | None:
+    """The password libpq would take from the password file for these parameters, if any."""
+    path = Path(env["PGPASSFILE"]) if env.get("PGPASSFILE") else Path.home() / ".pgpass"
+    try:
+        if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            return None  # libpq ignores a password file others may read
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    host = (params.get("host") or "").split(",")[0]
+    wanted = (
+        "localhost" if not host or host.startswith("/") else host,
+        params.get("port", DEFAULT_PORT).split(",")[0],
+        params.get("dbname", ""),
+        params.get("user", ""),
+    )
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = _pgpass_fields(line)
+        if len(fields) == 5 and all(pattern in ("*", value) for pattern, value in zip(fields[:4], wanted)):
+            return fields[4]
+    return None
+
+
+def _pgpass_fields(line: str) -> list[str]:
+    """``host:port:db:user:password`` with ``\\:`` and ``\\\\`` escapes."""
+    fields, current, escaped = [], [], False
+    for char in line:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ":" and len(fields) < 4:
+            fields.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    fields.append("".join(current))
+    return fields

@@ -1,0 +1,30 @@
+"""Which failures of a database write go away by trying again.
+
+A connector that stores a batch must tell the two apart: a transient failure (the connection
+lost, a deadlock or serialization failure, the server restarting or out of resources) is
+retried — the broker keeps the messages —, any other (a value the database refuses, a bug)
+would fail the same way forever, so it is isolated to the message that causes it.
+"""
+
+from __future__ import annotations
+
+import psycopg2
+from sqlalchemy.exc import DBAPIError
+
+# SQLSTATE classes: 08 connection exception, 40 transaction rollback (deadlock, serialization),
+# 53 insufficient resources, 57 operator intervention (admin shutdown, cannot connect now),
+# 58 system error (I/O); and a lock not obtained within lock_timeout.
+TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57", "58")
+TRANSIENT_SQLSTATES = ("55P03",)  # lock_not_available (lock_timeout)
+
+
+def is_transient(problem: BaseException) -> bool:
+    """Whether ``problem``, raised by a write, may not happen again on a retry."""
+    if not isinstance(problem, DBAPIError):
+        return False  # not the database's: the same input fails the same way
+    if problem.connection_invalidated:
+        return True
+    code = getattr(problem.orig, "pgcode", None)
+    if code is None:  # no SQLSTATE: the client's own error — a lost connection, or input it cannot send
+        return isinstance(problem.orig, (psycopg2.OperationalError, psycopg2.InterfaceError))
+    return code[:2] in TRANSIENT_SQLSTATE_CLASSES or code in TRANSIENT_SQLSTATES

@@ -1,0 +1,132 @@
+"""least-privilege group roles: ingest, pipeline, reporter, admin
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-11-23 10:40:00
+
+Four NOLOGIN group roles (created if missing: roles belong to the server, not the database) and
+the grants each needs on this database (docs/roles.md maps login roles onto them):
+
+* ``ackstore_ingest`` — submit, declare, ack, respond, pull and the connector's writes;
+* ``ackstore_pipeline`` — what the steps read and write;
+* ``ackstore_reporter`` — the report views and what ``show`` reads, read-only;
+* ``ackstore_admin`` — owns every object, so its members run the migrations.
+
+Signals are immutable (0002): a trigger now refuses any UPDATE of them, so the column grant that
+row locks need (``SELECT … FOR SHARE`` asks for an UPDATE privilege) lets nobody change one.
+The ingest role may mark a settlement carried out (one column) and cannot touch a decided
+result. A user that may not create roles gets a notice and no roles; grants need them.
+Every later migration that adds a table or view grants it here too (tests/test_roles.py fails
+on one without a grant).
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = '0006'
+down_revision = '0005'
+branch_labels = None
+depends_on = None
+
+ROLES = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter", "ackstore_admin")
+QUEUES = ("queue_apply", "queue_index", "queue_decide", "queue_validate", "queue_settle")
+STAGING = ("stage_twin_outcomes", "stage_search_things", "stage_search_rows", "stage_results", "stage_weak_acks",
+           "stage_settlements", "stage_check_results", "stage_check_acks", "stage_check_settlements")
+VIEWS = ("report_settlement_status", "report_qos1_audit")
+
+# (privileges, tables) per role, exactly what each component's statements need: frozen here, as
+# the views are in their migrations. tests/test_roles.py shows each in use (or names why it cannot).
+GRANTS = {
+    "ackstore_ingest": [
+        ("SELECT, INSERT, UPDATE (received_at)", ("signals",)),  # UPDATE: row locks only (the trigger refuses changes)
+        ("INSERT", ("ack_requests", "queue_apply")),
+        ("SELECT, INSERT", ("attempts", "acks", "command_responses")),
+        ("SELECT, INSERT, UPDATE", ("queue_decide", "subscribers", "deliveries")),  # queue_decide: ON CONFLICT DO UPDATE
+        ("SELECT, INSERT, DELETE", ("declared_labels",)),
+        ("SELECT, UPDATE (carried_out_at)", ("settlements",)),
+        ("SELECT", ("request_results", "thing_events", "search_index", "search_things")),
+    ],
+    "ackstore_pipeline": [
+        ("SELECT", ("signals", "attempts", "subscribers", "declared_labels")),
+        ("SELECT, INSERT", ("command_responses", "request_results", "settlements", "thing_events", "pipeline_runs",
+                            "pipeline_watermarks", "queue_validate", "queue_settle")),
+        ("UPDATE", ("acks", "things", "search_things", "pipeline_runs", "pipeline_watermarks", "queue_index")),
+        ("SELECT, INSERT", ("acks", "things", "search_things", "search_index", "queue_index")),
+        ("DELETE", ("search_index", "queue_apply", "queue_index", "queue_decide", "queue_validate", "queue_settle",
+                    "stage_results")),
+        ("SELECT", ("queue_apply", "queue_decide")),
+        ("SELECT, INSERT, TRUNCATE", STAGING),
+    ],
+    "ackstore_reporter": [
+        ("SELECT", (*VIEWS, "signals", "acks", "attempts", "request_results", "settlements", "deliveries")),
+    ],
+}
+
+CREATE_ROLES = """
+DO $$
+DECLARE name text;
+BEGIN
+  FOREACH name IN ARRAY ARRAY['ackstore_ingest', 'ackstore_pipeline', 'ackstore_reporter', 'ackstore_admin'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) THEN
+      EXECUTE format('CREATE ROLE %I NOLOGIN', name);
+    END IF;
+  END LOOP;
+EXCEPTION WHEN insufficient_privilege THEN
+  RAISE NOTICE 'ackstore: this user may not create roles; the least-privilege roles are left out (docs/roles.md)';
+END $$
+"""
+
+IMMUTABLE_SIGNALS = """
+CREATE FUNCTION ackstore_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'ackstore: % rows are immutable', TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE TRIGGER signals_are_immutable BEFORE UPDATE ON signals FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
+"""
+
+OWN_EVERYTHING = """
+DO $$
+DECLARE object record;
+BEGIN
+  IF NOT pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN
+    RAISE NOTICE 'ackstore: % is no member of ackstore_admin; the objects keep their owner', current_user;
+    RETURN;
+  END IF;
+  FOR object IN SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'p') LOOP  -- a table's sequences follow it
+    EXECUTE format('ALTER %s %I OWNER TO ackstore_admin',
+                   CASE object.relkind WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END, object.relname);
+  END LOOP;
+  EXECUTE format('GRANT USAGE, CREATE ON SCHEMA %I TO ackstore_admin', current_schema());
+END $$
+"""
+
+
+def _roles_exist() -> bool:
+    bind = op.get_bind()
+    found = bind.exec_driver_sql("SELECT count(*) FROM pg_roles WHERE rolname = ANY (%(r)s)", {"r": list(ROLES)})
+    return found.scalar_one() == len(ROLES)
+
+
+def upgrade() -> None:
+    op.execute(IMMUTABLE_SIGNALS)
+    op.execute(CREATE_ROLES)
+    if not _roles_exist():
+        return
+    for role in ROLES[:3]:
+        op.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+    for role, grants in GRANTS.items():
+        for privileges, tables in grants:
+            op.execute(f"GRANT {privileges} ON {', '.join(tables)} TO {role}")
+    op.execute(OWN_EVERYTHING)
+
+
+def downgrade() -> None:
+    if _roles_exist():
+        for role, grants in GRANTS.items():
+            for _, tables in grants:
+                op.execute(f"REVOKE ALL ON {', '.join(tables)} FROM {role}")
+            op.execute(f"REVOKE USAGE ON SCHEMA public FROM {role}")
+    op.execute("DROP TRIGGER signals_are_immutable ON signals")
+    op.execute("DROP FUNCTION ackstore_refuse_change()")

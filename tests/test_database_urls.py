@@ -1,0 +1,256 @@
+"""Every database URL a user may give works everywhere: SQLAlchemy, psycopg2, Spark's JDBC,
+Great Expectations and Airflow's connection — and no password is ever printed.
+
+The end-to-end table runs ``ackstore pipeline run`` (every step with work) and the connector's
+ledger writes against a server that checks passwords (``tests/password_server.py``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import stat
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from ackstore import cli
+from ackstore.ledger.database import make_engine
+from ackstore.ledger.database_url import DatabaseUrl, redacted
+from ackstore.ledger.store import AckStore
+from ackstore.rules.errors import DittoError
+from tests import password_server
+from tests.broker import Broker, connector, publish_all, stop, wait_for
+from tests.ledger import twin_command
+from tests.password_server import PLAIN_USER, SECRET_PASSWORD, SECRET_USER, PasswordServer
+
+ROOT = Path(__file__).resolve().parent.parent
+QUOTED_SECRET = "p%24ss%40w%25rd%3A%2Fx%20y"
+NO_ENV = {"PGUSER": "", "PGPASSWORD": "", "PGHOST": "", "PGPORT": "", "PGDATABASE": "", "PGPASSFILE": "/nonexistent"}
+
+
+# --- the forms, parsed ----------------------------------------------------------------------
+
+FORMS = [
+    # (the URL as typed, environment, JDBC URL, JDBC properties)
+    ("postgresql://127.0.0.1:5432/ledger", {},
+     "jdbc:postgresql://127.0.0.1:5432/ledger", {"user": getpass.getuser()}),
+    ("postgresql://alice@db.example:6543/ledger", {},
+     "jdbc:postgresql://db.example:6543/ledger", {"user": "alice"}),
+    (f"postgresql://secret:{QUOTED_SECRET}@127.0.0.1/ledger", {},
+     "jdbc:postgresql://127.0.0.1:5432/ledger", {"user": "secret", "password": SECRET_PASSWORD}),
+    (f"postgresql+psycopg2://secret:{QUOTED_SECRET}@127.0.0.1/ledger", {},
+     "jdbc:postgresql://127.0.0.1:5432/ledger", {"user": "secret", "password": SECRET_PASSWORD}),
+    ("postgres://bob:pw@[::1]:5433/x", {},
+     "jdbc:postgresql://[::1]:5433/x", {"user": "bob", "password": "pw"}),
+    ("postgresql://u@h/d?sslmode=disable&application_name=x", {},
+     "jdbc:postgresql://h:5432/d", {"user": "u", "sslmode": "disable", "ApplicationName": "x"}),
+    ("postgresql://h/d", {"PGUSER": "carol", "PGPASSWORD": "from-env"},
+     "jdbc:postgresql://h:5432/d", {"user": "carol", "password": "from-env"}),
+    ("postgresql://", {"PGHOST": "envhost", "PGPORT": "7000", "PGUSER": "dave", "PGDATABASE": "db1"},
+     "jdbc:postgresql://envhost:7000/db1", {"user": "dave"}),
+    ("postgresql:///d?host=/var/run/postgresql", {},  # a socket: JDBC reaches the same server over TCP
+     "jdbc:postgresql://localhost:5432/d", {"user": getpass.getuser()}),
+    ("postgresql://h1:5432,h2:5433/d?target_session_attrs=read-write", {},
+     "jdbc:postgresql://h1:5432,h2:5433/d", {"user": getpass.getuser(), "targetServerType": "primary"}),
+    ("host=h port=5 dbname=d user=u password='a b'", {},
+     "jdbc:postgresql://h:5/d", {"user": "u", "password": "a b"}),
+    ("postgresql://u@h", {},  # libpq's default database is the user's name
+     "jdbc:postgresql://h:5432/u", {"user": "u"}),
+]
+
+
+@pytest.mark.parametrize(("typed", "env", "jdbc_url", "properties"), FORMS, ids=[form[0] for form in FORMS])
+def test_each_form_gives_spark_its_jdbc_url_and_properties(typed, env, jdbc_url, properties) -> None:
+    url, props = DatabaseUrl.parse(typed).jdbc({**NO_ENV, **env})
+    assert url == jdbc_url + "?stringtype=unspecified&reWriteBatchedInserts=true"
+    assert props == properties
+    assert "password" not in url and "@" not in url  # never in the URL: it is logged by Spark
+
+
+@pytest.mark.parametrize("typed", [form[0] for form in FORMS])
+def test_each_form_round_trips_through_its_text_and_prints_without_its_password(typed) -> None:
+    parsed = DatabaseUrl.parse(typed)
+    assert DatabaseUrl.parse(parsed.text()).params == parsed.params
+    shown = f"{parsed} {parsed!r} {redacted(typed)}"
+    for secret in (SECRET_PASSWORD, QUOTED_SECRET, "from-env", "'a b'", ":pw@"):
+        assert secret not in shown
+
+
+@given(st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1),
+       st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1),
+       st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1))
+def test_any_user_password_and_database_survive_the_text_form(user, password, database) -> None:
+    url = DatabaseUrl.from_parts(host="127.0.0.1", port=5432, user=user, password=password, dbname=database)
+    assert DatabaseUrl.parse(url.text()).params == url.params
+    assert json.loads(url.airflow_connection())["password"] == password
+    assert url.sqlalchemy().password == password
+    assert ":***@" in str(url)
+
+
+def test_the_password_file_is_read_as_libpq_reads_it(tmp_path: Path) -> None:
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("# comment\nother:*:*:*:no\nh:5432:d:u:wrong-db\nh:*:*:u:se\\:cr\\\\et\n*:*:*:*:fallback\n")
+    passfile.chmod(0o600)
+    env = {**NO_ENV, "PGPASSFILE": str(passfile)}
+    assert DatabaseUrl.parse("postgresql://u@h/x").resolved(env)["password"] == "se:cr\\et"
+    assert DatabaseUrl.parse("postgresql://u@h/d").resolved(env)["password"] == "wrong-db"
+    assert DatabaseUrl.parse("postgresql://v@elsewhere/d").resolved(env)["password"] == "fallback"
+    assert DatabaseUrl.parse("postgresql://u:given@h/x").resolved(env)["password"] == "given"
+    assert DatabaseUrl.parse("postgresql://u@h/x").resolved({**env, "PGPASSWORD": "env"})["password"] == "env"
+    passfile.chmod(0o644)  # readable by others: libpq ignores it, and so do we
+    assert "password" not in DatabaseUrl.parse("postgresql://u@h/x").resolved(env)
+
+
+def test_airflow_extras_that_are_not_libpq_keywords_are_left_out() -> None:
+    url = DatabaseUrl.from_parts(host="h", port=5432, user="u", password="p", dbname="d",
+                                 options={"sslmode": "require", "cursor": "realdictcursor", "iam": True})
+    assert url.params == {"host": "h", "port": "5432", "user": "u", "password": "p", "dbname": "d", "sslmode": "require"}
+    assert json.loads(url.airflow_connection()) == {
+        "conn_type": "postgres", "host": "h", "port": 5432, "login": "u", "password": "p", "schema": "d",
+        "extra": {"sslmode": "require"}}
+
+
+MALFORMED = [
+    "postgresql://u:sec%zzret@h/d",
+    "postgresql://u:secret@h:port/d",
+    "postgresql://u:secret@h/d?nosuchoption=1",
+    "mysql://u:secret@h/d",
+    "   ",
+]
+
+
+@pytest.mark.parametrize("bad", MALFORMED)
+def test_a_malformed_url_is_a_ditto_error_naming_the_variable_without_the_password(bad: str) -> None:
+    with pytest.raises(DittoError) as raised:
+        DatabaseUrl.parse(bad, "ACKSTORE_DATABASE_URL")
+    body = raised.value.to_json()
+    assert (body["status"], body["error"]) == (400, "database.url.invalid")
+    assert "<ACKSTORE_DATABASE_URL>" in body["message"] and body["description"]
+    assert "secret" not in json.dumps(body) and "sec%zzret" not in json.dumps(body)
+
+
+@pytest.mark.parametrize(("how", "origin"), [("argument", "--database-url"), ("environment", "ACKSTORE_DATABASE_URL")])
+def test_the_cli_answers_a_malformed_url_with_the_error_not_a_traceback(how: str, origin: str) -> None:
+    bad = "postgresql://u:hunter2@h:port/d"
+    argv, env = (["--database-url", bad], {}) if how == "argument" else ([], {"ACKSTORE_DATABASE_URL": bad})
+    for command in (["db", "upgrade"], ["pipeline", "run"], ["report", "audit"]):
+        done = subprocess.run([sys.executable, "-m", "ackstore.cli", *argv, *command], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, **env}, timeout=120)
+        assert done.returncode == cli.EXIT_ERROR_ANSWER, done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["error"] == "database.url.invalid" and f"<{origin}>" in answer["message"]
+        assert "Traceback" not in done.stderr and "hunter2" not in done.stdout + done.stderr
+
+
+# --- end to end: the pipeline and the connector with every form ------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[PasswordServer]:
+    yield password_server.start(tmp_path_factory.mktemp("password-server"))
+
+
+def _pgpass(tmp_path: Path, server: PasswordServer) -> str:
+    path = tmp_path / "pgpass"
+    path.write_text(f"127.0.0.1:{server.port}:*:{SECRET_USER}:{SECRET_PASSWORD.replace(':', chr(92) + ':')}\n")
+    path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    return str(path)
+
+
+def _end_to_end_forms(server: PasswordServer, tmp_path: Path) -> dict[str, tuple[str, dict[str, str]]]:
+    secret = server.url(SECRET_USER, SECRET_PASSWORD).text()
+    return {
+        "no user": (server.url().text(), {}),
+        "a user": (server.url(PLAIN_USER).text(), {}),
+        "a user and a password with $ @ % : /": (secret, {}),
+        "postgresql+psycopg2://": (secret.replace("postgresql://", "postgresql+psycopg2://", 1), {}),
+        "postgres://": (secret.replace("postgresql://", "postgres://", 1), {}),
+        "query options": (secret + "?sslmode=disable&application_name=x", {}),
+        "PGUSER and PGPASSWORD": (server.url().text(), {"PGUSER": SECRET_USER, "PGPASSWORD": SECRET_PASSWORD}),
+        "~/.pgpass": (server.url(SECRET_USER).text(), {"PGPASSFILE": _pgpass(tmp_path, server)}),
+    }
+
+
+END_TO_END = ["no user", "a user", "a user and a password with $ @ % : /", "postgresql+psycopg2://", "postgres://",
+              "query options", "PGUSER and PGPASSWORD", "~/.pgpass"]
+
+
+def test_a_wrong_password_is_refused_by_the_server(server: PasswordServer) -> None:
+    """The end-to-end table means something only if a mangled password cannot connect."""
+    engine = make_engine(server.url(SECRET_USER, SECRET_PASSWORD + "x"))
+    with pytest.raises(Exception, match="password authentication failed"):
+        engine.connect()
+    engine.dispose()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("form", END_TO_END)
+def test_the_pipeline_and_the_connector_run_with_each_url_form(
+    form: str, server: PasswordServer, spark, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    url, env = _end_to_end_forms(server, tmp_path)[form]
+    for name in NO_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ACKSTORE_DATABASE_URL", url)
+    admin = make_engine(server.url())
+    tag = uuid.uuid4().hex[:8]
+    connection, checker = f"plant-{tag}", f"checker-{tag}"
+    # A subscriber whose filter excludes the signal: its label gets a weak ack (weak_acks' work).
+    with AckStore(admin) as store:
+        assert store.declare(checker, [f"{checker}:done"], filter="eq(attributes/n,-1)")["status"] == 204
+    envelope = twin_command("modify", thing=f"org.acme/url-{tag}", path="/", value={"attributes": {"n": 1}},
+                            correlation_id=f"url-{tag}",
+                            requested_acks=["twin-persisted", "search-persisted", f"{checker}:done"])
+    broker = Broker()
+    try:
+        source = broker.queue("commands")
+        publish_all(broker, source, [envelope])
+        process = connector(url, "--connection-id", connection, "--queue", source, "--poll", "0.5", env=env)
+        try:
+            wait_for(lambda: _one(admin, "SELECT count(*) FROM signals WHERE source = :s", s=connection) == 1,
+                     what="the message stored by the connector")
+            if "application_name" in url:
+                assert _one(admin, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'x'") >= 1
+            capsys.readouterr()
+            assert cli.main(["pipeline", "run"]) == cli.EXIT_OK
+            printed = capsys.readouterr()
+            wait_for(lambda: _one(admin, "SELECT count(*) FROM settlements s JOIN signals g ON g.id = s.signal_id "
+                                         "WHERE g.source = :s AND s.carried_out_at IS NOT NULL", s=connection) == 1,
+                     what="the settlement carried out")
+        finally:
+            code, log = stop(process)
+    finally:
+        broker.close()
+    assert code == 0, log
+    steps = json.loads(printed.out)["steps"]
+    assert list(steps) == ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
+    with admin.connect() as conn:
+        done = conn.execute(text(
+            "SELECT r.status, (SELECT count(*) FROM acks a WHERE a.signal_id = s.id AND a.weak) AS weak, "
+            "(SELECT count(*) FROM thing_events e WHERE e.signal_id = s.id) AS events, "
+            "(SELECT count(*) FROM search_index i WHERE i.thing_id = s.thing_id) AS indexed, "
+            "(SELECT decision FROM settlements t WHERE t.signal_id = s.id) AS decision "
+            "FROM signals s JOIN request_results r ON r.signal_id = s.id WHERE s.source = :s"), {"s": connection}).one()
+        runs = conn.execute(text("SELECT stats::text FROM pipeline_runs")).scalars().all()
+    admin.dispose()
+    assert (done.status, done.weak, done.events, done.decision) == (200, 1, 1, "ack")
+    assert done.indexed >= 1
+    for shown in (printed.out, printed.err, log, *runs):
+        assert SECRET_PASSWORD not in shown and QUOTED_SECRET not in shown
+
+
+def _one(engine, sql: str, **params) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text(sql), params).scalar_one()

@@ -1,0 +1,330 @@
+"""Least-privilege roles (migration 0006, docs/roles.md): each component works as a login role
+that is a member of only its group role, and no role can do what it must not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import DBAPIError
+
+from ackstore.ledger import migrate, reports, settlements
+from ackstore.ledger.database import drop_database, make_engine
+from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.ledger.store import AckStore
+from tests.conftest import ADMIN_URL
+from tests.ledger import ack_message, twin_command
+from tests.test_pull import live_message
+
+GROUPS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter", "ackstore_admin")
+SOURCE = "plant-r"
+
+
+@pytest.fixture(scope="module")
+def logins() -> Iterator[dict[str, str]]:
+    """A LOGIN role per group, member of that group only (trust authentication: no password)."""
+    admin = create_engine(DatabaseUrl.parse(ADMIN_URL).sqlalchemy(), isolation_level="AUTOCOMMIT")
+    names = {group: f"{group}_login_{os.getpid()}_{uuid.uuid4().hex[:6]}" for group in GROUPS}
+    with admin.connect() as conn:
+        for group, login in names.items():
+            conn.execute(text(f'CREATE ROLE "{login}" LOGIN IN ROLE {group}'))  # names made here, never input
+    yield names
+    with admin.connect() as conn:
+        for login in names.values():
+            conn.execute(text(f'DROP OWNED BY "{login}"'))
+            conn.execute(text(f'DROP ROLE "{login}"'))
+    admin.dispose()
+
+
+def as_login(database_url: str, login: str) -> str:
+    return DatabaseUrl({**DatabaseUrl.parse(database_url).params, "user": login}).text()
+
+
+def refused(engine: Engine, sql: str) -> bool:
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql))
+    except DBAPIError as error:
+        return "permission denied" in str(error.orig) or "immutable" in str(error.orig)
+    return False
+
+
+def test_the_group_roles_exist_and_cannot_log_in(migrated_engine: Engine) -> None:
+    with migrated_engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname = ANY (:r)"),
+                                 {"r": list(GROUPS)}).all())
+    assert rows == {group: False for group in GROUPS}
+
+
+def test_every_table_and_view_is_granted_to_a_role_and_owned_by_the_admin_role(migrated_engine: Engine) -> None:
+    with migrated_engine.connect() as conn:
+        objects = dict(conn.execute(text(
+            "SELECT c.relname, pg_get_userbyid(c.relowner) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v')")).all())
+        granted = set(conn.execute(text(
+            "SELECT table_name FROM information_schema.role_table_grants WHERE grantee = ANY (:r) "
+            "UNION SELECT table_name FROM information_schema.role_column_grants WHERE grantee = ANY (:r)"),
+            {"r": list(GROUPS[:3])}).scalars())
+    assert set(objects) - {"alembic_version"} - granted == set(), "a table or view no role may use"
+    assert set(objects.values()) == {"ackstore_admin"}
+
+
+@pytest.mark.spark
+def test_each_component_works_as_its_own_role(engine: Engine, database_url: str, logins, spark) -> None:
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    ingest = AckStore.connect(as_login(database_url, logins["ackstore_ingest"]))
+    reporter = AckStore.connect(as_login(database_url, logins["ackstore_reporter"]))
+    try:
+        # ingest: declare, submit (API and a connection), ack, pull, respond
+        assert ingest.declare("app", ["app:done"])["status"] == 204
+        assert ingest.declare("responder", [], channels=["live"])["status"] == 204
+        assert ingest.submit(twin_command("create", path="/", value={}, correlation_id="t1",
+                                          requested_acks=["twin-persisted", "app:done"]))[
+            "status"] == 202
+        (stored,) = ingest.ingest([twin_command("create", thing="org.acme/c1", path="/", value={}, correlation_id="c1")], api="connectivity",
+                                  source=SOURCE, source_message_ids=["m1"])
+        assert stored.ok and stored.awaits_decision
+        assert ingest.acknowledge("app", ack_message("t1", "app:done")) == {"status": 204}
+        assert ingest.submit(live_message("l1"))["status"] == 202
+        (message,) = ingest.pull("responder")
+        response = {"topic": message["topic"], "path": "/outbox/messages/ask", "status": 200, "value": "ok",
+                    "headers": {"correlation-id": "l1", "ack-token": message["headers"]["ack-token"]}}
+        assert ingest.respond("responder", response) == {"status": 204}
+        # pipeline: every step
+        settings = PipelineSettings(database_url=as_login(database_url, logins["ackstore_pipeline"]), partitions=2)
+        stats = pipeline.run(spark, settings)
+        assert stats["settle"]["settlements"] >= 1
+        # ingest again: the connector carries the decision out
+        with ingest.engine.begin() as conn:
+            settlements.record_latest(conn, {stored.signal_id})
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT carried_out_at IS NOT NULL FROM settlements")).scalar_one()
+        # reporter: the reports and show
+        assert ingest.result("t1")["status"] == 200
+        shown = reporter.stored_signal("t1")
+        assert shown["state"] == "decided" and {a["label"] for a in shown["acks"]} >= {"twin-persisted", "app:done"}
+        with reporter.engine.connect() as conn:
+            assert {row["source"] for row in reports.settlement_status(conn)} == {SOURCE}
+            assert [row["correlation_id"] for row in reports.qos1_audit(conn)] == []
+    finally:
+        ingest.close()
+        reporter.close()
+
+
+def test_the_reporter_cannot_write_anything(engine: Engine, database_url: str, logins) -> None:
+    reporter = make_engine(as_login(database_url, logins["ackstore_reporter"]))
+    try:
+        for sql in ("INSERT INTO subscribers (id, holder, channels) VALUES ('x', 'subscriber:x', '{twin}')",
+                    "DELETE FROM request_results", "UPDATE settlements SET decision = 'ack'", "TRUNCATE acks",
+                    "DELETE FROM signals", "CREATE TABLE sneaky (id int)"):
+            assert refused(reporter, sql), sql
+    finally:
+        reporter.dispose()
+
+
+def test_the_ingest_role_cannot_change_a_decided_result_or_a_settlement(engine: Engine, database_url: str,
+                                                                        logins) -> None:
+    assert AckStore(engine).submit(twin_command(correlation_id="s1"))["status"] == 202  # a signal to change
+    ingest = make_engine(as_login(database_url, logins["ackstore_ingest"]))
+    try:
+        for sql in ("UPDATE request_results SET status = 200", "DELETE FROM request_results",
+                    "INSERT INTO request_results (signal_id, attempt, status, headers, cause) VALUES (1, 1, 200, '{}', 'acks')",
+                    "UPDATE settlements SET decision = 'ack'", "DELETE FROM settlements",
+                    "INSERT INTO settlements (signal_id, attempt, decision) VALUES (1, 1, 'ack')",
+                    "UPDATE signals SET received_at = now()", "DELETE FROM signals", "UPDATE acks SET status = 200",
+                    "TRUNCATE queue_decide", "DELETE FROM pipeline_runs"):
+            assert refused(ingest, sql), sql
+    finally:
+        ingest.dispose()
+
+
+def test_a_member_of_the_admin_role_runs_the_migrations(logins) -> None:
+    name = f"ackstore_roles_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    server = create_engine(DatabaseUrl.parse(ADMIN_URL).sqlalchemy(), isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}" OWNER ackstore_admin'))  # as docs/roles.md says
+    server.dispose()
+    try:
+        url = DatabaseUrl({**DatabaseUrl.parse(ADMIN_URL).params, "dbname": name, "user": logins["ackstore_admin"]})
+        admin = make_engine(url)
+        migrate.upgrade(admin)
+        assert migrate.current_revision(admin) == migrate.head_revision()
+        with admin.connect() as conn:
+            owners = set(conn.execute(text(
+                "SELECT DISTINCT pg_get_userbyid(c.relowner) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v')")).scalars())
+        admin.dispose()
+        assert owners == {"ackstore_admin"}
+    finally:
+        drop_database(ADMIN_URL, name)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_connector_runs_as_the_ingest_role_and_the_pipeline_as_its_own(engine: Engine, database_url: str, logins,
+                                                                          spark) -> None:
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from tests.broker import Broker, connector, publish_all, stop, wait_for
+
+    broker = Broker()
+    try:
+        source = broker.queue("commands")
+        publish_all(broker, source, [twin_command("create", thing=f"org.acme/r{n}", path="/", value={},
+                                                  correlation_id=f"r{n}", requested_acks=["twin-persisted"])
+                                     for n in range(3)])
+        process = connector(as_login(database_url, logins["ackstore_ingest"]), "--connection-id", SOURCE,
+                            "--queue", source, "--poll", "0.5")
+        try:
+            wait_for(lambda: _count(engine, "SELECT count(*) FROM signals") == 3, what="3 signals stored")
+            settings = PipelineSettings(database_url=as_login(database_url, logins["ackstore_pipeline"]), partitions=2)
+            pipeline.run(spark, settings)
+            wait_for(lambda: _count(engine, "SELECT count(*) FROM settlements WHERE carried_out_at IS NOT NULL") == 3,
+                     what="3 settlements carried out by the connector")
+        finally:
+            code, log = stop(process)
+        assert code == 0 and "permission denied" not in log, log
+        assert broker.depth(source) == 0
+    finally:
+        broker.close()
+
+
+def _count(engine: Engine, sql: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text(sql)).scalar_one()
+
+
+# --- no grant a role does not use -------------------------------------------------------------------
+
+# Grants no table counter can show in use: row locks (SELECT … FOR SHARE needs an UPDATE privilege),
+# and TRUNCATE (the staging tables are emptied by it; PostgreSQL counts no rows for it).
+UNMEASURABLE = {
+    ("ackstore_ingest", "signals", "UPDATE"): "row locks (SELECT … FOR SHARE asks for an UPDATE privilege)",
+    ("ackstore_ingest", "queue_decide", "UPDATE"): "INSERT … ON CONFLICT DO UPDATE needs it even when no row conflicts",
+    ("ackstore_pipeline", "*", "TRUNCATE"): "the staging tables are emptied by TRUNCATE, which counts no rows",
+    ("ackstore_pipeline", "acks", "UPDATE"): "the sweep flags acks late: a request decided by its deadline with acks after it",
+    ("ackstore_pipeline", "stage_results", "DELETE"): "a decision the sweep defers because its read missed an in-time ack",
+    ("ackstore_pipeline", "queue_index", "UPDATE"): "INSERT … ON CONFLICT DO UPDATE for a thing queued twice",
+    ("ackstore_pipeline", "pipeline_watermarks", "UPDATE"): "ON CONFLICT DO UPDATE once the watermark row exists",
+}
+
+
+def _table_counters(engine: Engine) -> dict[str, tuple[int, int, int, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT relname, seq_scan + COALESCE(idx_scan, 0), n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables"))
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+
+def _end_sessions_of(engine: Engine, login: str) -> None:
+    """A backend flushes its table counters when it exits: end the login's sessions and wait until
+    they are gone (exiting is asynchronous; the flush runs before a backend leaves pg_stat_activity).
+    Each look is its own transaction: within one, PostgreSQL answers from a snapshot."""
+    sessions = text("SELECT count(*) FROM pg_stat_activity WHERE usename = :u")
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :u"), {"u": login})
+    deadline = time.monotonic() + 30
+    while True:
+        with engine.begin() as conn:
+            if not conn.execute(sessions, {"u": login}).scalar_one():
+                return
+        assert time.monotonic() < deadline, f"the sessions of {login} did not end"
+        time.sleep(0.05)
+
+
+def _used(before: dict, after: dict) -> set[tuple[str, str]]:
+    used = set()
+    for table, counts in after.items():
+        scans, inserted, updated, deleted = (now - then for now, then in zip(counts, before.get(table, (0,) * 4)))
+        for privilege, delta in (("SELECT", scans), ("INSERT", inserted), ("UPDATE", updated), ("DELETE", deleted)):
+            if delta > 0:
+                used.add((table, privilege))
+    return used
+
+
+def _granted(engine: Engine, role: str) -> set[tuple[str, str]]:
+    with engine.connect() as conn:
+        return set(conn.execute(text(
+            "SELECT table_name, privilege_type FROM information_schema.role_table_grants WHERE grantee = :r "
+            "UNION SELECT table_name, privilege_type FROM information_schema.role_column_grants WHERE grantee = :r"),
+            {"r": role}).all())
+
+
+@pytest.mark.spark
+def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, database_url: str, logins, spark) -> None:
+    """Each component's workload runs as its role, alone; the tables' counters show what it read
+    and wrote. A grant nothing used is one too many (views are checked by the reporter's reads)."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    used: dict[str, set[tuple[str, str]]] = {group: set() for group in GROUPS[:3]}
+
+    def phase(group: str, work) -> None:
+        login = logins[group]
+        before = _table_counters(engine)
+        work(as_login(database_url, login))
+        _end_sessions_of(engine, login)
+        used[group] |= _used(before, _table_counters(engine))
+
+    def ingest_first(url: str) -> None:
+        with AckStore.connect(url) as store:
+            store.declare("app", ["app:done", "app:more"])
+            store.declare("app", ["app:done"])  # a new declaration replaces the old
+            store.declare("responder", [], channels=["live"])
+            store.declare("filtering", ["filtering:seen"], filter="eq(attributes/n,-1)")  # gets a weak ack
+            store.submit(twin_command("create", path="/", value={}, correlation_id="t1",
+                                      requested_acks=["twin-persisted", "app:done", "filtering:seen"]))
+            store.ingest([twin_command("create", thing="org.acme/c1", path="/", value={}, correlation_id="c1",
+                                       requested_acks=["app:done"])],
+                         api="connectivity", source=SOURCE, source_message_ids=["m1"])
+            store.acknowledge("app", ack_message("t1", "app:done"))
+            store.acknowledge("app", ack_message("c1", "app:done", 503, thing="org.acme/c1"))
+            store.submit(live_message("l1"))
+            (message,) = store.pull("responder")
+            store.respond("responder", {"topic": message["topic"], "path": "/outbox/messages/ask", "status": 200,
+                                        "headers": {"correlation-id": "l1"}})
+
+    def pipeline_run(url: str) -> None:  # the same run id twice: the second run replaces the run records
+        pipeline.run(spark, PipelineSettings(database_url=url, partitions=2, run_id="r1"))
+
+    def ingest_after(url: str) -> None:
+        with AckStore.connect(url) as store:
+            assert store.result("t1")["status"] == 200
+            (again,) = store.ingest([twin_command("create", thing="org.acme/c1", path="/", value={},
+                                                  correlation_id="c1", requested_acks=["app:done"])],
+                                    api="connectivity", source=SOURCE, source_message_ids=["m1"])
+            assert again.awaits_decision  # the redeliver decision opened attempt 2
+            store.pull("app")
+            assert store.search("exists(thingId)", ["org.acme"])["items"]
+            store.submit(twin_command("modify", path="/attributes/n", value=1, correlation_id="t2"))  # changes a thing
+            with store.engine.begin() as conn:
+                settlements.record_latest(conn, {again.signal_id})
+
+    def report(url: str) -> None:
+        with AckStore.connect(url) as store:
+            assert store.stored_signal("t1") is not None
+            with store.engine.connect() as conn:
+                reports.settlement_status(conn)
+                reports.qos1_audit(conn)
+
+    phase("ackstore_ingest", ingest_first)
+    phase("ackstore_pipeline", pipeline_run)
+    phase("ackstore_ingest", ingest_after)
+    phase("ackstore_pipeline", pipeline_run)
+    phase("ackstore_reporter", report)
+    unused = {}
+    for group, evidence in used.items():
+        views = {(table, "SELECT") for table in ("report_settlement_status", "report_qos1_audit")}
+        extra = {(table, privilege) for table, privilege in _granted(engine, group) - evidence - views
+                 if (group, table, privilege) not in UNMEASURABLE and (group, "*", privilege) not in UNMEASURABLE}
+        if extra:
+            unused[group] = sorted(extra)
+    assert unused == {}, json.dumps(unused)
