@@ -3,9 +3,11 @@
     python -m benchmarks.pipeline --commands 100000
 
 Generates N twin modify commands over N/10 things (each requesting ``twin-persisted`` and
-``search-persisted``) in two fresh databases, runs the pipeline in one and the raw-SQL
-baseline in the other (same tables, same indexes, one server-side transaction), checks
-both decided every request, and prints throughput and the ratio pipeline/baseline.
+``search-persisted``) in two fresh databases, runs the pipeline in one and the project's own
+raw-SQL baseline in the other (the ledger's tables and indexes, one server-side transaction),
+checks both decided every request, then runs the team's yardstick
+(``benchmarks/yardstick.sql``: the naive rows of that work, no ledger at all) right after.
+Prints each step's time, end to end, and the ratios pipeline/baseline and pipeline/yardstick.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy import text
 
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.migrate import upgrade
+from benchmarks import yardstick
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             ok, total = decided(url)
             if ok != total:
                 raise SystemExit(f"{name}: only {ok} of {total} requests were decided with 200")
+        yard = yardstick.run(base_url, n)
 
     print(f"commands={n:,} things={things:,} cores={args.cores} (workload generated in {generation:.1f} s)")
     print(f"spark session start      {session_start:7.1f} s (not counted below)")
@@ -115,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<24} {step['seconds']:7.1f} s {n / step['seconds']:12,.0f} commands/s   {_detail(step)}")
     print(f"{'pipeline end to end':<24} {end_to_end:7.1f} s {n / end_to_end:12,.0f} commands/s")
     print(f"{'raw SQL baseline':<24} {baseline:7.1f} s {n / baseline:12,.0f} commands/s")
+    print(f"{'yardstick':<24} {yard:7.1f} s {n / yard:12,.0f} commands/s")
     print(f"ratio pipeline/baseline  {end_to_end / baseline:7.2f}x")
+    print(f"yardstick ratio          {end_to_end / yard:7.2f}x")
     return 0
 
 
