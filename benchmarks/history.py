@@ -32,7 +32,7 @@ from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 
 QUERIES = Path(__file__).resolve().parent / "history.sql"
 SOURCE = "amqp-bench"
-SEED_STEPS = ("seed_signals", "seed_ack_requests", "seed_things", "seed_events", "seed_responses", "seed_acks",
+SEED_STEPS = ("seed_signals", "seed_things", "seed_batches", "seed_responses", "seed_acks",
               "seed_results", "seed_settlements", "seed_index", "seed_watermark")
 
 

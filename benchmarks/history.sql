@@ -19,30 +19,37 @@ SELECT CASE WHEN i % 2 = 1 THEN :source ELSE 'api' END, 'h' || i, 'history-' || 
        now() - interval '30 days' + i * interval '1 millisecond' + interval '5 minutes'
 FROM generate_series(0, :history - 1) AS i
 
--- name: seed_ack_requests
-INSERT INTO ack_requests (signal_id, label) SELECT s.id, 'twin-persisted' FROM signals s
-
 -- name: seed_things
 INSERT INTO things (thing_id, revision, document, deleted)
 SELECT 'history:thing-' || t, :history / :things,
        jsonb_build_object('thingId', 'history:thing-' || t, 'attributes', jsonb_build_object('counter', t)), false
 FROM generate_series(0, :things - 1) AS t
 
--- name: seed_events
-INSERT INTO thing_events (thing_id, revision, signal_id, action, path, value, headers, created_at)
-SELECT s.thing_id, row_number() OVER (PARTITION BY s.thing_id ORDER BY s.id), s.id, 'modified', s.path, s.value,
-       s.headers || jsonb_build_object('requested-acks', '[]'::jsonb), s.received_at
-FROM signals s
+-- name: seed_batches
+-- One apply batch per 1 000 commands, committed a second after the last of them arrived.
+INSERT INTO ledger_batches (id, step, committed_at)
+SELECT b, 'apply_twin', now() - interval '30 days' + ((b * 1000 + 999) * interval '1 millisecond') + interval '1 second'
+FROM generate_series(0, (:history - 1) / 1000) AS b;
+SELECT setval(pg_get_serial_sequence('ledger_batches', 'id'), (SELECT max(id) FROM ledger_batches))
 
 -- name: seed_responses
-INSERT INTO command_responses (signal_id, status, payload, is_error, responded_at)
-SELECT s.id, 204, NULL, false, s.received_at + interval '1 second' FROM signals s
+-- Every command persisted (twin-persisted is derived from these), its event in ingestion order.
+INSERT INTO command_responses (signal_id, status, payload, is_error, batch_id, event_id, revision, event_action)
+SELECT s.id, 204, NULL, false, (s.id - 1) / 1000, s.id,
+       row_number() OVER (PARTITION BY s.thing_id ORDER BY s.id), 'modified'
+FROM signals s
 
 -- name: seed_acks
-INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, received_at, disposition)
-SELECT s.id, 1, 'twin-persisted', 204, NULL, jsonb_build_object('correlation-id', s.correlation_id), 'ackstore',
-       s.received_at + interval '1 second', 'counted'
-FROM signals s
+-- Acks that stay rows: a custom ack for every fifth command, a refused live response for every
+-- thousandth (built-in acks are derived from the responses and the index marks).
+INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, received_at, disposition, reason)
+SELECT s.id, 1, 'history:audit', 200, NULL::jsonb, jsonb_build_object('correlation-id', s.correlation_id), 'auditor',
+       s.received_at + interval '2 seconds', 'counted', NULL::text
+FROM signals s WHERE s.id % 5 = 0
+UNION ALL
+SELECT s.id, 1, 'live-response', 200, NULL, '{}'::jsonb, 'responder', s.received_at + interval '3 seconds',
+       'invalid', 'it names another thing'
+FROM signals s WHERE s.id % 1000 = 0
 
 -- name: seed_results
 INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, decided_at)
@@ -56,8 +63,12 @@ SELECT s.id, 1, 'ack', s.received_at + interval '1 minute', s.received_at + inte
 FROM signals s WHERE s.api = 'connectivity'
 
 -- name: seed_index
+-- Every thing indexed at its revision, by one index batch (its marks cover every command).
 INSERT INTO search_things (thing_id, namespace, revision, digest, present)
-SELECT t.thing_id, 'history', t.revision, md5(t.document::text), true FROM things t
+SELECT t.thing_id, 'history', t.revision, md5(t.document::text), true FROM things t;
+INSERT INTO ledger_batches (step, committed_at) VALUES ('index_search', now() - interval '1 day');
+INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed)
+SELECT t.thing_id, 0, t.revision, currval(pg_get_serial_sequence('ledger_batches', 'id')), true FROM things t
 
 -- name: seed_watermark
 UPDATE pipeline_watermarks SET position = (SELECT COALESCE(max(id), 0) FROM settlements)
@@ -81,9 +92,6 @@ WITH fresh AS (
            ARRAY['twin-persisted', 'search-persisted'], true, 300000, now() + interval '5 minutes'
     FROM generate_series(0, :count - 1) AS i
     RETURNING id
-), requested AS (
-    INSERT INTO ack_requests (signal_id, label)
-    SELECT f.id, l.label FROM fresh f CROSS JOIN (VALUES ('twin-persisted'), ('search-persisted')) AS l(label)
 ), to_apply AS (
     INSERT INTO queue_apply (signal_id) SELECT f.id FROM fresh f
 )

@@ -51,7 +51,6 @@ def generate(url: str, commands: int, things: int) -> float:
     started = time.perf_counter()
     with engine.begin() as conn:
         conn.execute(text(sections["generate_commands"]), {"commands": commands, "things": things})
-        conn.execute(text(sections["generate_ack_requests"]))
         conn.exec_driver_sql(sections["generate_queues"])
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE"))

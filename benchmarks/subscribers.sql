@@ -33,7 +33,8 @@ WITH handed AS (
 UPDATE subscribers SET event_position = (SELECT COALESCE(max(id), 0) FROM thing_events) WHERE id = :subscriber
 
 -- name: new_events
--- :count new twin events (applied commands requesting :label) at the end of the log.
+-- :count new twin events (applied commands requesting :label) at the end of the log: their
+-- responses, in one apply batch.
 WITH fresh AS (
     INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
                          thing_id, topic, path, value, headers, requested_acks, response_required,
@@ -44,10 +45,15 @@ WITH fresh AS (
            jsonb_build_object('correlation-id', :batch || '-' || i, 'requested-acks', jsonb_build_array(:label)),
            ARRAY[:label], true, 300000, now() + interval '5 minutes'
     FROM generate_series(1, :count) AS i
-    RETURNING id, thing_id, value, headers
+    RETURNING id
+), batch AS (
+    INSERT INTO ledger_batches (step, committed_at) VALUES ('apply_twin', now()) RETURNING id
+), log_end AS (
+    SELECT COALESCE(max(event_id), 0) AS position FROM command_responses
 )
-INSERT INTO thing_events (thing_id, revision, signal_id, action, path, value, headers)
-SELECT f.thing_id, 1, f.id, 'created', '/', f.value, f.headers FROM fresh f
+INSERT INTO command_responses (signal_id, status, payload, is_error, batch_id, event_id, revision, event_action)
+SELECT f.id, 201, NULL, false, b.id, e.position + row_number() OVER (ORDER BY f.id), 1, 'created'
+FROM fresh f CROSS JOIN batch b CROSS JOIN log_end e
 
 -- name: raw_queue
 -- The raw baseline's queue: :count rows, one per message.

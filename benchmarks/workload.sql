@@ -19,10 +19,6 @@ SELECT 'bench', i::text, 'bench-' || i, 'http', 'twin', 'twin-command', 'modify'
        ARRAY['twin-persisted', 'search-persisted'], true, 1200000, now() + interval '20 minutes'
 FROM generate_series(0, :commands - 1) AS i;
 
--- name: generate_ack_requests
-INSERT INTO ack_requests (signal_id, label)
-SELECT s.id, l.label FROM signals s CROSS JOIN unnest(s.requested_acks) AS l(label)
-
 -- name: generate_queues
 -- What submit does besides storing: every command waits to be applied and decided.
 INSERT INTO queue_apply (signal_id) SELECT s.id FROM signals s;
@@ -30,7 +26,11 @@ INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM signals s
 
 -- name: baseline
 -- What the pipeline writes for this workload, written by PostgreSQL alone: one transaction,
--- server-side INSERT … SELECT, no Spark and no client round trips.
+-- server-side INSERT … SELECT, no Spark and no client round trips. The same facts the ledger
+-- keeps: things, responses with their events, the index with one mark per thing, one batch per
+-- step, the results.
+INSERT INTO ledger_batches (id, step, committed_at) VALUES (1, 'apply_twin', now()), (2, 'index_search', now());
+
 WITH final AS (
     SELECT s.thing_id, count(*) AS revision, max(s.id) AS last_id
     FROM signals s GROUP BY s.thing_id
@@ -42,24 +42,18 @@ SELECT f.thing_id, f.revision,
        false
 FROM final f;
 
-INSERT INTO thing_events (thing_id, revision, signal_id, action, path, value, headers)
-SELECT s.thing_id, row_number() OVER (PARTITION BY s.thing_id ORDER BY s.id), s.id,
-       CASE WHEN s.path = '/' THEN 'created' ELSE 'modified' END, s.path, s.value,
-       s.headers || jsonb_build_object('requested-acks', '[]'::jsonb)
-FROM signals s;
-
-INSERT INTO command_responses (signal_id, status, payload, is_error)
+INSERT INTO command_responses (signal_id, status, payload, is_error, batch_id, event_id, revision, event_action)
 SELECT s.id, CASE WHEN s.path = '/' THEN 201 ELSE 204 END,
-       CASE WHEN s.path = '/' THEN s.value || jsonb_build_object('thingId', s.thing_id) END, false
+       CASE WHEN s.path = '/' THEN s.value || jsonb_build_object('thingId', s.thing_id) END, false, 1, s.id,
+       row_number() OVER (PARTITION BY s.thing_id ORDER BY s.id),
+       CASE WHEN s.path = '/' THEN 'created' ELSE 'modified' END
 FROM signals s;
-
-INSERT INTO acks (signal_id, label, status, payload, headers, issuer, received_at, disposition)
-SELECT r.signal_id, 'twin-persisted', r.status, r.payload,
-       jsonb_build_object('correlation-id', s.correlation_id), 'ackstore', clock_timestamp(), 'counted'
-FROM command_responses r JOIN signals s ON s.id = r.signal_id;
 
 INSERT INTO search_things (thing_id, namespace, revision, digest, present)
 SELECT t.thing_id, 'bench', t.revision, md5(t.document::text), true FROM things t;
+
+INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed)
+SELECT t.thing_id, 0, t.revision, 2, true FROM things t;
 
 INSERT INTO search_index (thing_id, path, ordinal, value_type, value_text, value_number, value_bool, empty, revision)
 SELECT t.thing_id, p.path, 0, p.value_type, p.value_text, p.value_number, p.value_bool, false, t.revision
@@ -70,11 +64,6 @@ CROSS JOIN LATERAL (VALUES
     ('attributes/counter', 'number', NULL, (t.document->'attributes'->>'counter')::numeric, NULL),
     ('attributes/on', 'boolean', NULL, NULL, true)
 ) AS p(path, value_type, value_text, value_number, value_bool);
-
-INSERT INTO acks (signal_id, label, status, payload, headers, issuer, received_at, disposition)
-SELECT s.id, 'search-persisted', 204, NULL, jsonb_build_object('correlation-id', s.correlation_id),
-       'ackstore', clock_timestamp(), 'counted'
-FROM signals s;
 
 DELETE FROM queue_apply;
 DELETE FROM queue_decide;

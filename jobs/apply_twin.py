@@ -3,7 +3,8 @@
 Spark reads the pending commands with their thing's state, streams each thing's commands
 in ingestion order through :func:`ackstore.rules.twin.fold` (sorted partitions, one plain Python
 loop per partition: stack-notes.md), and stages one row per command. One transaction then
-writes the new thing states, the events, the responses and the ``twin-persisted`` acks.
+writes the new thing states and the responses — the persisted facts, with their events — as one
+ledger batch, whose commit time is the fact time of the ``twin-persisted`` acks derived from them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import stage_twin_outcomes
-from ackstore.rules import jsontext, labels, twin
-from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER
+from ackstore.rules import jsontext, twin
+from ackstore.rules.acks import ABSENT
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.step import Step, expect_count
@@ -50,13 +51,9 @@ def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
 
 
 def _merge(step: Step) -> None:
-    params = {
-        "run_id": step.run_id,
-        "builtins": sorted(labels.BUILTIN_LABELS),
-        "twin_persisted": labels.TWIN_PERSISTED,
-        "issuer": BUILTIN_ISSUER,
-    }
     with step.merge() as conn:
+        params = {"run_id": step.run_id, "batch_id": step.open_batch(conn)}
+        params["event_base"] = step.scalar(conn, "event_base", params)
         run_statement = step.runner(conn, params)
         staged = step.scalar(conn, "staged", params)
         expect_count("command responses", run_statement("insert_responses"), staged)
@@ -64,11 +61,11 @@ def _merge(step: Step) -> None:
         expect_count("things", run_statement("update_things") + run_statement("insert_things"), changed)
         step.stats["commands"] = staged
         step.stats["things"] = changed
-        step.stats["events"] = run_statement("insert_events")
+        step.stats["events"] = step.scalar(conn, "event_base", params) - params["event_base"]
         expect_count("apply queue", run_statement("dequeue"), staged)
         run_statement("enqueue_index")
-        step.stats["acks"] = run_statement("insert_twin_persisted")
         run_statement("clear_staging")
+        step.close_batch(conn, params["batch_id"])
 
 
 # --- the fold, run inside Spark's Python workers --------------------------------------------

@@ -2,8 +2,9 @@
 
 Spark reads the things whose revision is past the index's watermark, flattens the changed
 documents with :func:`ackstore.rules.index_rows.flatten`, and stages rows and watermarks. One
-transaction replaces the things' index rows, advances the watermarks and writes the
-``search-persisted`` acks of the commands whose revision is now indexed.
+transaction replaces the things' index rows, advances the watermarks and marks, per thing, the
+revisions now indexed: one ledger batch, whose commit time is the fact time of the
+``search-persisted`` acks derived from the marks.
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import stage_search_rows, stage_search_things
-from ackstore.rules import index_rows, jsontext, labels
-from ackstore.rules.acks import BUILTIN_ISSUER
+from ackstore.rules import index_rows, jsontext
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.step import Step, expect_count
 
 JOB = "index_search"
-WEAK_REASON = "The search index already held this state of the thing: nothing needed writing."
 ROW_COLUMNS = (
     ("thing_id", "string"),
     ("path", "string"),
@@ -55,13 +54,8 @@ def _stage(spark: Any, step: Step, _: tuple) -> None:
 
 
 def _merge(step: Step) -> None:
-    params = {
-        "run_id": step.run_id,
-        "label": labels.SEARCH_PERSISTED,
-        "weak_reason": WEAK_REASON,
-        "issuer": BUILTIN_ISSUER,
-    }
     with step.merge() as conn:
+        params = {"run_id": step.run_id, "batch_id": step.open_batch(conn)}
         run_statement = step.runner(conn, params)
         staged = step.scalar(conn, "staged", params)
         advanced = run_statement("insert_watermarks") + run_statement("advance_watermarks")
@@ -70,8 +64,9 @@ def _merge(step: Step) -> None:
         step.stats["rows_deleted"] = run_statement("delete_rows")
         step.stats["rows"] = run_statement("insert_rows")
         run_statement("dequeue")
-        step.stats["acks"] = run_statement("insert_search_persisted")
+        expect_count("search marks", run_statement("insert_marks"), staged)
         run_statement("clear_staging")
+        step.close_batch(conn, params["batch_id"])
 
 
 def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:

@@ -108,6 +108,15 @@ class Step:
         self.stats["merge_seconds"] = round(time.perf_counter() - started, 3)
         faults.checkpoint(f"{self.name}:merged")
 
+    def open_batch(self, conn: Connection) -> int:
+        """A ledger batch for the facts this merge writes; :meth:`close_batch` ends the merge."""
+        return conn.execute(statement("batches", "open")).scalar_one()
+
+    def close_batch(self, conn: Connection, batch_id: int) -> None:
+        """Record the batch as the merge's last write: its time is when its facts became visible."""
+        conn.execute(statement("batches", "wait_for_decisions"))
+        conn.execute(statement("batches", "close"), {"batch_id": batch_id, "step": self.name, "run_id": self.run_id})
+
     def runner(self, conn: Connection, params: dict[str, Any]) -> Callable[[str], int]:
         """Run named statements of the job in the merge transaction; each one's row count is
         returned and its time goes into the stats (for profiling)."""

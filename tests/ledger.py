@@ -57,7 +57,8 @@ def ack_message(correlation_id: str, label: str, status: int = 200, value: Any =
 
 
 # Ids handed out in write order: the same rows may get other ids in another run.
-SURROGATE_IDS = {("acks", "id"), ("thing_events", "id"), ("settlements", "id")}
+SURROGATE_IDS = {("acks", "id"), ("settlements", "id"), ("ledger_batches", "id"), ("ledger_batches", "run_id"),
+                 ("command_responses", "batch_id"), ("search_marks", "batch_id")}
 
 
 def load_workload(url: str) -> None:

@@ -27,7 +27,8 @@ from jobs.sql import statements
 from tests.conftest import ADMIN_URL
 
 HISTORY_TABLES = {"signals", "acks", "request_results", "command_responses", "thing_events", "things",
-                  "settlements", "search_things", "search_index", "attempts", "ack_requests", "deliveries"}
+                  "settlements", "search_things", "search_index", "search_marks", "ledger_batches", "attempts",
+                  "deliveries"}
 READS = [
     ("apply_twin", "pending"), ("apply_twin", "pending_bounds"),
     ("index_search", "changed"), ("index_search", "anything_changed"),

@@ -238,7 +238,7 @@ def test_the_pipeline_and_the_connector_run_with_each_url_form(
     assert list(steps) == ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
     with admin.connect() as conn:
         done = conn.execute(text(
-            "SELECT r.status, (SELECT count(*) FROM acks a WHERE a.signal_id = s.id AND a.weak) AS weak, "
+            "SELECT r.status, (SELECT count(*) FROM request_acks a WHERE a.signal_id = s.id AND a.weak) AS weak, "
             "(SELECT count(*) FROM thing_events e WHERE e.signal_id = s.id) AS events, "
             "(SELECT count(*) FROM search_index i WHERE i.thing_id = s.thing_id) AS indexed, "
             "(SELECT decision FROM settlements t WHERE t.signal_id = s.id) AS decision "

@@ -23,15 +23,15 @@ def test_upgrade_is_idempotent(migrated_engine: Engine) -> None:
     assert migrate.current_revision(migrated_engine) == migrate.head_revision()
 
 
-def test_the_report_views_are_the_schema_modules(migrated_engine: Engine) -> None:
+def test_the_views_are_the_schema_modules(migrated_engine: Engine) -> None:
     """The migrations hold frozen copies of the views; PostgreSQL's own rendering of each must
     equal its rendering of the schema module's query."""
     from sqlalchemy import text
 
-    from ackstore.ledger.schema import REPORT_VIEWS
+    from ackstore.ledger.schema import LEDGER_VIEWS, REPORT_VIEWS
 
     with migrated_engine.connect() as conn:
-        for name, query in REPORT_VIEWS.items():
+        for name, query in {**LEDGER_VIEWS, **REPORT_VIEWS}.items():
             migrated = conn.execute(text("SELECT pg_get_viewdef(CAST(:v AS regclass))"), {"v": name}).scalar_one()
             conn.execute(text(f"CREATE TEMP VIEW schema_module_view AS {query}"))  # our own constant SQL
             expected = conn.execute(text("SELECT pg_get_viewdef('schema_module_view'::regclass)")).scalar_one()

@@ -47,7 +47,7 @@ def acks_of(store: AckStore, cid: str) -> dict[str, tuple[int, str, bool]]:
         r.label: (r.status, r.disposition, r.weak)
         for r in rows(
             store,
-            "SELECT a.label, a.status, a.disposition, a.weak FROM acks a JOIN signals s ON s.id = a.signal_id "
+            "SELECT a.label, a.status, a.disposition, a.weak FROM request_acks a JOIN signals s ON s.id = a.signal_id "
             "WHERE s.correlation_id = :cid",
             cid=cid,
         )
@@ -130,7 +130,7 @@ def test_search_persisted_204_then_weak_200_when_nothing_changed(store: AckStore
     submit(store, "modify", "/attributes/on", True, cid="same", requested_acks=both)  # same document
     run_pipeline()
     assert acks_of(store, "same")["search-persisted"] == (200, "counted", True)
-    (weak,) = rows(store, "SELECT headers, payload FROM acks WHERE weak")
+    (weak,) = rows(store, "SELECT headers, payload FROM request_acks WHERE weak")
     assert weak.headers["ditto-weak-ack"] is True and isinstance(weak.payload, str)
     assert store.result("same")["status"] == 200  # a weak ack is a success
 
@@ -227,7 +227,7 @@ def _move_deadline(store: AckStore, cid: str, *, acks_in_time: bool) -> None:
                 "UPDATE signals s SET received_at = d.deadline - interval '1 second', deadline_at = d.deadline "
                 "FROM (SELECT a.signal_id, CASE WHEN :in_time THEN max(a.received_at) + interval '1 millisecond' "
                 "                               ELSE min(a.received_at) - interval '1 millisecond' END AS deadline "
-                "      FROM acks a GROUP BY a.signal_id) d "
+                "      FROM request_acks a GROUP BY a.signal_id) d "
                 "WHERE d.signal_id = s.id AND s.correlation_id = :cid"
             ),
             {"cid": cid, "in_time": acks_in_time},

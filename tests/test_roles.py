@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from ackstore.ledger import migrate, reports, settlements
 from ackstore.ledger.database import drop_database, make_engine
 from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.ledger.schema import LEDGER_VIEWS, REPORT_VIEWS
 from ackstore.ledger.store import AckStore
 from tests.conftest import ADMIN_URL
 from tests.ledger import ack_message, twin_command
@@ -322,7 +323,9 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
     phase("ackstore_reporter", report)
     unused = {}
     for group, evidence in used.items():
-        views = {(table, "SELECT") for table in ("report_settlement_status", "report_qos1_audit")}
+        # A view has no counters of its own (its tables' count the reads): a view grant is shown
+        # in use by the component's statements naming it, which test_each_component_works_as_its_own_role runs.
+        views = {(view, "SELECT") for view in (*REPORT_VIEWS, *LEDGER_VIEWS)}
         extra = {(table, privilege) for table, privilege in _granted(engine, group) - evidence - views
                  if (group, table, privilege) not in UNMEASURABLE and (group, "*", privilege) not in UNMEASURABLE}
         if extra:

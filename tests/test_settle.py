@@ -99,7 +99,7 @@ def test_every_row_of_the_decision_table_from_real_signals(auditor: AckStore, ru
         "plain-response": [(1, "ack")],  # the plain response, settled
         "fire-and-forget": [(1, "ack")],  # QoS 0
     }
-    weak = rows(store, "SELECT a.status, a.weak FROM acks a JOIN signals s ON s.id = a.signal_id "
+    weak = rows(store, "SELECT a.status, a.weak FROM request_acks a JOIN signals s ON s.id = a.signal_id "
                        "WHERE s.source_message_id = 'weak-search' AND a.label = 'search-persisted'")
     assert [(r.status, r.weak) for r in weak] == [(200, True)]
     assert stats["settle"]["by_decision"] == {"ack": 7, "redeliver": 3, "reject": 2}
@@ -176,8 +176,8 @@ def test_a_redelivered_message_opens_the_next_attempt_without_applying_twice(aud
     # Applied once: one revision, one event, one twin-persisted ack.
     assert rows(store, "SELECT revision FROM things WHERE thing_id = 'org.acme:t1'")[0].revision == 1
     assert rows(store, "SELECT count(*) AS n FROM thing_events")[0].n == 1
-    assert rows(store, "SELECT count(*) AS n FROM acks WHERE label = 'twin-persisted'")[0].n == 1
-    ack_rows = rows(store, "SELECT attempt, label, status, disposition FROM acks WHERE label = :l ORDER BY id", l=LABEL)
+    assert rows(store, "SELECT count(*) AS n FROM request_acks WHERE label = 'twin-persisted'")[0].n == 1
+    ack_rows = rows(store, "SELECT attempt, label, status, disposition FROM request_acks WHERE label = :l ORDER BY id", l=LABEL)
     assert [tuple(r) for r in ack_rows] == [(1, LABEL, 503, "counted"), (2, LABEL, 200, "counted")]
 
 
@@ -198,7 +198,7 @@ def test_a_persisted_change_counts_for_the_next_attempt(auditor: AckStore, run_p
 
     assert decisions(store) == {"m1": [(1, "redeliver"), (2, "ack")]}
     assert store.result(cid)["status"] == 201  # the plain response of the built-in-only shortcut
-    tp = rows(store, "SELECT attempt, disposition FROM acks WHERE label = 'twin-persisted' ORDER BY attempt")
+    tp = rows(store, "SELECT attempt, disposition FROM request_acks WHERE label = 'twin-persisted' ORDER BY attempt")
     assert [tuple(r) for r in tp] == [(1, "late"), (2, "counted")]
     assert rows(store, "SELECT revision FROM things")[0].revision == 1
 

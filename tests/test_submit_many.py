@@ -12,6 +12,7 @@ from sqlalchemy import Engine, text
 from ackstore.ledger import ingest
 from ackstore.ledger.store import AckStore
 from ackstore.rules.errors import DittoError
+from ackstore.ledger.schema import LEDGER_TABLES
 from ackstore.rules.settings import Settings
 from tests.ledger import twin_command
 
@@ -20,7 +21,6 @@ STORED_ROWS = {
     "signals": "SELECT id, source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "
     "topic, path, value, headers, requested_acks, response_required, timeout_ms, "
     "deadline_at - received_at AS budget FROM signals ORDER BY id",
-    "ack_requests": "SELECT signal_id, label FROM ack_requests ORDER BY 1, 2",
     "queue_apply": "SELECT signal_id FROM queue_apply ORDER BY 1",
     "queue_decide": "SELECT signal_id, attempt FROM queue_decide ORDER BY 1",
     "deliveries": "SELECT subscriber_id, signal_id, handouts, done_at IS NULL FROM deliveries ORDER BY 1, 2",
@@ -34,7 +34,7 @@ def stored(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
 
 def reset(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE signals, subscribers, declared_labels RESTART IDENTITY CASCADE"))
+        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in LEDGER_TABLES)} RESTART IDENTITY"))
 
 
 def live_message(thing: str = "org.acme/lamp-1", **headers: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from alembic import command
 from alembic.config import Config
@@ -28,6 +29,15 @@ ADMIN_ROLE = "ackstore_admin"
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the database to ``revision`` (default: the newest). A member of ``ackstore_admin``
     migrates as that role, so that every object it creates is the admin role's (docs/roles.md)."""
+    _migrate(engine, command.upgrade, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database back to ``revision``, as :func:`upgrade` takes it forward."""
+    _migrate(engine, command.downgrade, revision)
+
+
+def _migrate(engine: Engine, move: Callable[[Config, str], None], revision: str) -> None:
     with engine.begin() as connection:
         if connection.execute(text(  # (a database migrated before 0006 is the current user's to migrate)
                 "SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE') "
@@ -35,7 +45,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             connection.execute(text(f"SET LOCAL ROLE {ADMIN_ROLE}"))
         config = alembic_config(engine.url.render_as_string(hide_password=False))
         config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+        move(config, revision)
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -12,7 +12,6 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
-    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -40,6 +39,7 @@ metadata = MetaData(naming_convention=NAMING)
 # A signal row never changes after ingestion; its checkpoints (A.3) are rows in other tables:
 # persisted/failed in command_responses, decided in request_results, settled in settlements.
 SIGNAL_STATES = ("received", "persisted", "failed", "decided", "settled")
+BATCH_STEPS = ("apply_twin", "index_search", "sweep", "migrated")
 ACK_DISPOSITIONS = ("counted", "duplicate", "late", "unrequested", "invalid")
 RESULT_CAUSES = ("acks", "deadline", "error", "response", "accepted")
 SETTLEMENT_DECISIONS = ("ack", "reject", "redeliver", "dead-letter")
@@ -94,14 +94,6 @@ signals = Table(
 )
 Index(None, signals.c.thing_id, signals.c.id)
 
-ack_requests = Table(
-    "ack_requests",
-    metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
-    Column("label", Text, nullable=False),
-    PrimaryKeyConstraint("signal_id", "label"),
-)
-
 subscribers = Table(
     "subscribers",
     metadata,
@@ -130,11 +122,15 @@ declared_labels = Table(
 )
 Index(None, declared_labels.c.holder)
 
+# The hot append-only children of signals (acks, responses, results, the event log, the queues)
+# have no foreign key: each inserted row would take a row lock on its signal for the check. The
+# merges' own joins keep them whole, and the validation gate looks for orphans in its slice.
+
 acks = Table(
     "acks",
     metadata,
     Column("id", BigInteger, Identity(), primary_key=True),
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
+    Column("signal_id", BigInteger, nullable=False),
     Column("label", Text, nullable=False),
     _status(),
     Column("payload", JSONB, nullable=True),  # SQL NULL: no payload
@@ -162,19 +158,44 @@ Index(
     postgresql_where=text("disposition = 'counted'"),
 )
 
+# One row per merge that wrote facts: its commit time is when they became visible, the fact time
+# of the built-in acks derived from them (A.2.1). Rows from before the lean ledger are 'migrated'.
+ledger_batches = Table(
+    "ledger_batches",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("step", Text, nullable=False),
+    Column("run_id", Text, nullable=True),
+    Column("committed_at", TIMESTAMP(timezone=True), nullable=False),
+    CheckConstraint(_in("step", BATCH_STEPS), name="step"),
+)
+
+# A command's own response: for a twin command, the persisted fact apply_twin learned — and, if
+# it changed the thing, the event (its position in the log, the thing's revision, the action).
+# twin-persisted is derived from it; the event log is a view over it and its command.
 command_responses = Table(
     "command_responses",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+    Column("signal_id", BigInteger, primary_key=True),
     _status(),
     Column("payload", JSONB, nullable=True),
     Column("is_error", Boolean, nullable=False),  # a failed twin command short-circuits (A.2.7)
-    _timestamp("responded_at"),
+    Column("batch_id", BigInteger, nullable=True),  # the apply batch; NULL for a live response
+    Column("event_id", BigInteger, nullable=True),  # the event's position in the log (A.3)
+    Column("revision", BigInteger, nullable=True),  # the thing's revision after the change
+    Column("event_action", Text, nullable=True),
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
+    CheckConstraint("(event_id IS NULL) = (revision IS NULL) AND (event_id IS NULL) = (event_action IS NULL)",
+                    name="event"),
+    CheckConstraint(_in("event_action", EVENT_ACTIONS), name="action"),
 )
+Index("uq_command_responses_event_id", command_responses.c.event_id, unique=True,
+      postgresql_where=text("event_id IS NOT NULL"))
+Index("ix_command_responses_batch_id", command_responses.c.batch_id, postgresql_using="brin")
 
 # Attempts after the first (A.2.10): a redelivered message whose last decision was "redeliver"
-# requests the labels that did not succeed again, with a new deadline. Attempt 1 is the signal.
+# requests the labels that did not succeed again, with a new deadline. Attempt 1 is the signal;
+# the view request_attempts names them all alike (LEDGER_VIEWS).
 attempts = Table(
     "attempts",
     metadata,
@@ -191,7 +212,7 @@ attempts = Table(
 request_results = Table(
     "request_results",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
+    Column("signal_id", BigInteger, nullable=False),
     Column("attempt", Integer, nullable=False, server_default=text("1")),
     _status(),
     Column("body", JSONB, nullable=True),  # SQL NULL: no body
@@ -216,23 +237,6 @@ things = Table(
     Column("deleted", Boolean, nullable=False, server_default=text("false")),
     _timestamp("updated_at"),
     CheckConstraint("revision > 0", name="revision"),
-)
-
-thing_events = Table(
-    "thing_events",
-    metadata,
-    Column("id", BigInteger, Identity(), primary_key=True),
-    Column("thing_id", Text, nullable=False),
-    Column("revision", BigInteger, nullable=False),
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
-    Column("action", Text, nullable=False),
-    Column("path", Text, nullable=False),
-    Column("value", JSONB, nullable=True),
-    Column("headers", JSONB, nullable=False),  # incl. the custom requested-acks (B.1)
-    _timestamp("created_at"),
-    UniqueConstraint("thing_id", "revision"),
-    UniqueConstraint("signal_id"),
-    CheckConstraint(_in("action", EVENT_ACTIONS), name="action"),
 )
 
 search_index = Table(
@@ -266,6 +270,20 @@ search_things = Table(
 )
 Index(None, search_things.c.namespace)
 
+# One row per thing per index batch: the revisions (from_revision, to_revision] the index reached.
+# search-persisted of a command is derived from the mark that covers its revision.
+search_marks = Table(
+    "search_marks",
+    metadata,
+    Column("thing_id", Text, nullable=False),
+    Column("from_revision", BigInteger, nullable=False),  # the index's watermark before (0: never indexed)
+    Column("to_revision", BigInteger, nullable=False),
+    Column("batch_id", BigInteger, nullable=False),
+    Column("changed", Boolean, nullable=False),  # false: the index already held this state (a weak 200)
+    PrimaryKeyConstraint("thing_id", "to_revision"),
+    CheckConstraint("to_revision > from_revision AND from_revision >= 0", name="revisions"),
+)
+
 # One transport decision per attempt of a signal from a connection (B.9); the connector that
 # holds the delivery carries it out and records when. Only a decided attempt can be settled.
 settlements = Table(
@@ -279,9 +297,6 @@ settlements = Table(
     Column("carried_out_at", TIMESTAMP(timezone=True), nullable=True),
     PrimaryKeyConstraint("signal_id", "attempt"),
     UniqueConstraint("id"),
-    ForeignKeyConstraint(
-        ["signal_id", "attempt"], ["request_results.signal_id", "request_results.attempt"], ondelete="CASCADE"
-    ),
     CheckConstraint(_in("decision", SETTLEMENT_DECISIONS), name="decision"),
     CheckConstraint("attempt > 0", name="attempt"),
 )
@@ -332,7 +347,7 @@ Index(None, deliveries.c.signal_id)
 queue_apply = Table(  # twin commands not yet applied
     "queue_apply",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+    Column("signal_id", BigInteger, primary_key=True),
 )
 
 queue_index = Table(  # things changed since they were indexed, up to this revision
@@ -345,7 +360,7 @@ queue_index = Table(  # things changed since they were indexed, up to this revis
 queue_decide = Table(  # requests whose current attempt is not decided yet
     "queue_decide",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), primary_key=True),
+    Column("signal_id", BigInteger, primary_key=True),
     Column("attempt", Integer, nullable=False, server_default=text("1")),
 )
 
@@ -357,9 +372,6 @@ def _decided_queue(name: str) -> Table:
         Column("signal_id", BigInteger, nullable=False),
         Column("attempt", Integer, nullable=False),
         PrimaryKeyConstraint("signal_id", "attempt"),
-        ForeignKeyConstraint(
-            ["signal_id", "attempt"], ["request_results.signal_id", "request_results.attempt"], ondelete="CASCADE"
-        ),
     )
 
 
@@ -475,7 +487,7 @@ stage_check_results = _staging(
 )
 stage_check_acks = _staging(
     "stage_check_acks",
-    Column("ack_id", BigInteger, nullable=False),
+    Column("ack_id", BigInteger, nullable=True),  # NULL: a derived built-in ack
     Column("signal_id", BigInteger, nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("label", Text, nullable=False),
@@ -513,18 +525,18 @@ STAGING_TABLES = (
 
 LEDGER_TABLES = (
     signals,
-    ack_requests,
     subscribers,
     declared_labels,
     deliveries,
     acks,
+    ledger_batches,
     command_responses,
     attempts,
     request_results,
     things,
-    thing_events,
     search_index,
     search_things,
+    search_marks,
     settlements,
     pipeline_runs,
     queue_apply,
@@ -535,6 +547,93 @@ LEDGER_TABLES = (
     pipeline_watermarks,
 )
 
+
+# --- views every statement shares: one place for each rule ------------------------------------
+
+LEDGER_VIEWS: dict[str, str] = {
+    # Every attempt of every request alike (A.2.10): attempt 1 is the signal itself, a later one a
+    # row of attempts. Its labels and deadline are read here, never from signals or attempts.
+    "request_attempts": """
+SELECT s.id AS signal_id, 1 AS attempt, s.requested_acks, s.received_at AS opened_at, s.deadline_at
+FROM signals s
+UNION ALL
+SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
+FROM attempts a
+""",
+    # A signal's current attempt: its newest.
+    "current_attempts": """
+SELECT r.signal_id, r.attempt, r.requested_acks, r.opened_at, r.deadline_at
+FROM request_attempts r
+WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = r.signal_id AND later.attempt > r.attempt)
+""",
+    # The event log subscribers read (A.3, B.1): a persisted change of a twin command, in the
+    # command's words. Its headers are the command's with only its custom requested-acks; the
+    # built-in labels are spelled out (a view takes no parameters: ackstore.rules.labels).
+    "thing_events": """
+SELECT r.event_id AS id, s.thing_id, r.revision, r.signal_id, r.event_action AS action, s.path,
+       CASE WHEN r.event_action = 'deleted' THEN NULL ELSE s.value END AS value,
+       s.headers || jsonb_build_object('requested-acks', to_jsonb(ARRAY(
+           SELECT u.label FROM unnest(s.requested_acks) WITH ORDINALITY AS u(label, n)
+           WHERE u.label <> ALL (ARRAY['twin-persisted', 'search-persisted', 'live-response']) ORDER BY u.n))) AS headers,
+       b.committed_at AS created_at
+FROM command_responses r
+JOIN signals s ON s.id = r.signal_id
+JOIN ledger_batches b ON b.id = r.batch_id
+WHERE r.event_id IS NOT NULL
+""",
+    # What makes a built-in ack true, and when it became visible (its batch's commit, A.2.1):
+    # twin-persisted is a change apply_twin persisted; search-persisted the index reaching the
+    # command's revision — a weak 200 when it already held that state (B.8, B.11). Responses
+    # from before the lean ledger (batch 'migrated') kept their twin-persisted acks as rows.
+    # Joins only (no UNION): a statement that joins it from a few requests reads their rows alone.
+    "builtin_facts": """
+SELECT r.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+FROM command_responses r
+JOIN signals s ON s.id = r.signal_id
+JOIN ledger_batches rb ON rb.id = r.batch_id
+LEFT JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
+LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
+CROSS JOIN LATERAL (VALUES
+    ('twin-persisted'::text, r.status, r.payload, false, CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END),
+    ('search-persisted'::text, CASE WHEN m.changed THEN 204 ELSE 200 END,
+     CASE WHEN NOT m.changed
+          THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text) END,
+     NOT m.changed, mb.committed_at)
+) AS f(label, status, payload, weak, fact_at)
+WHERE r.event_id IS NOT NULL AND f.fact_at IS NOT NULL
+""",
+    # The built-in acks of every attempt that requested them, as if stored (A.2.10): an attempt
+    # current when its fact arrived has it counted, or late if decided before or timed out; a
+    # later attempt that requests the label again counts the fact it finds (never applied twice).
+    "builtin_acks": """
+SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
+       jsonb_build_object('correlation-id', s.correlation_id)
+           || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
+       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at,
+       CASE WHEN f.fact_at < a.opened_at THEN 'counted'
+            WHEN r.decided_at < f.fact_at OR (r.cause IN ('deadline', 'error') AND f.fact_at > a.deadline_at)
+            THEN 'late'
+            ELSE 'counted' END AS disposition
+FROM builtin_facts f
+JOIN signals s ON s.id = f.signal_id
+JOIN request_attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
+LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
+WHERE NOT EXISTS (SELECT 1 FROM attempts later
+                  WHERE later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
+                    AND later.opened_at <= f.fact_at)
+""",
+    # Every ack of every request: the stored ones (custom, weak, live responses, and built-in acks
+    # from before the lean ledger) and the derived built-in ones (no id: they are not rows).
+    "request_acks": """
+SELECT k.id, k.signal_id, k.attempt, k.label, k.status, k.payload, k.headers, k.issuer, k.weak, k.received_at,
+       k.disposition, k.reason
+FROM acks k
+UNION ALL
+SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.headers, b.issuer, b.weak,
+       b.received_at, b.disposition, NULL::text
+FROM builtin_acks b
+""",
+}
 
 # --- report views (README, "Reports"): one per question an auditor asks -------------------------
 # The audit reads the work queues, which hold only pending work, and the settlements not carried
@@ -578,15 +677,13 @@ FROM (
         SELECT q.signal_id, q.attempt, 2, 'decide: waiting for acks or the deadline',
                'missing: ' || COALESCE((
                    SELECT string_agg(l.label, ', ' ORDER BY l.n)
-                   FROM unnest(COALESCE(a.requested_acks, s.requested_acks)) WITH ORDINALITY AS l(label, n)
-                   WHERE NOT EXISTS (SELECT 1 FROM acks k
+                   FROM unnest(a.requested_acks) WITH ORDINALITY AS l(label, n)
+                   WHERE NOT EXISTS (SELECT 1 FROM request_acks k
                                      WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
                                        AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
-               || '; deadline ' || to_char(COALESCE(a.deadline_at, s.deadline_at) AT TIME ZONE 'UTC',
-                                           'YYYY-MM-DD HH24:MI:SS') || ' UTC'
+               || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
         FROM queue_decide q
-        JOIN signals s ON s.id = q.signal_id
-        LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+        JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
         UNION ALL
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
         FROM queue_validate q

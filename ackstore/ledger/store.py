@@ -25,7 +25,6 @@ from ackstore.ledger.schema import (
     request_results,
     signals,
     subscribers,
-    thing_events,
 )
 from ackstore.rules import (
     aggregation,
@@ -333,14 +332,7 @@ class AckStore:
             row = conn.execute(select(signals).where(signals.c.correlation_id == correlation_id)).mappings().first()
             if row is None:
                 return None
-            stored_acks = conn.execute(
-                select(
-                    acks.c.attempt, acks.c.label, acks.c.status, acks.c.payload, acks.c.issuer, acks.c.weak,
-                    acks.c.disposition,
-                )
-                .where(acks.c.signal_id == row["id"])
-                .order_by(acks.c.id)
-            ).mappings()
+            stored_acks = conn.execute(ledger_statement("store", "acks_of"), {"signal_id": row["id"]}).mappings()
             state = {k: _jsonable(v) for k, v in row.items()}
             state["acks"] = [dict(a) for a in stored_acks]
             state["attempts"] = _attempts(conn, row["id"])
@@ -416,7 +408,7 @@ def _declaration_conflict(
 def _write_declaration(conn: Connection, row: dict[str, Any], wanted: list[str]) -> None:
     previous_holder = conn.execute(select(subscribers.c.holder).where(subscribers.c.id == row["id"])).scalar()
     # A new subscriber starts at the end of the event log, as a new subscription does.
-    log_end = select(func.coalesce(func.max(thing_events.c.id), 0)).scalar_subquery()
+    log_end = select(func.coalesce(func.max(command_responses.c.event_id), 0)).scalar_subquery()
     upsert = insert(subscribers).values(**row, event_position=log_end)
     conn.execute(
         upsert.on_conflict_do_update(

@@ -1,4 +1,4 @@
--- Statements of the apply_twin job. Bind parameters: :run_id, :builtins, :twin_persisted, :issuer.
+-- Statements of the apply_twin job. Bind parameters: :run_id, :batch_id, :event_base.
 
 -- name: pending
 -- Twin commands not applied yet (queue_apply holds only those), with the state of their thing
@@ -18,13 +18,23 @@ SELECT min(q.signal_id), max(q.signal_id) FROM queue_apply q
 -- name: staged
 SELECT count(*) FROM stage_twin_outcomes o WHERE o.run_id = :run_id
 
+-- name: event_base
+-- The last position of the event log. The log has one writer (this merge, under the step lock),
+-- so positions are handed out in commit order (decisions #26).
+SELECT COALESCE(max(r.event_id), 0) FROM command_responses r
+
 -- name: insert_responses
--- Conflicts mean the command was answered meanwhile: the caller compares counts and rolls back.
-INSERT INTO command_responses (signal_id, status, payload, is_error)
-SELECT o.signal_id, o.status, o.payload, o.is_error
+-- The persisted facts: each command's response and, for a change, its event (its position after
+-- :event_base in ingestion order, the thing's revision, the action). twin-persisted and the
+-- event log are read from these rows (schema.LEDGER_VIEWS). Only this step answers a twin
+-- command, and each once: its queue entry leaves in this transaction.
+INSERT INTO command_responses (signal_id, status, payload, is_error, batch_id, event_id, revision, event_action)
+SELECT o.signal_id, o.status, o.payload, o.is_error, :batch_id,
+       CASE WHEN o.event_action IS NOT NULL
+            THEN :event_base + count(o.event_action) OVER (ORDER BY o.signal_id ROWS UNBOUNDED PRECEDING) END,
+       o.revision, o.event_action
 FROM stage_twin_outcomes o
 WHERE o.run_id = :run_id
-ON CONFLICT (signal_id) DO NOTHING
 
 -- name: update_things
 -- Only from the revision the fold started at (a compare-and-set per thing).
@@ -46,18 +56,6 @@ ON CONFLICT (thing_id) DO NOTHING
 SELECT count(*) FROM stage_twin_outcomes o
 WHERE o.run_id = :run_id AND o.is_last AND o.final_revision > o.base_revision
 
--- name: insert_events
--- The event carries the command's headers with only its custom requested-acks (B.1).
-INSERT INTO thing_events (thing_id, revision, signal_id, action, path, value, headers)
-SELECT o.thing_id, o.revision, o.signal_id, o.event_action, s.path,
-       CASE WHEN o.event_action = 'deleted' THEN NULL ELSE s.value END,
-       s.headers || jsonb_build_object('requested-acks', to_jsonb(ARRAY(
-           SELECT u.label FROM unnest(s.requested_acks) WITH ORDINALITY AS u(label, n)
-           WHERE u.label <> ALL (CAST(:builtins AS text[])) ORDER BY u.n)))
-FROM stage_twin_outcomes o
-JOIN signals s ON s.id = o.signal_id
-WHERE o.run_id = :run_id AND o.event_action IS NOT NULL
-
 -- name: dequeue
 -- The applied commands leave the queue.
 DELETE FROM queue_apply q
@@ -71,23 +69,6 @@ SELECT o.thing_id, o.final_revision
 FROM stage_twin_outcomes o
 WHERE o.run_id = :run_id AND o.is_last AND o.final_revision > o.base_revision
 ON CONFLICT (thing_id) DO UPDATE SET revision = GREATEST(queue_index.revision, EXCLUDED.revision)
-
--- name: insert_twin_persisted
--- The last write before COMMIT (only the instant TRUNCATE follows): clock_timestamp() is the
--- fact's time (A.2.1). The ack belongs to the request's current attempt (A.2.10), if that
--- attempt requested it; an attempt decided meanwhile (its deadline passed first) gets it late.
-INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, received_at, disposition)
-SELECT o.signal_id, COALESCE(a.attempt, 1), :twin_persisted, o.status, o.payload,
-       jsonb_build_object('correlation-id', s.correlation_id), :issuer, clock_timestamp(),
-       CASE WHEN EXISTS (SELECT 1 FROM request_results r
-                         WHERE r.signal_id = o.signal_id AND r.attempt = COALESCE(a.attempt, 1))
-            THEN 'late' ELSE 'counted' END
-FROM stage_twin_outcomes o
-JOIN signals s ON s.id = o.signal_id
-LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
-                   WHERE x.signal_id = o.signal_id ORDER BY x.attempt DESC LIMIT 1) a ON true
-WHERE o.run_id = :run_id AND o.event_action IS NOT NULL
-  AND :twin_persisted = ANY (COALESCE(a.requested_acks, s.requested_acks))
 
 -- name: clear_staging
 -- TRUNCATE is transactional and instant; the step lock means no other run uses the table.

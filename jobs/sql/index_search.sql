@@ -1,4 +1,4 @@
--- Statements of the index_search job. Bind parameters: :run_id, :label, :weak_reason, :issuer.
+-- Statements of the index_search job. Bind parameters: :run_id, :batch_id.
 
 -- name: changed
 -- Things queued since their last indexing whose revision is newer than the index's watermark
@@ -55,26 +55,14 @@ DELETE FROM queue_index q
 USING search_things w
 WHERE w.thing_id = q.thing_id AND q.revision <= w.revision
 
--- name: insert_search_persisted
--- Every applied command whose revision is now indexed gets its ack: 204 when the index was
--- written, a weak 200 when it already held this state (B.11). It belongs to the request's
--- current attempt, if that attempt requested it. The last write before COMMIT.
-INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
-SELECT e.signal_id, COALESCE(a.attempt, 1), :label,
-       CASE WHEN st.changed THEN 204 ELSE 200 END,
-       CASE WHEN st.changed THEN NULL ELSE to_jsonb(CAST(:weak_reason AS text)) END,
-       jsonb_build_object('correlation-id', s.correlation_id)
-         || CASE WHEN st.changed THEN '{}'::jsonb ELSE jsonb_build_object('ditto-weak-ack', true) END,
-       :issuer, NOT st.changed, clock_timestamp(),
-       CASE WHEN EXISTS (SELECT 1 FROM request_results r
-                         WHERE r.signal_id = e.signal_id AND r.attempt = COALESCE(a.attempt, 1))
-            THEN 'late' ELSE 'counted' END
+-- name: insert_marks
+-- One mark per indexed thing: the revisions the index reached in this batch. search-persisted
+-- of every command in that range is derived from it (schema.LEDGER_VIEWS, builtin_facts): 204
+-- when the index was written, a weak 200 when it already held this state (B.11).
+INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed)
+SELECT st.thing_id, st.old_revision, st.revision, :batch_id, st.changed
 FROM stage_search_things st
-JOIN thing_events e ON e.thing_id = st.thing_id AND e.revision > st.old_revision AND e.revision <= st.revision
-JOIN signals s ON s.id = e.signal_id
-LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
-                   WHERE x.signal_id = e.signal_id ORDER BY x.attempt DESC LIMIT 1) a ON true
-WHERE st.run_id = :run_id AND :label = ANY (COALESCE(a.requested_acks, s.requested_acks))
+WHERE st.run_id = :run_id
 
 -- name: clear_staging
 TRUNCATE stage_search_things, stage_search_rows

@@ -1,27 +1,25 @@
 -- Statements of the sweep job. Bind parameter: :run_id.
--- A request is one attempt of a signal (A.2.10): attempt 1 is the signal's own labels and
--- deadline, a later one is a row of `attempts`.
+-- A request is one attempt of a signal (A.2.10), with its labels and deadline: request_attempts.
 
 -- name: undecided
 -- Every request waiting for a decision (queue_decide holds only those) with what is known of
 -- it (read by Spark). Only acks of that attempt whose fact happened by its deadline count
 -- (A.2.1); whether the deadline has passed is judged now.
 SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api, s.thing_id, s.path, s.headers::text AS headers,
-       COALESCE(a.requested_acks, s.requested_acks) AS requested_acks, s.response_required,
-       s.timeout_ms, COALESCE(a.deadline_at, s.deadline_at) <= statement_timestamp() AS deadline_passed,
+       a.requested_acks, s.response_required, s.timeout_ms, a.deadline_at <= statement_timestamp() AS deadline_passed,
        r.status AS response_status, r.payload::text AS response_payload,
        COALESCE(r.is_error, false) AS response_is_error,
        (SELECT jsonb_agg(jsonb_build_array(k.label, k.status, k.payload, k.payload IS NOT NULL,
                                            k.headers, k.weak) ORDER BY k.received_at, k.id)
-          FROM acks k
+          FROM request_acks k
          WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'counted'
-           AND k.received_at <= COALESCE(a.deadline_at, s.deadline_at))::text AS acks,
+           AND k.received_at <= a.deadline_at)::text AS acks,
        (SELECT k.reason FROM acks k  -- the last live response refused as not answering the command
          WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'invalid'
          ORDER BY k.id DESC LIMIT 1) AS invalid_response
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN command_responses r ON r.signal_id = s.id
 
 -- name: undecided_bounds
@@ -29,9 +27,11 @@ LEFT JOIN command_responses r ON r.signal_id = s.id
 SELECT min(q.signal_id), max(q.signal_id) FROM queue_decide q
 
 -- name: lock_acks
--- No ack is stored while decisions are merged: one that arrives now waits, then finds its
--- request decided and is stored late (A.2.5).
-LOCK TABLE acks IN SHARE MODE
+-- No ack is stored and no fact lands while decisions are merged: an ack that arrives now waits,
+-- then finds its request decided and is stored late (A.2.5); a batch of facts waits before its
+-- time is taken (jobs/sql/batches.sql), so its facts come after the decisions.
+LOCK TABLE acks IN SHARE MODE;
+SELECT pg_advisory_xact_lock(hashtext('ackstore.facts'))
 
 -- name: defer_outdated
 -- A request decided by its deadline on a read that missed an in-time ack (one whose
@@ -39,11 +39,10 @@ LOCK TABLE acks IN SHARE MODE
 -- the next sweep decides it with that ack.
 DELETE FROM stage_results x
 WHERE x.run_id = :run_id AND x.cause = 'deadline'
-  AND x.acks_seen <> (SELECT count(*) FROM acks k
-                      JOIN signals s ON s.id = k.signal_id
-                      LEFT JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
+  AND x.acks_seen <> (SELECT count(*) FROM request_acks k
+                      JOIN request_attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
                       WHERE k.signal_id = x.signal_id AND k.attempt = x.attempt AND k.disposition = 'counted'
-                        AND k.received_at <= COALESCE(a.deadline_at, s.deadline_at))
+                        AND k.received_at <= a.deadline_at)
 
 -- name: staged
 -- How many decisions this run staged.
@@ -63,11 +62,10 @@ ON CONFLICT (signal_id, attempt) DO NOTHING
 -- its acks had them all in time, and one without labels has no counted acks.
 UPDATE acks k SET disposition = 'late'
 FROM stage_results x
-JOIN signals s ON s.id = x.signal_id
-LEFT JOIN attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
+JOIN request_attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
 WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND k.signal_id = x.signal_id
   AND k.attempt = x.attempt AND k.disposition = 'counted'
-  AND k.received_at > COALESCE(a.deadline_at, s.deadline_at)
+  AND k.received_at > a.deadline_at
 
 -- name: dequeue
 -- Decided requests leave the decision queue ...

@@ -21,7 +21,7 @@ INSERT INTO stage_check_results (run_id, signal_id, attempt, cause, status, deci
                                  body_entries, body_keys, combined_status)
 SELECT :run_id, q.signal_id, q.attempt, r.cause, r.status, r.decided_at, req.deadline_at,
        cardinality(req.labels),
-       (SELECT count(DISTINCT k.label) FROM acks k
+       (SELECT count(DISTINCT k.label) FROM request_acks k
          WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.disposition = 'counted'
            AND k.received_at <= req.deadline_at AND k.label = ANY (req.labels)),
        COALESCE(cr.is_error, false),
@@ -32,10 +32,9 @@ SELECT :run_id, q.signal_id, q.attempt, r.cause, r.status, r.decided_at, req.dea
 FROM queue_validate q
 JOIN signals s ON s.id = q.signal_id
 JOIN request_results r ON r.signal_id = q.signal_id AND r.attempt = q.attempt
-LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
-CROSS JOIN LATERAL (SELECT COALESCE(a.requested_acks, s.requested_acks) AS labels,
-                           COALESCE(a.deadline_at, s.deadline_at) AS deadline_at) req
+CROSS JOIN LATERAL (SELECT a.requested_acks AS labels, a.deadline_at) req
 -- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
 -- with response-required=false a success has no body at all.
 CROSS JOIN LATERAL (SELECT r.cause IN ('acks', 'deadline') AND cardinality(req.labels) >= 2
@@ -56,15 +55,17 @@ SELECT :run_id, k.id, k.signal_id, k.attempt, k.label, k.status, k.weak,
        COALESCE(k.headers ->> :weak_header = 'true', false),
        k.weak AND NOT k.label = ANY (:builtin_labels),
        EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label),
-       k.label = ANY (COALESCE(a.requested_acks, s.requested_acks)),
+       k.label = ANY (a.requested_acks),
        CASE WHEN k.label = :twin_persisted
             THEN COALESCE(NOT cr.is_error AND cr.status BETWEEN 200 AND 299, false) END,
        CASE WHEN k.label = :twin_persisted
-            THEN EXISTS (SELECT 1 FROM thing_events e WHERE e.signal_id = k.signal_id) END
+            THEN cr.event_id IS NOT NULL END  -- the event log is the responses' events
 FROM queue_validate q
-JOIN acks k ON k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.disposition = 'counted'
-JOIN signals s ON s.id = q.signal_id
-LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+-- Per request (OFFSET 0 keeps the subquery whole, so its conditions reach into the view's derived half).
+CROSS JOIN LATERAL (SELECT * FROM request_acks x
+                    WHERE x.signal_id = q.signal_id AND x.attempt = q.attempt AND x.disposition = 'counted'
+                    OFFSET 0) k
+JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
 
 -- name: slice_settlements

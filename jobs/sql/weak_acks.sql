@@ -2,15 +2,10 @@
 
 -- name: candidate_bounds
 -- Whether any undecided request asks for a label some subscriber declared, and the id range.
--- (The attempt's labels by a correlated lookup: a join lets the planner read all of attempts.)
 SELECT min(q.signal_id), max(q.signal_id)
 FROM queue_decide q
-JOIN signals s ON s.id = q.signal_id
-WHERE EXISTS (SELECT 1
-              FROM unnest(COALESCE((SELECT a.requested_acks FROM attempts a
-                                    WHERE a.signal_id = q.signal_id AND a.attempt = q.attempt),
-                                   s.requested_acks)) AS l(label)
-              JOIN declared_labels d ON d.label = l.label)
+JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+WHERE EXISTS (SELECT 1 FROM unnest(a.requested_acks) AS l(label) JOIN declared_labels d ON d.label = l.label)
 
 -- name: candidates
 -- Every (undecided request, declared label it asks for, not counted yet) whose signal can be
@@ -24,9 +19,9 @@ SELECT q.signal_id, q.attempt, s.correlation_id, s.kind, s.thing_id, s.action, s
           FROM subscribers u WHERE u.holder = d.holder)::text AS group_members
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN thing_events e ON e.signal_id = q.signal_id
-CROSS JOIN LATERAL unnest(COALESCE(a.requested_acks, s.requested_acks)) AS l(label)
+CROSS JOIN LATERAL unnest(a.requested_acks) AS l(label)
 JOIN declared_labels d ON d.label = l.label
 WHERE (s.channel = 'live' OR e.id IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM acks k WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt

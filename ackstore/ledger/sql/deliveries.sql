@@ -43,11 +43,9 @@ SELECT event_position FROM subscribers WHERE id = :subscriber FOR UPDATE
 -- The next events of the log after the subscriber's position, with their request's current
 -- attempt and its labels.
 SELECT e.id AS event_id, e.signal_id, e.thing_id, e.action, e.path, e.value::text AS value,
-       COALESCE(a.attempt, 1) AS attempt, COALESCE(a.requested_acks, s.requested_acks) AS requested_acks
+       a.attempt, a.requested_acks
 FROM thing_events e
-JOIN signals s ON s.id = e.signal_id
-LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
-                   WHERE x.signal_id = e.signal_id ORDER BY x.attempt DESC LIMIT 1) a ON true
+JOIN current_attempts a ON a.signal_id = e.signal_id
 WHERE e.id > :position
 ORDER BY e.id
 LIMIT :scan
@@ -58,10 +56,9 @@ UPDATE subscribers SET event_position = :position WHERE id = :subscriber AND eve
 
 -- name: requested_now
 -- The labels the current attempt of each handed-out signal requests, and whether it is live.
-SELECT s.id AS signal_id, s.channel = 'live' AS live, COALESCE(a.requested_acks, s.requested_acks) AS requested_acks
+SELECT s.id AS signal_id, s.channel = 'live' AS live, a.requested_acks
 FROM signals s
-LEFT JOIN LATERAL (SELECT x.requested_acks FROM attempts x
-                   WHERE x.signal_id = s.id ORDER BY x.attempt DESC LIMIT 1) a ON true
+JOIN current_attempts a ON a.signal_id = s.id
 WHERE s.id = ANY (:signal_ids)
 
 -- name: close

@@ -16,8 +16,8 @@ WHERE (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS te
    OR s.correlation_id = ANY (CAST(:correlation_ids AS text[]))
 
 -- name: insert_signals
--- The new signals in the batch's order (ids follow it), their requested labels, and the work
--- they make: apply_twin for twin commands, the sweep for every request. A row that lost a race
+-- The new signals in the batch's order (ids follow it) and the work they make: apply_twin for
+-- twin commands, the sweep for every request. A row that lost a race
 -- for its message or correlation id to a concurrent submission is skipped and not returned.
 WITH input AS (
     SELECT * FROM json_to_recordset(CAST(:rows AS json)) AS r(
@@ -36,10 +36,7 @@ WITH input AS (
     FROM input i
     ORDER BY i.ord
     ON CONFLICT DO NOTHING
-    RETURNING id, source_message_id, kind, requested_acks
-), requested AS (
-    INSERT INTO ack_requests (signal_id, label)
-    SELECT s.id, l.label FROM stored s CROSS JOIN LATERAL unnest(s.requested_acks) AS l(label)
+    RETURNING id, source_message_id, kind
 ), to_apply AS (
     INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
 ), to_decide AS (
@@ -59,14 +56,11 @@ FOR NO KEY UPDATE
 -- name: retransmitted
 -- A submission whose (source, message id) is stored: its signal, locked against a concurrent
 -- redelivery, with the current attempt, its labels, result and settlement decision.
-SELECT s.id, s.correlation_id, s.timeout_ms, COALESCE(a.attempt, 1) AS attempt,
-       COALESCE(a.requested_acks, s.requested_acks) AS requested_acks,
-       r.ack_statuses, st.decision
+SELECT s.id, s.correlation_id, s.timeout_ms, a.attempt, a.requested_acks, r.ack_statuses, st.decision
 FROM signals s
-LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
-                   WHERE x.signal_id = s.id ORDER BY x.attempt DESC LIMIT 1) a ON true
-LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = COALESCE(a.attempt, 1)
-LEFT JOIN settlements st ON st.signal_id = s.id AND st.attempt = COALESCE(a.attempt, 1)
+JOIN current_attempts a ON a.signal_id = s.id
+LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = a.attempt
+LEFT JOIN settlements st ON st.signal_id = s.id AND st.attempt = a.attempt
 WHERE s.source = :source AND s.source_message_id = :source_message_id
 FOR NO KEY UPDATE OF s
 

@@ -6,11 +6,11 @@
 -- signal and attempt, the decision, whether its message was held for it (it requested acks),
 -- and whether a result is to be published to its reply-to. Narrow rows: this runs every poll.
 SELECT st.signal_id, st.attempt, st.decision,
-       COALESCE(a.requested_acks, s.requested_acks) <> '{}' AS held_for_decision,
+       a.requested_acks <> '{}' AS held_for_decision,
        s.response_required AND s.headers ? 'reply-to' AS wants_reply
 FROM settlements st
 JOIN signals s ON s.id = st.signal_id
-LEFT JOIN attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
+JOIN request_attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
 WHERE st.carried_out_at IS NULL AND s.source = :source
 
 -- name: replies

@@ -1,14 +1,12 @@
 -- Statements of the store API (ackstore/ledger/store.py). Values are bind parameters.
--- A signal's current attempt is its newest row in `attempts`, or 1 (the signal itself).
+-- A signal's attempts and its current one are the views request_attempts and current_attempts.
 
 -- name: current_request
 -- The request an ack is for: the signal, share-locked so that deciding it waits for this ack,
 -- with its current attempt and the labels that attempt requested.
-SELECT s.id, s.thing_id, s.channel, s.kind, s.action, s.path, COALESCE(a.attempt, 1) AS attempt,
-       COALESCE(a.requested_acks, s.requested_acks) AS requested_acks
+SELECT s.id, s.thing_id, s.channel, s.kind, s.action, s.path, a.attempt, a.requested_acks
 FROM signals s
-LEFT JOIN LATERAL (SELECT x.attempt, x.requested_acks FROM attempts x
-                   WHERE x.signal_id = s.id ORDER BY x.attempt DESC LIMIT 1) a ON true
+JOIN current_attempts a ON a.signal_id = s.id
 WHERE s.correlation_id = :correlation_id
 FOR SHARE OF s
 
@@ -16,8 +14,8 @@ FOR SHARE OF s
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
 SELECT s.id, r.status, r.body, r.headers
 FROM signals s
-LEFT JOIN LATERAL (SELECT max(x.attempt) AS attempt FROM attempts x WHERE x.signal_id = s.id) a ON true
-LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = COALESCE(a.attempt, 1)
+JOIN current_attempts a ON a.signal_id = s.id
+LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = a.attempt
 WHERE s.correlation_id = :correlation_id
 
 -- name: attempts_of
@@ -25,11 +23,15 @@ WHERE s.correlation_id = :correlation_id
 SELECT n.attempt, n.requested_acks, n.opened_at, n.deadline_at,
        r.status, r.cause, r.decided_at, st.decision, st.decided_at AS settlement_decided_at,
        st.carried_out_at
-FROM (SELECT 1 AS attempt, s.requested_acks, s.received_at AS opened_at, s.deadline_at
-      FROM signals s WHERE s.id = :signal_id
-      UNION ALL
-      SELECT a.attempt, a.requested_acks, a.opened_at, a.deadline_at
-      FROM attempts a WHERE a.signal_id = :signal_id) n
+FROM request_attempts n
 LEFT JOIN request_results r ON r.signal_id = :signal_id AND r.attempt = n.attempt
 LEFT JOIN settlements st ON st.signal_id = :signal_id AND st.attempt = n.attempt
+WHERE n.signal_id = :signal_id
 ORDER BY n.attempt
+
+-- name: acks_of
+-- Every ack of a signal, stored or derived (built-in), for `show`: by attempt, in arrival order.
+SELECT k.attempt, k.label, k.status, k.payload, k.issuer, k.weak, k.disposition
+FROM request_acks k
+WHERE k.signal_id = :signal_id
+ORDER BY k.attempt, k.received_at, k.id NULLS LAST, k.label

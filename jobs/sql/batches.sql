@@ -1,0 +1,17 @@
+-- Statements every merge that writes facts shares (jobs/step.py). Bind parameters: :batch_id,
+-- :step, :run_id.
+
+-- name: open
+-- The batch's id, taken before its facts are written (they carry it).
+SELECT nextval(pg_get_serial_sequence('ledger_batches', 'id'))
+
+-- name: wait_for_decisions
+-- Facts do not land while the sweep merges decisions (it holds this lock exclusively): the
+-- sweep's recount of in-time acks sees every fact whose time is before its commit.
+SELECT pg_advisory_xact_lock_shared(hashtext('ackstore.facts'))
+
+-- name: close
+-- The last write before COMMIT: its clock_timestamp() is when the batch's facts became visible,
+-- the fact time of the built-in acks derived from them (A.2.1).
+INSERT INTO ledger_batches (id, step, run_id, committed_at)
+VALUES (:batch_id, :step, :run_id, clock_timestamp())
