@@ -67,13 +67,17 @@ class Step:
         stage: Callable[[Any, "Step", tuple], None],
         merge: Callable[["Step"], None],
         idle: dict[str, Any],
+        first: Callable[["Step"], None] | None = None,
     ) -> dict[str, Any]:
-        """The whole step: lock; ask the job's ``work`` statement whether there is anything
-        to do (its first column NULL or false: nothing); stage it with Spark; merge it."""
+        """The whole step: lock; do what SQL alone can (``first``); ask the job's ``work``
+        statement whether anything is left (its first column NULL or false: nothing); stage it
+        with Spark; merge it."""
         with self.locked():
+            self.stats.update(idle)
+            if first is not None:
+                first(self)
             with self.engine.connect() as conn:
                 found = tuple(conn.execute(statement(self.name, work)).one())
-            self.stats.update(idle)
             if found[0] is not None and found[0] is not False:
                 self.timed("spark", lambda: stage(spark, self, found))
                 merge(self)

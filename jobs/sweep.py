@@ -1,10 +1,12 @@
-"""Step 3, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
+"""Step 4, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
 
-Spark reads every request waiting in ``queue_decide`` (one attempt of a signal) with its
-command response and the acks of that attempt that arrived by its deadline, and applies
-:func:`ackstore.rules.aggregation.decide` to each. Decided ones are staged; one transaction
-writes ``request_results``, flags acks that came too late, and moves the decided requests from
-the decision queue to the validation queue.
+First one statement decides the common case in SQL — every label in and 2xx, or nothing asked —
+and moves those requests from the decision queue to the validation queue. Then Spark reads the
+rest of ``queue_decide`` (one attempt of a signal each) with its command response and the acks of
+that attempt that arrived by its deadline, and applies :func:`ackstore.rules.aggregation.decide`
+to each. Decided ones are staged; one transaction writes ``request_results``, flags acks that came
+too late, and moves the decided requests on. Both paths give the same answer for a request both
+can decide (tests/test_sweep_decisions.py).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import stage_results
+from ackstore import faults
 from ackstore.rules import aggregation, errors, jsontext
 from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules.headers import WEAK_ACK
+from ackstore.rules.wire import DITTO_CONTENT_TYPE
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.step import Step, expect_count
@@ -33,7 +38,24 @@ RESULT_COLUMNS = (
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_results,))
-    return step.run_once(spark, "undecided_bounds", _stage, _merge, idle={"decided": 0})
+    return step.run_once(spark, "undecided_bounds", _stage, _merge, idle={"decided": 0, "decided_in_sql": 0},
+                         first=decide_common)
+
+
+COMMON_PARAMS = {
+    "shortcut_labels": sorted(aggregation.SHORTCUT_LABELS),
+    "weak_header": WEAK_ACK,
+    "ditto_content_type": DITTO_CONTENT_TYPE,
+}
+
+
+def decide_common(step: Step) -> None:
+    """The requests SQL decides alone (jobs/sql/sweep.sql, ``decide_common``), in their own transaction."""
+    with step.engine.begin() as conn:
+        decided = step.runner(conn, COMMON_PARAMS)("decide_common")
+    faults.checkpoint(f"{step.name}:common")
+    step.stats["decided_in_sql"] = decided
+    step.stats["decided"] += decided
 
 
 def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
@@ -49,7 +71,7 @@ def _merge(step: Step) -> None:
         step.stats["deferred"] = run_statement("defer_outdated")
         staged = step.scalar(conn, "staged", params)
         expect_count("request results", run_statement("insert_results"), staged)
-        step.stats["decided"] = staged
+        step.stats["decided"] = step.stats.get("decided", 0) + staged
         step.stats["late_acks"] = run_statement("flag_late")
         expect_count("decision queue", run_statement("dequeue"), staged)
         run_statement("enqueue_validation")

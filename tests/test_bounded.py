@@ -23,6 +23,7 @@ from ackstore.ledger.named_sql import LEDGER_SQL, load
 from ackstore.rules import labels, settlement
 from ackstore.rules.headers import WEAK_ACK
 from benchmarks import history
+from jobs import sweep
 from jobs.sql import statements
 from tests.conftest import ADMIN_URL
 
@@ -33,7 +34,7 @@ READS = [
     ("apply_twin", "pending"), ("apply_twin", "pending_bounds"),
     ("index_search", "changed"), ("index_search", "anything_changed"),
     ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
-    ("sweep", "undecided"), ("sweep", "undecided_bounds"),
+    ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
     ("validate", "watermark"), ("validate", "slice_size"), ("validate", "slice_results"),
     ("validate", "slice_acks"), ("validate", "slice_settlements"),
     ("settle", "pending"), ("settle", "pending_bounds"),
@@ -41,7 +42,7 @@ READS = [
 PARAMS = {
     "run_id": "r", "watermark": "validated_settlements", "after": 0, "twin_persisted": labels.TWIN_PERSISTED,
     "weak_header": WEAK_ACK, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES),
-    "builtin_labels": sorted(labels.BUILTIN_LABELS),
+    "builtin_labels": sorted(labels.BUILTIN_LABELS), **sweep.COMMON_PARAMS,
 }
 # What a pull reads (ackstore/ledger/sql/deliveries.sql): its cost follows what it hands out.
 PULL_READS = ["decided_ready", "ready", "lease", "close", "events_after", "requested_now", "messages", "lock_delivery"]

@@ -49,7 +49,8 @@ def reference() -> Iterator[dict[str, list[tuple]]]:
         ("apply_twin:staged", ()),
         ("index_search:staged", ("command_responses",)),
         ("weak_acks:staged", ("command_responses", "search_things")),
-        ("sweep:staged", ("command_responses", "search_things")),
+        ("sweep:common", ("command_responses", "search_things", "request_results")),  # decided in SQL
+        ("sweep:staged", ("command_responses", "search_things", "request_results")),
         ("sweep:merged", ("command_responses", "search_things", "request_results")),
         ("validate:staged", ("command_responses", "search_things", "request_results")),
         ("settle:staged", ("command_responses", "search_things", "request_results", "queue_settle")),

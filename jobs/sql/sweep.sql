@@ -1,6 +1,73 @@
 -- Statements of the sweep job. Bind parameter: :run_id.
 -- A request is one attempt of a signal (A.2.10), with its labels and deadline: request_attempts.
 
+-- name: decide_common
+-- The common case, decided here in one statement rather than in Spark (B.5, B.4.3): requests
+-- that asked for no label and no response (202), and requests whose every label has a counted
+-- ack in time, all of them 2xx, with no failed twin command — unless the built-in-only shortcut
+-- applies (one built-in label with response-required: the plain response) or an entry needs the
+-- location of a created thing (a 201 twin-persisted over HTTP): those, and every request still
+-- waiting or past its deadline, go to Python (aggregation.decide). What this writes is what
+-- aggregation.decide gives (tests/test_sweep_decisions.py proves it on generated ledgers).
+-- Bind parameters: :shortcut_labels, :weak_header, :ditto_content_type.
+WITH entries AS (  -- each requested label with its counted ack in time (derived or stored), if any
+    SELECT q.signal_id, q.attempt, s.correlation_id, cardinality(a.requested_acks) AS labels, l.label,
+           COALESCE(b.status, k.status) AS status,
+           CASE WHEN b.label IS NOT NULL THEN b.payload ELSE k.payload END AS payload,
+           CASE WHEN b.label IS NOT NULL THEN b.headers ELSE k.headers END AS headers,
+           COALESCE(b.weak, k.weak) AS weak,
+           s.api = 'http' AND s.response_required AND cardinality(a.requested_acks) >= 2 AS locates
+    FROM queue_decide q
+    JOIN signals s ON s.id = q.signal_id
+    JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+    LEFT JOIN command_responses r ON r.signal_id = q.signal_id
+    LEFT JOIN LATERAL unnest(a.requested_acks) AS l(label) ON true
+    LEFT JOIN builtin_acks b ON b.signal_id = q.signal_id AND b.attempt = q.attempt AND b.label = l.label
+                            AND b.disposition = 'counted' AND b.received_at <= a.deadline_at
+    LEFT JOIN acks k ON k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.label = l.label
+                    AND k.disposition = 'counted' AND k.received_at <= a.deadline_at
+    WHERE NOT COALESCE(r.is_error, false)
+      AND (cardinality(a.requested_acks) > 0 OR NOT s.response_required)
+      AND NOT (s.response_required AND cardinality(a.requested_acks) = 1
+               AND a.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
+), decided AS (
+    SELECT e.signal_id, e.attempt, min(e.correlation_id) AS correlation_id, min(e.labels) AS labels,
+           min(e.status) AS only_status, (array_agg(e.payload))[1] AS only_payload,
+           COALESCE(jsonb_object_agg(e.label, e.status) FILTER (WHERE e.label IS NOT NULL), '{}'::jsonb) AS statuses,
+           jsonb_object_agg(e.label,
+               jsonb_build_object('status', e.status)
+               || CASE WHEN e.payload IS NOT NULL THEN jsonb_build_object('payload', e.payload) ELSE '{}'::jsonb END
+               || jsonb_build_object('headers',
+                      CASE WHEN e.headers ->> 'content-type' = :ditto_content_type
+                           THEN e.headers - 'requested-acks' - 'content-type'
+                           ELSE e.headers - 'requested-acks' END
+                      || jsonb_build_object('correlation-id', e.correlation_id)
+                      || CASE WHEN e.weak THEN jsonb_build_object(CAST(:weak_header AS text), true)
+                              ELSE '{}'::jsonb END)
+           ) FILTER (WHERE e.label IS NOT NULL) AS entries
+    FROM entries e
+    GROUP BY e.signal_id, e.attempt
+    HAVING count(e.label) = count(e.status)
+       AND COALESCE(bool_and(e.status BETWEEN 200 AND 299), true)
+       AND NOT COALESCE(bool_or(e.locates AND e.label = 'twin-persisted' AND e.status = 201), false)
+), stored AS (
+    INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
+    SELECT d.signal_id, d.attempt,
+           CASE WHEN NOT s.response_required THEN 202 WHEN d.labels = 1 THEN d.only_status ELSE 200 END,
+           CASE WHEN NOT s.response_required THEN NULL WHEN d.labels = 1 THEN d.only_payload ELSE d.entries END,
+           CASE WHEN d.labels = 0 THEN jsonb_build_object('correlation-id', d.correlation_id)
+                ELSE (s.headers - 'requested-acks')
+                     || jsonb_build_object('correlation-id', d.correlation_id, 'response-required', false) END,
+           CASE WHEN d.labels = 0 THEN 'accepted' ELSE 'acks' END,
+           d.statuses
+    FROM decided d
+    JOIN signals s ON s.id = d.signal_id
+    RETURNING signal_id, attempt
+), dequeued AS (
+    DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
+)
+INSERT INTO queue_validate (signal_id, attempt) SELECT x.signal_id, x.attempt FROM stored x
+
 -- name: undecided
 -- Every request waiting for a decision (queue_decide holds only those) with what is known of
 -- it (read by Spark). Only acks of that attempt whose fact happened by its deadline count
