@@ -17,8 +17,6 @@ from ackstore.ledger.schema import stage_results
 from ackstore import faults
 from ackstore.rules import aggregation, errors, jsontext
 from ackstore.rules.acks import ABSENT, Ack
-from ackstore.rules.headers import WEAK_ACK
-from ackstore.rules.wire import DITTO_CONTENT_TYPE
 from jobs.settings import PipelineSettings
 from jobs.spark import arrow_schema, spark_ddl
 from jobs.step import Step, expect_count
@@ -42,17 +40,15 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
                          first=decide_common)
 
 
-COMMON_PARAMS = {
-    "shortcut_labels": sorted(aggregation.SHORTCUT_LABELS),
-    "weak_header": WEAK_ACK,
-    "ditto_content_type": DITTO_CONTENT_TYPE,
-}
+COMMON_PARAMS = {"shortcut_labels": sorted(aggregation.SHORTCUT_LABELS)}
+COMMON_STATEMENTS = ("decide_builtin", "decide_common")  # the built-in-only bulk first, then the rest
 
 
 def decide_common(step: Step) -> None:
-    """The requests SQL decides alone (jobs/sql/sweep.sql, ``decide_common``), in their own transaction."""
+    """The requests SQL decides alone (jobs/sql/sweep.sql), in one transaction of their own."""
     with step.engine.begin() as conn:
-        decided = step.runner(conn, COMMON_PARAMS)("decide_common")
+        run_statement = step.runner(conn, COMMON_PARAMS)
+        decided = sum(run_statement(name) for name in COMMON_STATEMENTS)
     faults.checkpoint(f"{step.name}:common")
     step.stats["decided_in_sql"] = decided
     step.stats["decided"] += decided

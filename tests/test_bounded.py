@@ -34,7 +34,7 @@ READS = [
     ("apply_twin", "pending"), ("apply_twin", "pending_bounds"),
     ("index_search", "changed"), ("index_search", "anything_changed"),
     ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
-    ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
+    ("sweep", "decide_builtin"), ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
     ("validate", "watermark"), ("validate", "slice_size"), ("validate", "slice_results"),
     ("validate", "slice_acks"), ("validate", "slice_settlements"),
     ("settle", "pending"), ("settle", "pending_bounds"),

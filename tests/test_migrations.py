@@ -38,3 +38,14 @@ def test_the_views_are_the_schema_modules(migrated_engine: Engine) -> None:
             conn.execute(text("DROP VIEW schema_module_view"))
             assert migrated == expected, name
         conn.rollback()
+
+
+def test_the_functions_are_the_schema_modules(migrated_engine: Engine) -> None:
+    from sqlalchemy import text
+
+    from ackstore.ledger.schema import LEDGER_FUNCTIONS
+
+    with migrated_engine.connect() as conn:
+        for name, ddl in LEDGER_FUNCTIONS.items():
+            body = conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = :n"), {"n": name}).scalar_one()
+            assert body == ddl.split("$$")[1], name

@@ -581,26 +581,37 @@ JOIN signals s ON s.id = r.signal_id
 JOIN ledger_batches b ON b.id = r.batch_id
 WHERE r.event_id IS NOT NULL
 """,
-    # What makes a built-in ack true, and when it became visible (its batch's commit, A.2.1):
-    # twin-persisted is a change apply_twin persisted; search-persisted the index reaching the
-    # command's revision — a weak 200 when it already held that state (B.8, B.11). Responses
-    # from before the lean ledger (batch 'migrated') kept their twin-persisted acks as rows.
-    # Joins only (no UNION): a statement that joins it from a few requests reads their rows alone.
-    "builtin_facts": """
-SELECT r.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+    # What makes each built-in ack of a twin command true, and when it became visible (its batch's
+    # commit, A.2.1), one row per command whose change persisted: twin-persisted is the change
+    # apply_twin persisted; search-persisted the index reaching the command's revision — a weak 200
+    # when it already held that state (B.8, B.11). Responses from before the lean ledger (batch
+    # 'migrated') kept their twin-persisted acks as rows: no fact time here. Joins only (no UNION),
+    # so a statement joining it from a few requests reads their rows alone.
+    "command_facts": """
+SELECT r.signal_id,
+       CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END AS persisted_at, r.status AS persisted_status,
+       r.payload AS persisted_payload,
+       mb.committed_at AS indexed_at, CASE WHEN m.changed THEN 204 ELSE 200 END AS indexed_status,
+       CASE WHEN NOT m.changed
+            THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text)
+       END AS indexed_payload,
+       NOT m.changed AS indexed_weak
 FROM command_responses r
 JOIN signals s ON s.id = r.signal_id
 JOIN ledger_batches rb ON rb.id = r.batch_id
 LEFT JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
 LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
+WHERE r.event_id IS NOT NULL
+""",
+    # The same facts, one row per (command, built-in label) that is true.
+    "builtin_facts": """
+SELECT c.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+FROM command_facts c
 CROSS JOIN LATERAL (VALUES
-    ('twin-persisted'::text, r.status, r.payload, false, CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END),
-    ('search-persisted'::text, CASE WHEN m.changed THEN 204 ELSE 200 END,
-     CASE WHEN NOT m.changed
-          THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text) END,
-     NOT m.changed, mb.committed_at)
+    ('twin-persisted'::text, c.persisted_status, c.persisted_payload, false, c.persisted_at),
+    ('search-persisted'::text, c.indexed_status, c.indexed_payload, c.indexed_weak, c.indexed_at)
 ) AS f(label, status, payload, weak, fact_at)
-WHERE r.event_id IS NOT NULL AND f.fact_at IS NOT NULL
+WHERE f.fact_at IS NOT NULL
 """,
     # The built-in acks of every attempt that requested them, as if stored (A.2.10): an attempt
     # current when its fact arrived has it counted, or late if decided before or timed out; a
@@ -634,6 +645,23 @@ SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.hea
 FROM builtin_acks b
 """,
 }
+
+# Functions every statement shares. ``ack_entry`` is an ack as an aggregated answer's entry shows
+# it (B.4.2, B.4.3): wire.ack_entry and wire.external_headers in SQL, for the sweep's decisions.
+LEDGER_FUNCTIONS: dict[str, str] = {
+    "ack_entry": """
+CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+SELECT jsonb_build_object('status', status)
+       || CASE WHEN payload IS NOT NULL THEN jsonb_build_object('payload', payload) ELSE '{}'::jsonb END
+       || jsonb_build_object('headers',
+              CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
+                   THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
+              || jsonb_build_object('correlation-id', correlation_id)
+              || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END)
+$$""",
+}
+
 
 # --- report views (README, "Reports"): one per question an auditor asks -------------------------
 # The audit reads the work queues, which hold only pending work, and the settlements not carried

@@ -1,6 +1,55 @@
 -- Statements of the sweep job. Bind parameter: :run_id.
 -- A request is one attempt of a signal (A.2.10), with its labels and deadline: request_attempts.
 
+-- name: decide_builtin
+-- The bulk of the common case, one row per request and no per-label rows: every label built in
+-- (twin-persisted, search-persisted) and its fact in time (command_facts; for a request waiting in
+-- the queue — its current attempt, undecided — builtin_acks counts a fact iff it is there, and
+-- it is in time iff its time is by the deadline), all 2xx. Not the built-in-only shortcut, nor an
+-- entry that needs a created thing's location: those go to Python, as in decide_common below,
+-- which then decides what is left of the common case.
+WITH decided AS (
+    SELECT q.signal_id, q.attempt, s.correlation_id, s.headers, s.response_required,
+           cardinality(a.requested_acks) AS labels,
+           'twin-persisted' = ANY (a.requested_acks) AS persisted, 'search-persisted' = ANY (a.requested_acks) AS indexed,
+           f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
+    FROM queue_decide q
+    JOIN signals s ON s.id = q.signal_id
+    JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+    JOIN command_facts f ON f.signal_id = q.signal_id
+    WHERE cardinality(a.requested_acks) > 0
+      AND a.requested_acks <@ ARRAY['twin-persisted', 'search-persisted']
+      AND NOT (s.response_required AND cardinality(a.requested_acks) = 1
+               AND a.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
+      AND ('twin-persisted' <> ALL (a.requested_acks)
+           OR (f.persisted_at <= a.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
+      AND ('search-persisted' <> ALL (a.requested_acks) OR f.indexed_at <= a.deadline_at)
+      AND NOT (s.api = 'http' AND s.response_required AND cardinality(a.requested_acks) >= 2
+               AND 'twin-persisted' = ANY (a.requested_acks) AND f.persisted_status = 201)
+), stored AS (
+    INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
+    SELECT d.signal_id, d.attempt,
+           CASE WHEN NOT d.response_required THEN 202
+                WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_status ELSE d.indexed_status END
+                ELSE 200 END,
+           CASE WHEN NOT d.response_required THEN NULL
+                WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_payload ELSE d.indexed_payload END
+                ELSE jsonb_build_object(
+                         'twin-persisted', ack_entry(d.persisted_status, d.persisted_payload, '{}', false, d.correlation_id),
+                         'search-persisted', ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
+                                                       d.correlation_id)) END,
+           (d.headers - 'requested-acks') || jsonb_build_object('correlation-id', d.correlation_id,
+                                                                 'response-required', false),
+           'acks',
+           CASE WHEN d.persisted THEN jsonb_build_object('twin-persisted', d.persisted_status) ELSE '{}'::jsonb END
+           || CASE WHEN d.indexed THEN jsonb_build_object('search-persisted', d.indexed_status) ELSE '{}'::jsonb END
+    FROM decided d
+    RETURNING signal_id, attempt
+), dequeued AS (
+    DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
+)
+INSERT INTO queue_validate (signal_id, attempt) SELECT x.signal_id, x.attempt FROM stored x
+
 -- name: decide_common
 -- The common case, decided here in one statement rather than in Spark (B.5, B.4.3): requests
 -- that asked for no label and no response (202), and requests whose every label has a counted
@@ -9,7 +58,7 @@
 -- location of a created thing (a 201 twin-persisted over HTTP): those, and every request still
 -- waiting or past its deadline, go to Python (aggregation.decide). What this writes is what
 -- aggregation.decide gives (tests/test_sweep_decisions.py proves it on generated ledgers).
--- Bind parameters: :shortcut_labels, :weak_header, :ditto_content_type.
+-- Bind parameter: :shortcut_labels.
 WITH entries AS (  -- each requested label with its counted ack in time (derived or stored), if any
     SELECT q.signal_id, q.attempt, s.correlation_id, cardinality(a.requested_acks) AS labels, l.label,
            COALESCE(b.status, k.status) AS status,
@@ -34,17 +83,8 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
     SELECT e.signal_id, e.attempt, min(e.correlation_id) AS correlation_id, min(e.labels) AS labels,
            min(e.status) AS only_status, (array_agg(e.payload))[1] AS only_payload,
            COALESCE(jsonb_object_agg(e.label, e.status) FILTER (WHERE e.label IS NOT NULL), '{}'::jsonb) AS statuses,
-           jsonb_object_agg(e.label,
-               jsonb_build_object('status', e.status)
-               || CASE WHEN e.payload IS NOT NULL THEN jsonb_build_object('payload', e.payload) ELSE '{}'::jsonb END
-               || jsonb_build_object('headers',
-                      CASE WHEN e.headers ->> 'content-type' = :ditto_content_type
-                           THEN e.headers - 'requested-acks' - 'content-type'
-                           ELSE e.headers - 'requested-acks' END
-                      || jsonb_build_object('correlation-id', e.correlation_id)
-                      || CASE WHEN e.weak THEN jsonb_build_object(CAST(:weak_header AS text), true)
-                              ELSE '{}'::jsonb END)
-           ) FILTER (WHERE e.label IS NOT NULL) AS entries
+           jsonb_object_agg(e.label, ack_entry(e.status, e.payload, e.headers, e.weak, e.correlation_id))
+               FILTER (WHERE e.label IS NOT NULL) AS entries
     FROM entries e
     GROUP BY e.signal_id, e.attempt
     HAVING count(e.label) = count(e.status)

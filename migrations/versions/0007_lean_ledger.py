@@ -78,21 +78,30 @@ JOIN signals s ON s.id = r.signal_id
 JOIN ledger_batches b ON b.id = r.batch_id
 WHERE r.event_id IS NOT NULL
 """,
-    "builtin_facts": """
-SELECT r.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+    "command_facts": """
+SELECT r.signal_id,
+       CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END AS persisted_at, r.status AS persisted_status,
+       r.payload AS persisted_payload,
+       mb.committed_at AS indexed_at, CASE WHEN m.changed THEN 204 ELSE 200 END AS indexed_status,
+       CASE WHEN NOT m.changed
+            THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text)
+       END AS indexed_payload,
+       NOT m.changed AS indexed_weak
 FROM command_responses r
 JOIN signals s ON s.id = r.signal_id
 JOIN ledger_batches rb ON rb.id = r.batch_id
 LEFT JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
 LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
+WHERE r.event_id IS NOT NULL
+""",
+    "builtin_facts": """
+SELECT c.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+FROM command_facts c
 CROSS JOIN LATERAL (VALUES
-    ('twin-persisted'::text, r.status, r.payload, false, CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END),
-    ('search-persisted'::text, CASE WHEN m.changed THEN 204 ELSE 200 END,
-     CASE WHEN NOT m.changed
-          THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text) END,
-     NOT m.changed, mb.committed_at)
+    ('twin-persisted'::text, c.persisted_status, c.persisted_payload, false, c.persisted_at),
+    ('search-persisted'::text, c.indexed_status, c.indexed_payload, c.indexed_weak, c.indexed_at)
 ) AS f(label, status, payload, weak, fact_at)
-WHERE r.event_id IS NOT NULL AND f.fact_at IS NOT NULL
+WHERE f.fact_at IS NOT NULL
 """,
     "builtin_acks": """
 SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
@@ -121,6 +130,19 @@ SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.hea
 FROM builtin_acks b
 """,
 }
+# A frozen copy of schema.LEDGER_FUNCTIONS as of this revision.
+ACK_ENTRY = """
+CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+SELECT jsonb_build_object('status', status)
+       || CASE WHEN payload IS NOT NULL THEN jsonb_build_object('payload', payload) ELSE '{}'::jsonb END
+       || jsonb_build_object('headers',
+              CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
+                   THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
+              || jsonb_build_object('correlation-id', correlation_id)
+              || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END)
+$$"""
+
 QOS1_AUDIT = """
 SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
        received_at, now() - received_at AS age
@@ -273,6 +295,7 @@ def upgrade() -> None:
     op.alter_column("stage_check_acks", "ack_id", nullable=True)  # a derived built-in ack has none
     for name, query in VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {query}")
+    op.execute(ACK_ENTRY)
     op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT}")
     if _roles_exist():
         for table in ("ledger_batches", "search_marks"):
@@ -312,6 +335,7 @@ def downgrade() -> None:
     op.add_column("command_responses", sa.Column("responded_at", postgresql.TIMESTAMP(timezone=True),
                                                  server_default=sa.text("now()"), nullable=False))
     op.execute(RESPONSE_TIMES)
+    op.execute("DROP FUNCTION ack_entry(integer, jsonb, jsonb, boolean, text)")
     for name in reversed(VIEWS):
         op.execute(f"DROP VIEW {name if name != 'thing_events' else 'thing_events_view'}")
     op.drop_table("search_marks")
