@@ -5,11 +5,15 @@
 -- The bulk of the common case, one row per request and no per-label rows: every label built in
 -- (twin-persisted, search-persisted) and its fact in time (command_facts; for a request waiting in
 -- the queue — its current attempt, undecided — builtin_acks counts a fact iff it is there, and
--- it is in time iff its time is by the deadline), all 2xx. Not the built-in-only shortcut, nor an
--- entry that needs a created thing's location: those go to Python, as in decide_common below,
--- which then decides what is left of the common case.
+-- it is in time iff its time is by the deadline), all 2xx. Not the built-in-only shortcut (Python).
+-- A created thing's location (wire.location) is written here when it needs no percent-escaping;
+-- otherwise the request goes to Python too. decide_common below then decides what is left.
 WITH decided AS (
     SELECT q.signal_id, q.attempt, s.correlation_id, s.headers, s.response_required,
+           CASE WHEN s.api = 'http' AND f.persisted_status = 201
+                THEN jsonb_build_object('location', '/api/2/things/' || s.thing_id
+                                                    || CASE WHEN s.path IN ('', '/') THEN '' ELSE s.path END)
+                ELSE '{}'::jsonb END AS persisted_headers,
            cardinality(a.requested_acks) AS labels,
            'twin-persisted' = ANY (a.requested_acks) AS persisted, 'search-persisted' = ANY (a.requested_acks) AS indexed,
            f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
@@ -25,7 +29,9 @@ WITH decided AS (
            OR (f.persisted_at <= a.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
       AND ('search-persisted' <> ALL (a.requested_acks) OR f.indexed_at <= a.deadline_at)
       AND NOT (s.api = 'http' AND s.response_required AND cardinality(a.requested_acks) >= 2
-               AND 'twin-persisted' = ANY (a.requested_acks) AND f.persisted_status = 201)
+               AND 'twin-persisted' = ANY (a.requested_acks) AND f.persisted_status = 201
+               AND NOT (s.thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$'
+                        AND s.path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'))
 ), stored AS (
     INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
     SELECT d.signal_id, d.attempt,
@@ -35,7 +41,8 @@ WITH decided AS (
            CASE WHEN NOT d.response_required THEN NULL
                 WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_payload ELSE d.indexed_payload END
                 ELSE jsonb_build_object(
-                         'twin-persisted', ack_entry(d.persisted_status, d.persisted_payload, '{}', false, d.correlation_id),
+                         'twin-persisted', ack_entry(d.persisted_status, d.persisted_payload, d.persisted_headers, false,
+                                                     d.correlation_id),
                          'search-persisted', ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
                                                        d.correlation_id)) END,
            (d.headers - 'requested-acks') || jsonb_build_object('correlation-id', d.correlation_id,

@@ -133,7 +133,7 @@ FROM builtin_acks b
 # A frozen copy of schema.LEDGER_FUNCTIONS as of this revision.
 ACK_ENTRY = """
 CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE AS $$
 SELECT jsonb_build_object('status', status)
        || CASE WHEN payload IS NOT NULL THEN jsonb_build_object('payload', payload) ELSE '{}'::jsonb END
        || jsonb_build_object('headers',
