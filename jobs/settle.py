@@ -1,4 +1,4 @@
-"""Step 5, settle: the transport decision for every validated result from a connection (B.9).
+"""Step 6, settle: the transport decision for every validated result from a connection (B.9).
 
 Spark reads the requests waiting in ``queue_settle`` (decided, through the validation gate,
 from a broker connection) and applies :func:`ackstore.rules.settlement.decide_settlement` to

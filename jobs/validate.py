@@ -1,4 +1,4 @@
-"""Step 4, validate: the gate between deciding and settling (A.2.6).
+"""Step 5, validate: the gate between deciding and settling (A.2.6).
 
 The slice is what the ledger decided and wrote since the last passed validation: the requests
 waiting in ``queue_validate`` with their counted acks, and the settlement decisions written
