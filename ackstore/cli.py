@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.store import AckStore
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     db_commands.add_parser("upgrade", help="create or migrate the schema to the newest revision")
     db_commands.add_parser("current", help="print the schema revision of the database")
+    db.set_defaults(run=_db)
 
     submit = commands.add_parser(
         "submit", help="store a signal (a Ditto Protocol twin command, live command or live message)"
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--message-id", help="the source's message id; a second submission with the same one is a retransmission"
     )
+    submit.set_defaults(run=_with_store(_submit))
 
     declare = commands.add_parser("declare", help="declare the acknowledgement labels a subscriber issues")
     declare.add_argument("subscriber", help="the subscriber's id")
@@ -75,10 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     declare.add_argument(
         "--channel", action="append", dest="channels", choices=("twin", "live"), help="a channel (default: both)"
     )
+    declare.set_defaults(run=_with_store(_declare))
 
     ack = commands.add_parser("ack", help="store a subscriber's acknowledgement (single or aggregated)")
     ack.add_argument("subscriber", help="the issuing subscriber's id")
     ack.add_argument("file", metavar="FILE|-", help="the Ditto Protocol acknowledgement, or - for standard input")
+    ack.set_defaults(run=_with_store(lambda store, args: _answer(store.acknowledge(args.subscriber, _read(args.file)))))
 
     pull = commands.add_parser(
         "pull", help="hand out the next twin events and live signals for a subscriber, each under a lease"
@@ -86,20 +90,25 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("subscriber", help="the subscriber's id")
     pull.add_argument("--max", type=int, default=100, help="at most this many signals (default 100)")
     pull.add_argument("--lease", default="30s", help="how long each is leased before it may be handed out again")
+    pull.set_defaults(run=_with_store(_pull))
 
     respond = commands.add_parser("respond", help="store a live response to a live command or message")
     respond.add_argument("subscriber", help="the responding subscriber's id (it must consume the live channel)")
     respond.add_argument("file", metavar="FILE|-", help="the Ditto Protocol live response, or - for standard input")
+    respond.set_defaults(run=_with_store(lambda store, args: _answer(store.respond(args.subscriber, _read(args.file)))))
 
     result = commands.add_parser("result", help="print what the requester of a signal is told, once decided")
     result.add_argument("correlation_id", metavar="CORRELATION_ID")
+    result.set_defaults(run=_with_store(_result))
 
     show = commands.add_parser("show", help="print a signal's stored state: row, acks and result")
     show.add_argument("correlation_id", metavar="CORRELATION_ID")
+    show.set_defaults(run=_with_store(_show))
 
     search = commands.add_parser("search", help="ids of indexed things matching an RQL filter (B.12)")
     search.add_argument("filter", metavar="RQL", help='e.g. and(eq(attributes/on,true),gt(attributes/floor,2))')
     search.add_argument("--namespace", action="append", dest="namespaces", help="only things of this namespace")
+    search.set_defaults(run=_with_store(lambda store, args: _answer(store.search(args.filter, args.namespaces))))
 
     pipeline = commands.add_parser("pipeline", help="run the batch pipeline (what the Airflow DAG runs)")
     pipeline_commands = pipeline.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
@@ -113,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
     run.add_argument("--run-id", help="the run's id (default: a new one); a re-run may reuse it")
+    run.set_defaults(run=_pipeline)
 
     report = commands.add_parser("report", help="the SQL reports: settlement status per source, the QoS-1 audit")
     report.add_argument("report", choices=("settlement", "audit"),
@@ -120,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     report.add_argument("--source", help="only this source (a connection id, api or cli)")
     report.add_argument("--limit", type=int, default=50, help="audit: at most this many signals (default 50)")
+    report.set_defaults(run=_with_store(_report))
 
     airflow = commands.add_parser(
         "airflow",
@@ -132,9 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.add_argument("--home", help="Airflow's folder (default: $ACKSTORE_HOME/airflow, i.e. ./.ackstore/airflow)")
     airflow.add_argument("--metadata-database", default="ackstore_airflow",
                          help="Airflow's metadata database, on the ledger's server (default ackstore_airflow)")
+    airflow.set_defaults(run=_airflow)
 
     _connector_parsers(commands)
-    commands.add_parser("demo", help="set up the ledger and walk a sample command through it")
+    demo = commands.add_parser("demo", help="set up the ledger and walk a sample command through it")
+    demo.set_defaults(run=_demo)
     return parser
 
 
@@ -155,6 +168,7 @@ def _connector_parsers(commands: Any) -> None:
     amqp.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
     amqp.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
     amqp.add_argument("--once", action="store_true", help="take what is queued, settle what is decided, exit")
+    amqp.set_defaults(run=_connect)
 
     publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
     publish_kinds = publish.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
@@ -162,6 +176,7 @@ def _connector_parsers(commands: Any) -> None:
     publish_amqp.add_argument("file", metavar="FILE|-", help="one JSON message per line, or - for standard input")
     publish_amqp.add_argument("--queue", required=True, help="the queue (published through the default exchange)")
     publish_amqp.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/", help="the broker's AMQP URI")
+    publish_amqp.set_defaults(run=_publish)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,74 +188,79 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command == "db":
-        return _db(args)
-    if args.command == "demo":
-        from ackstore.demo import run_demo
+    return args.run(args)  # each command's handler, set beside its parser
 
-        return run_demo(args.database_url)
-    if args.command == "pipeline":
-        return _pipeline(args)
-    if args.command == "publish":
-        from ackstore.connectors.publish import publish_lines
 
-        with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
-            return _answer(publish_lines(args.url, args.queue, lines))
-    if args.command == "connect":
-        return _connect(args)
-    if args.command == "airflow":
-        from pathlib import Path
+def _with_store(action: Callable[[AckStore, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command that works on the ledger through the store API."""
 
-        from ackstore.local_airflow import LocalAirflow, serve
+    def run(args: argparse.Namespace) -> int:
+        with AckStore.connect(args.database_url) as store:
+            return action(store, args)
 
-        local = LocalAirflow.prepare(args.database_url, home=Path(args.home) if args.home else None, port=args.port,
-                                     metadata_database=args.metadata_database)
-        return serve(local, spark_port=args.spark_port, use_spark_connect=not args.local_spark)
-    with AckStore.connect(args.database_url) as store:
-        if args.command == "search":
-            return _answer(store.search(args.filter, args.namespaces))
-        if args.command == "submit":
-            return _answer(
-                store.submit(_read(args.file), api=args.api, source=args.source, source_message_id=args.message_id)
-            )
-        if args.command == "declare":
-            return _answer(
-                store.declare(
-                    args.subscriber,
-                    args.labels,
-                    filter=args.filter,
-                    namespaces=args.namespaces,
-                    connection=args.connection,
-                    channels=args.channels,
-                )
-            )
-        if args.command == "ack":
-            return _answer(store.acknowledge(args.subscriber, _read(args.file)))
-        if args.command == "respond":
-            return _answer(store.respond(args.subscriber, _read(args.file)))
-        if args.command == "pull":
-            try:
-                messages = store.pull(args.subscriber, max=args.max, lease=args.lease)
-            except errors.DittoError as error:
-                return _answer(error.to_json())
-            for message in messages:  # one JSON message per line: ready for `jq -c` or a pipe
-                print(json.dumps(message, ensure_ascii=False, default=str))
-            return EXIT_OK
-        if args.command == "result":
-            answer = store.result(args.correlation_id)
-            if answer is None:
-                _print({"correlationId": args.correlation_id, "decided": False})
-                return EXIT_UNDECIDED
-            return _answer(answer)
-        if args.command == "report":
-            from ackstore.report import run_report
+    return run
 
-            return run_report(store, args.report, as_json=args.json, limit=args.limit, source=args.source)
-        if args.command == "show":
-            state = store.stored_signal(args.correlation_id)
-            _print(state)
-            return EXIT_OK if state is not None else EXIT_ERROR_ANSWER
-    raise AssertionError(f"unhandled command {args.command}")
+
+def _submit(store: AckStore, args: argparse.Namespace) -> int:
+    return _answer(store.submit(_read(args.file), api=args.api, source=args.source, source_message_id=args.message_id))
+
+
+def _declare(store: AckStore, args: argparse.Namespace) -> int:
+    return _answer(store.declare(args.subscriber, args.labels, filter=args.filter, namespaces=args.namespaces,
+                                 connection=args.connection, channels=args.channels))
+
+
+def _pull(store: AckStore, args: argparse.Namespace) -> int:
+    try:
+        messages = store.pull(args.subscriber, max=args.max, lease=args.lease)
+    except errors.DittoError as error:
+        return _answer(error.to_json())
+    for message in messages:  # one JSON message per line: ready for `jq -c` or a pipe
+        print(json.dumps(message, ensure_ascii=False, default=str))
+    return EXIT_OK
+
+
+def _result(store: AckStore, args: argparse.Namespace) -> int:
+    answer = store.result(args.correlation_id)
+    if answer is None:
+        _print({"correlationId": args.correlation_id, "decided": False})
+        return EXIT_UNDECIDED
+    return _answer(answer)
+
+
+def _report(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.report import run_report
+
+    return run_report(store, args.report, as_json=args.json, limit=args.limit, source=args.source)
+
+
+def _show(store: AckStore, args: argparse.Namespace) -> int:
+    state = store.stored_signal(args.correlation_id)
+    _print(state)
+    return EXIT_OK if state is not None else EXIT_ERROR_ANSWER
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ackstore.demo import run_demo
+
+    return run_demo(args.database_url)
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from ackstore.connectors.publish import publish_lines
+
+    with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
+        return _answer(publish_lines(args.url, args.queue, lines))
+
+
+def _airflow(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ackstore.local_airflow import LocalAirflow, serve
+
+    local = LocalAirflow.prepare(args.database_url, home=Path(args.home) if args.home else None, port=args.port,
+                                 metadata_database=args.metadata_database)
+    return serve(local, spark_port=args.spark_port, use_spark_connect=not args.local_spark)
 
 
 def _connect(args: argparse.Namespace) -> int:

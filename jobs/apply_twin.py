@@ -15,7 +15,7 @@ from ackstore.ledger.schema import stage_twin_outcomes
 from ackstore.rules import jsontext, twin
 from ackstore.rules.acks import ABSENT
 from jobs.settings import PipelineSettings
-from jobs.spark import arrow_schema, spark_ddl
+from jobs.spark import record_batch, spark_ddl
 from jobs.step import Step, expect_count
 
 JOB = "apply_twin"
@@ -72,10 +72,8 @@ def _merge(step: Step) -> None:
 
 
 def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
-    """Stream sorted command rows; emit one outcome row per command, the final state on the last."""
-    import pyarrow as pa
-
-    schema = arrow_schema(OUTCOME_COLUMNS)
+    """Stream sorted command rows; emit one outcome row per command, the final state on the last.
+    (A thing's commands may span input batches, so this is no per-row map_rows.)"""
     group: list[dict[str, Any]] = []
     for batch in batches:
         out: list[dict[str, Any]] = []
@@ -85,9 +83,9 @@ def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
                 group = []
             group.append(row)
         if out:
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            yield record_batch(out, OUTCOME_COLUMNS)
     if group:
-        yield pa.RecordBatch.from_pylist(fold_thing(group, max_thing_bytes), schema=schema)
+        yield record_batch(fold_thing(group, max_thing_bytes), OUTCOME_COLUMNS)
 
 
 def fold_thing(rows: list[dict[str, Any]], max_thing_bytes: int) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from ackstore.ledger.schema import stage_search_rows, stage_search_things
 from ackstore.rules import index_rows, jsontext
 from jobs.settings import PipelineSettings
-from jobs.spark import arrow_schema, spark_ddl
+from jobs.spark import map_rows, spark_ddl
 from jobs.step import Step, expect_count
 
 JOB = "index_search"
@@ -71,24 +71,21 @@ def _merge(step: Step) -> None:
 
 def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
     """Index rows of each (thing_id, revision, document) row, inside Spark's Python workers."""
-    import pyarrow as pa
+    return map_rows(batches, ROW_COLUMNS, _index_rows)
 
-    schema = arrow_schema(ROW_COLUMNS)
-    for batch in batches:
-        out = []
-        for thing in batch.to_pylist():
-            for row in index_rows.for_index(index_rows.flatten(jsontext.loads(thing["document"]))):
-                out.append(
-                    {
-                        "thing_id": thing["thing_id"],
-                        "path": row.path,
-                        "ordinal": row.ordinal,
-                        "value_type": row.value_type,
-                        "value_text": row.value_text,
-                        "value_number": row.value_number,
-                        "value_bool": row.value_bool,
-                        "empty": row.empty,
-                        "revision": thing["revision"],
-                    }
-                )
-        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+def _index_rows(thing: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "thing_id": thing["thing_id"],
+            "path": row.path,
+            "ordinal": row.ordinal,
+            "value_type": row.value_type,
+            "value_text": row.value_text,
+            "value_number": row.value_number,
+            "value_bool": row.value_bool,
+            "empty": row.empty,
+            "revision": thing["revision"],
+        }
+        for row in index_rows.for_index(index_rows.flatten(jsontext.loads(thing["document"])))
+    ]

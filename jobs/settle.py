@@ -16,7 +16,7 @@ from ackstore.ledger.schema import stage_settlements
 from ackstore.ledger.settlements import NOTIFY_CHANNEL
 from ackstore.rules import jsontext, settlement
 from jobs.settings import PipelineSettings
-from jobs.spark import arrow_schema, spark_ddl
+from jobs.spark import map_rows, spark_ddl
 from jobs.sql import statement
 from jobs.step import Step, expect_count
 
@@ -54,15 +54,8 @@ def _merge(step: Step) -> None:
 
 
 def decide_batches(batches: Iterator[Any], max_attempts: int) -> Iterator[Any]:
-    import pyarrow as pa
-
-    schema = arrow_schema(DECISION_COLUMNS)
-    for batch in batches:
-        out = [
-            {"signal_id": row["signal_id"], "attempt": row["attempt"], "decision": decide_row(row, max_attempts)}
-            for row in batch.to_pylist()
-        ]
-        yield pa.RecordBatch.from_pylist(out, schema=schema)
+    return map_rows(batches, DECISION_COLUMNS, lambda row: [
+        {"signal_id": row["signal_id"], "attempt": row["attempt"], "decision": decide_row(row, max_attempts)}])
 
 
 def decide_row(row: dict[str, Any], max_attempts: int) -> str | None:

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ackstore.ledger.database import database_url
 
@@ -147,6 +147,20 @@ def arrow_schema(columns: Columns) -> Any:
     import pyarrow as pa
 
     return pa.schema([(name, getattr(pa, kind)()) for name, kind in columns])
+
+
+def record_batch(rows: list[dict[str, Any]], columns: Columns) -> Any:
+    """Output rows as one Arrow batch of ``columns``."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist(rows, schema=arrow_schema(columns))
+
+
+def map_rows(batches: Iterator[Any], columns: Columns, each: Callable[[dict[str, Any]], Iterable[dict[str, Any]]]) -> Iterator[Any]:
+    """The body of a ``mapInArrow``: every input row, as a dict, through ``each`` (zero or more
+    output rows per row), out as batches of ``columns``."""
+    for batch in batches:
+        yield record_batch([out for row in batch.to_pylist() for out in each(row)], columns)
 
 
 @dataclass(frozen=True)

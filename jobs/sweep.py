@@ -18,7 +18,7 @@ from ackstore import faults
 from ackstore.rules import aggregation, errors, jsontext
 from ackstore.rules.acks import ABSENT, Ack
 from jobs.settings import PipelineSettings
-from jobs.spark import arrow_schema, spark_ddl
+from jobs.spark import map_rows, spark_ddl
 from jobs.step import Step, expect_count
 
 JOB = "sweep"
@@ -78,27 +78,23 @@ def _merge(step: Step) -> None:
 
 
 def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    import pyarrow as pa
+    return map_rows(batches, RESULT_COLUMNS, _decision)
 
-    schema = arrow_schema(RESULT_COLUMNS)
-    for batch in batches:
-        out = []
-        for row in batch.to_pylist():
-            result, acks_seen = decide_row(row)
-            if result is not None:
-                out.append(
-                    {
-                        "signal_id": row["signal_id"],
-                        "attempt": row["attempt"],
-                        "status": result.status,
-                        "body": None if result.body is ABSENT else jsontext.dumps(result.body),
-                        "headers": jsontext.dumps(dict(result.headers)),
-                        "cause": result.cause,
-                        "ack_statuses": jsontext.dumps(dict(result.ack_statuses)),
-                        "acks_seen": acks_seen,
-                    }
-                )
-        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+def _decision(row: dict[str, Any]) -> list[dict[str, Any]]:
+    result, acks_seen = decide_row(row)
+    if result is None:
+        return []
+    return [{
+        "signal_id": row["signal_id"],
+        "attempt": row["attempt"],
+        "status": result.status,
+        "body": None if result.body is ABSENT else jsontext.dumps(result.body),
+        "headers": jsontext.dumps(dict(result.headers)),
+        "cause": result.cause,
+        "ack_statuses": jsontext.dumps(dict(result.ack_statuses)),
+        "acks_seen": acks_seen,
+    }]
 
 
 def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:

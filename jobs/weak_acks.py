@@ -16,7 +16,7 @@ from ackstore.ledger.schema import stage_weak_acks
 from ackstore.rules import jsontext, subscriptions
 from ackstore.rules.acks import BUILTIN_ISSUER
 from jobs.settings import PipelineSettings
-from jobs.spark import arrow_schema, spark_ddl
+from jobs.spark import map_rows, spark_ddl
 from jobs.step import Step
 
 JOB = "weak_acks"
@@ -52,24 +52,20 @@ def _merge(step: Step) -> None:
 
 
 def weak_ack_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    import pyarrow as pa
+    return map_rows(batches, WEAK_ACK_COLUMNS, _weak_ack)
 
-    schema = arrow_schema(WEAK_ACK_COLUMNS)
-    for batch in batches:
-        out = []
-        for row in batch.to_pylist():
-            reason = weak_ack_row(row)
-            if reason is not None:
-                out.append(
-                    {
-                        "signal_id": row["signal_id"],
-                        "attempt": row["attempt"],
-                        "label": row["label"],
-                        "headers": jsontext.dumps(subscriptions.weak_ack_headers(row["correlation_id"])),
-                        "reason": reason,
-                    }
-                )
-        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+def _weak_ack(row: dict[str, Any]) -> list[dict[str, Any]]:
+    reason = weak_ack_row(row)
+    if reason is None:
+        return []
+    return [{
+        "signal_id": row["signal_id"],
+        "attempt": row["attempt"],
+        "label": row["label"],
+        "headers": jsontext.dumps(subscriptions.weak_ack_headers(row["correlation_id"])),
+        "reason": reason,
+    }]
 
 
 def weak_ack_row(row: dict[str, Any]) -> str | None:

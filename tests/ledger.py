@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from typing import Any
 
-from sqlalchemy import TIMESTAMP, Engine, select
+from sqlalchemy import TIMESTAMP, Engine, select, text
 
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import LEDGER_TABLES
 from ackstore.ledger.store import AckStore
+from ackstore.rules import aggregation
+from ackstore.rules.acks import ABSENT
 
 
 def snapshot(engine: Engine, *, without: tuple[str, ...] = ()) -> dict[str, list[tuple[Any, ...]]]:
@@ -54,6 +57,24 @@ def ack_message(correlation_id: str, label: str, status: int = 200, value: Any =
     if value is not None:
         message["value"] = value
     return message
+
+
+def record_result(engine: Engine, signal_id: int, result: aggregation.Result, attempt: int = 1) -> bool:
+    """Store a decision as the sweep would (its request leaves the decision queue for the
+    validation queue); False if that attempt was decided already."""
+    row = {"signal_id": signal_id, "attempt": attempt, "status": result.status,
+           "body": None if result.body is ABSENT else json.dumps(result.body),
+           "headers": json.dumps(dict(result.headers)), "cause": result.cause,
+           "ack_statuses": json.dumps(dict(result.ack_statuses))}
+    with engine.begin() as conn:
+        stored = conn.execute(text(
+            "INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses) "
+            "VALUES (:signal_id, :attempt, :status, CAST(:body AS jsonb), CAST(:headers AS jsonb), :cause, "
+            "CAST(:ack_statuses AS jsonb)) ON CONFLICT DO NOTHING RETURNING signal_id"), row).first()
+        if stored is not None:
+            conn.execute(text("DELETE FROM queue_decide WHERE signal_id = :signal_id AND attempt = :attempt"), row)
+            conn.execute(text("INSERT INTO queue_validate (signal_id, attempt) VALUES (:signal_id, :attempt)"), row)
+    return stored is not None
 
 
 # Ids handed out in write order: the same rows may get other ids in another run.

@@ -9,7 +9,7 @@ from ackstore.ledger.schema import acks, signals
 from ackstore.ledger.store import AckStore
 from ackstore.rules import aggregation
 from ackstore.rules.acks import Ack
-from tests.ledger import ack_message, snapshot, twin_command
+from tests.ledger import ack_message, record_result, snapshot, twin_command
 
 
 def stored(store: AckStore, correlation_id: str) -> dict:
@@ -182,9 +182,9 @@ def test_aggregated_acknowledgements_are_stored_per_label(store: AckStore, reque
 def test_an_ack_after_the_decision_is_late(store: AckStore, request_with_custom_ack: str) -> None:
     with store.engine.begin() as conn:
         signal_id = conn.execute(select(signals.c.id)).scalar_one()
-        decided = aggregation.Result(424, {"x": 1}, {"correlation-id": request_with_custom_ack}, "deadline")
-        assert store.record_result(conn, signal_id, decided) is True
-        assert store.record_result(conn, signal_id, decided) is False  # decided once
+    decided = aggregation.Result(424, {"x": 1}, {"correlation-id": request_with_custom_ack}, "deadline")
+    assert record_result(store.engine, signal_id, decided) is True
+    assert record_result(store.engine, signal_id, decided) is False  # decided once
     store.acknowledge("auditor", ack_message(request_with_custom_ack, "org:audit"))
     assert dispositions(store) == [("org:audit", 200, "late")]
     assert store.result(request_with_custom_ack) == {
@@ -244,7 +244,7 @@ def test_a_decided_result_round_trips_through_the_ledger(store: AckStore, reques
     assert result is not None
     with store.engine.begin() as conn:
         signal_id = conn.execute(select(signals.c.id)).scalar_one()
-        store.record_result(conn, signal_id, result)
+    record_result(store.engine, signal_id, result)
     assert store.result(request_with_custom_ack) == {
         "status": 200,
         "body": {

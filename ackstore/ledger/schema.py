@@ -27,6 +27,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 
+from ackstore.rules.acks import Disposition
+
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -40,7 +42,7 @@ metadata = MetaData(naming_convention=NAMING)
 # persisted/failed in command_responses, decided in request_results, settled in settlements.
 SIGNAL_STATES = ("received", "persisted", "failed", "decided", "settled")
 BATCH_STEPS = ("apply_twin", "index_search", "sweep", "migrated")
-ACK_DISPOSITIONS = ("counted", "duplicate", "late", "unrequested", "invalid")
+ACK_DISPOSITIONS = tuple(disposition.value for disposition in Disposition)
 RESULT_CAUSES = ("acks", "deadline", "error", "response", "accepted")
 SETTLEMENT_DECISIONS = ("ack", "reject", "redeliver", "dead-letter")
 EVENT_ACTIONS = ("created", "modified", "merged", "deleted")

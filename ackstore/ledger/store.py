@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
-from sqlalchemy import Connection, Engine, and_, delete, func, null, select
+from sqlalchemy import Connection, Engine, and_, func, null, select
 from sqlalchemy.dialects.postgresql import insert
 
 from ackstore.ledger import deliveries, search
@@ -21,7 +21,6 @@ from ackstore.ledger.schema import (
     acks,
     command_responses,
     declared_labels,
-    queue_decide,
     request_results,
     signals,
     subscribers,
@@ -37,7 +36,7 @@ from ackstore.rules import (
     rql,
     subscriptions,
 )
-from ackstore.rules.acks import ABSENT, Ack
+from ackstore.rules.acks import ABSENT, Ack, Disposition, disposition_on_arrival
 from ackstore.rules.settings import Settings
 
 ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
@@ -285,33 +284,6 @@ class AckStore:
             return None
         return {"status": row.status, "body": row.body, "headers": row.headers}
 
-    def record_result(
-        self, connection: Connection, signal_id: int, result: aggregation.Result, attempt: int = 1
-    ) -> bool:
-        """Store a decided result of one attempt once; False if it was already decided.
-
-        The sweep writes results in bulk; this is the same write for one request (tests, tools).
-        """
-        inserted = connection.execute(
-            insert(request_results)
-            .values(
-                signal_id=signal_id,
-                attempt=attempt,
-                status=result.status,
-                body=_json_or_null(result.body),
-                headers=dict(result.headers),
-                cause=result.cause,
-                ack_statuses=dict(result.ack_statuses),
-            )
-            .on_conflict_do_nothing(index_elements=[request_results.c.signal_id, request_results.c.attempt])
-            .returning(request_results.c.signal_id)
-        ).first()
-        if inserted is not None:
-            connection.execute(
-                delete(queue_decide).where(queue_decide.c.signal_id == signal_id, queue_decide.c.attempt == attempt)
-            )
-        return inserted is not None
-
     def search(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
         """Indexed things matching an RQL filter: 200 with their ids, or 400 for a bad filter."""
         try:
@@ -494,24 +466,22 @@ def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bo
         "headers": dict(ack.headers),
         "issuer": issuer,
     }
-    if invalid is not None:
-        conn.execute(insert(acks).values(**row, disposition="invalid", reason=invalid))
-        return
-    if decided or ack.label not in target.requested_acks:
-        disposition = "late" if decided else "unrequested"
-        conn.execute(insert(acks).values(**row, disposition=disposition))
+    disposition = disposition_on_arrival(
+        decided=decided, requested=ack.label in target.requested_acks, invalid=invalid is not None)
+    if disposition is not Disposition.COUNTED:
+        conn.execute(insert(acks).values(**row, disposition=disposition.value, reason=invalid))
         return
     counted = conn.execute(
         insert(acks)
-        .values(**row, disposition="counted")
+        .values(**row, disposition=Disposition.COUNTED.value)
         .on_conflict_do_nothing(
             index_elements=[acks.c.signal_id, acks.c.attempt, acks.c.label],
-            index_where=acks.c.disposition == "counted",
+            index_where=acks.c.disposition == Disposition.COUNTED.value,
         )
         .returning(acks.c.id)
     ).first()
-    if counted is None:
-        conn.execute(insert(acks).values(**row, disposition="duplicate"))
+    if counted is None:  # the first for its label was counted already
+        conn.execute(insert(acks).values(**row, disposition=Disposition.DUPLICATE.value))
 
 
 def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
