@@ -26,10 +26,15 @@ SELECT 'history:thing-' || t, :history / :things,
 FROM generate_series(0, :things - 1) AS t
 
 -- name: seed_batches
--- One apply batch per 1 000 commands, committed a second after the last of them arrived.
+-- One apply batch per 1 000 commands, committed a second after the last of them arrived; one
+-- sweep batch per 10 000 results a minute later (ids after every apply batch's).
 INSERT INTO ledger_batches (id, step, committed_at)
 SELECT b, 'apply_twin', now() - interval '30 days' + ((b * 1000 + 999) * interval '1 millisecond') + interval '1 second'
-FROM generate_series(0, (:history - 1) / 1000) AS b;
+FROM generate_series(0, (:history - 1) / 1000) AS b
+UNION ALL
+SELECT (:history - 1) / 1000 + 1 + b, 'sweep',
+       now() - interval '30 days' + ((b * 10000 + 9999) * interval '1 millisecond') + interval '1 minute'
+FROM generate_series(0, (:history - 1) / 10000) AS b;
 SELECT setval(pg_get_serial_sequence('ledger_batches', 'id'), (SELECT max(id) FROM ledger_batches))
 
 -- name: seed_responses
@@ -52,9 +57,9 @@ SELECT s.id, 1, 'live-response', 200, NULL, '{}'::jsonb, 'responder', s.received
 FROM signals s WHERE s.id % 1000 = 0
 
 -- name: seed_results
-INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, decided_at)
+INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, decided_at, batch_id)
 SELECT s.id, 1, 204, NULL, jsonb_build_object('correlation-id', s.correlation_id), 'response', '{}'::jsonb,
-       s.received_at + interval '1 minute'
+       s.received_at + interval '1 minute', (:history - 1) / 1000 + 1 + (s.id - 1) / 10000
 FROM signals s
 
 -- name: seed_settlements
@@ -71,8 +76,11 @@ INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, change
 SELECT t.thing_id, 0, t.revision, currval(pg_get_serial_sequence('ledger_batches', 'id')), true FROM things t
 
 -- name: seed_watermark
+-- Every result and settlement of the history passed the validation gate.
 UPDATE pipeline_watermarks SET position = (SELECT COALESCE(max(id), 0) FROM settlements)
-WHERE name = 'validated_settlements'
+WHERE name = 'validated_settlements';
+UPDATE pipeline_watermarks SET position = (SELECT max(id) FROM ledger_batches WHERE step = 'sweep')
+WHERE name = 'validated_results'
 
 -- name: new_commands
 -- K new commands on new things, like the ones a minute brings: each creates its thing and

@@ -29,7 +29,8 @@ INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM signals s
 -- server-side INSERT … SELECT, no Spark and no client round trips. The same facts the ledger
 -- keeps: things, responses with their events, the index with one mark per thing, one batch per
 -- step, the results.
-INSERT INTO ledger_batches (id, step, committed_at) VALUES (1, 'apply_twin', now()), (2, 'index_search', now());
+INSERT INTO ledger_batches (id, step, committed_at)
+VALUES (1, 'apply_twin', now()), (2, 'index_search', now()), (3, 'sweep', now());
 
 WITH final AS (
     SELECT s.thing_id, count(*) AS revision, max(s.id) AS last_id
@@ -68,12 +69,12 @@ CROSS JOIN LATERAL (VALUES
 DELETE FROM queue_apply;
 DELETE FROM queue_decide;
 
-INSERT INTO request_results (signal_id, status, body, headers, cause)
+INSERT INTO request_results (signal_id, status, body, headers, cause, batch_id)
 SELECT s.id, 200,
        jsonb_build_object('twin-persisted', jsonb_build_object('status', r.status, 'headers',
                               jsonb_build_object('correlation-id', s.correlation_id))
                               || CASE WHEN r.payload IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('payload', r.payload) END,
                           'search-persisted', jsonb_build_object('status', 204, 'headers',
                               jsonb_build_object('correlation-id', s.correlation_id))),
-       jsonb_build_object('correlation-id', s.correlation_id), 'acks'
+       jsonb_build_object('correlation-id', s.correlation_id), 'acks', 3
 FROM signals s JOIN command_responses r ON r.signal_id = s.id;

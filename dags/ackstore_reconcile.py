@@ -5,19 +5,19 @@ One run applies what arrived, decides what is due, checks the ledger and settles
 
 | task | reads | writes (one transaction per task) |
 |---|---|---|
-| `apply_twin` | `queue_apply`: twin commands not applied yet | thing states, events, command responses, `twin-persisted` acks |
-| `index_search` | `queue_index`: things changed since indexed | search index rows, watermarks, `search-persisted` acks |
+| `apply_twin` | `queue_apply`: twin commands not applied yet | thing states, command responses with their events (`twin-persisted` follows) |
+| `index_search` | `queue_index`: things changed since indexed | search index rows, watermarks, one mark per thing (`search-persisted` follows) |
 | `weak_acks` | `queue_decide`: undecided requests asking for a declared label | weak acks for labels whose declaring subscribers would not receive the signal |
-| `sweep` | `queue_decide`: requests not decided yet | `request_results` (what each requester is told), late flags |
-| `validate` | `queue_validate`: what was decided since the last passed check | nothing on failure; on success the slice moves to `queue_settle` |
+| `sweep` | `queue_decide`: requests not decided yet | `request_results` (what each requester is told) in a sweep batch, late flags |
+| `validate` | the sweep batches and settlements past its watermarks: what was decided since the last passed check | nothing on failure; on success the slice's connection requests go to `queue_settle` and the watermarks move |
 | `settle` | `queue_settle`: validated results from broker connections | one `settlements` decision per attempt, then `NOTIFY ackstore_settlements` |
 
 Each task calls `jobs.pipeline.run_step(<task>)` — exactly what `ackstore pipeline run --step
 <task>` calls — and returns its counts (see the task's XCom and log).
 
-**Why a re-run or a retried task is safe.** Every step reads only its queue, stages its
-rows under this DAG run's id, and merges them in one transaction that also empties the queue
-of what it finished; a retried task finds the queue already emptied, or re-stages from
+**Why a re-run or a retried task is safe.** Every step reads only its queue (validate: what lies
+past its watermarks), stages its rows under this DAG run's id, and merges them in one
+transaction that also empties the queue of what it finished (or moves the watermarks); a retried task finds the queue already emptied, or re-stages from
 scratch, and never writes a second change, ack, result or decision. The DAG run's id is the
 pipeline's run id, so a retried task's stats replace the first try's in `pipeline_runs`.
 When `validate` fails, `settle` does not run and nothing is settled: the failing invariants

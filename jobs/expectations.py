@@ -1,160 +1,171 @@
-"""The ledger's invariants as Great Expectations suites, one suite per slice table.
+"""The ledger's invariants, one row each: the subject it speaks about and, in SQL over that
+subject's facts, what breaks it.
 
-Each invariant holds on a ledger that follows the specification, with its special cases in
-mind: a failed twin command decides at once with no per-label entries (A.2.7); the
-built-in-only shortcut answers with a plain response or 408 ``command.timeout`` (B.5); a weak
-``search-persisted`` is a 200 with ``ditto-weak-ack`` (B.8, B.11). The slice tables are filled
-by ``jobs/sql/validate.sql``; GX is imported by the caller and passed in, so that importing this
-module stays cheap.
+A subject is a named query of ``jobs/sql/validate.sql`` over the validation slice, one row per
+decided request (``requests``) or per settlement decision (``settlements``). Each invariant holds on
+a ledger that follows the specification, with its special cases in mind: a failed twin command
+decides at once with no per-label entries (A.2.7); the built-in-only shortcut answers with a plain
+response or 408 ``command.timeout`` (B.5); a weak ``search-persisted`` is a 200 with
+``ditto-weak-ack`` (B.8, B.11). A row whose signal or attempt is gone (``stored`` false) breaks
+the orphan invariant of its subject and no other: the rest speak about stored rows only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
 
-from ackstore.rules import labels, settlement
+from ackstore.rules import settlement
 
 
 @dataclass(frozen=True)
 class Invariant:
-    """One expectation: what it states, over which slice table, and which columns name a row."""
+    """One invariant: its subject, what it states, and a SQL condition over the subject's columns
+    that is true for a row that breaks it (NULL, a fact the row lacks, does not count)."""
 
-    table: str
+    subject: str
     states: str
-    ids: tuple[str, ...]
-    expectation: Callable[[Any, Any], Any]  # (gx, Column) -> Expectation
+    broken: str
 
 
-RESULT_IDS = ("signal_id", "attempt")
-ACK_IDS = ("ack_id", "signal_id", "attempt", "label")
-SETTLEMENT_IDS = ("settlement_id", "signal_id", "attempt")
+def _literals(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{value}'" for value in values)  # the rules' constants, never input
+
+
+SAMPLES = 5  # failing rows named per invariant
+
+# Which columns name a row of each subject in a failure's samples.
+SUBJECT_IDS = {
+    "requests": ("signal_id", "attempt"),
+    "settlements": ("settlement_id", "signal_id", "attempt"),
+}
 
 INVARIANTS: tuple[Invariant, ...] = (
     # --- decided requests -------------------------------------------------------------------
     Invariant(
-        "stage_check_results",
-        "a request decided by its deadline was decided at or after that deadline",
-        RESULT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
-            column_A="decided_at", column_B="deadline_at", or_equal=True, row_condition=col("cause") == "deadline"
-        ),
+        "requests",
+        "every decided request of the slice belongs to a stored signal and attempt (no orphan)",
+        "NOT stored",
     ),
     Invariant(
-        "stage_check_results",
+        "requests",
+        "a request decided by its deadline was decided at or after that deadline",
+        "stored AND cause = 'deadline' AND decided_at < deadline_at",
+    ),
+    Invariant(
+        "requests",
         "a request decided by its acks (or by the built-in-only shortcut's response) had every "
         "requested label counted in time",
-        RESULT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnPairValuesToBeEqual(
-            column_A="counted_in_time", column_B="requested", row_condition=col("cause").is_in(["acks", "response"])
-        ),
+        "stored AND cause IN ('acks', 'response') AND counted_in_time <> requested",
     ),
     Invariant(
-        "stage_check_results",
+        "requests",
         "a request decided early by an error is a failed twin command (the short-circuit)",
-        RESULT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="response_is_error", value_set=[True], row_condition=col("cause") == "error"
-        ),
+        "stored AND cause = 'error' AND NOT response_is_error",
     ),
+    # An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
+    # with response-required=false a success has no body at all.
     Invariant(
-        "stage_check_results",
+        "requests",
         "an aggregated result body has exactly one entry per requested label",
-        RESULT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnPairValuesToBeEqual(
-            column_A="body_entries", column_B="requested", row_condition=col("aggregated") == True  # noqa: E712
-        ),
+        "stored AND cause IN ('acks', 'deadline') AND requested >= 2 AND body IS NOT NULL "
+        "AND NOT (jsonb_typeof(body) = 'object' AND body ?& requested_acks)",
     ),
     Invariant(
-        "stage_check_results",
+        "requests",
         "an aggregated result body has no entry for a label that was not requested",
-        RESULT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnPairValuesToBeEqual(
-            column_A="body_keys", column_B="requested", row_condition=col("aggregated") == True  # noqa: E712
-        ),
+        "stored AND cause IN ('acks', 'deadline') AND requested >= 2 AND jsonb_typeof(body) = 'object' "
+        "AND body - requested_acks <> jsonb_build_object()",
     ),
     Invariant(
-        "stage_check_results",
+        "requests",
         "an aggregated status follows from its entries: 200 if all are 2xx, else 424",
-        RESULT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnPairValuesToBeEqual(
-            column_A="status", column_B="combined_status", row_condition=col("aggregated") == True  # noqa: E712
-        ),
+        "stored AND cause IN ('acks', 'deadline') AND requested >= 2 AND jsonb_typeof(body) = 'object' "
+        "AND status <> CASE WHEN jsonb_path_exists(body, "
+        "'$.* ? (!(@.status.type() == \"number\" && @.status >= 200 && @.status <= 299))') THEN 424 ELSE 200 END",
     ),
-    # --- counted acks -----------------------------------------------------------------------
+    # --- the counted acks of decided requests -----------------------------------------------
     Invariant(
-        "stage_check_acks",
+        "requests",
         "at most one counted ack per (request, label)",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["signal_id", "attempt", "label"]),
+        "stored AND duplicated",
     ),
     Invariant(
-        "stage_check_acks",
+        "requests",
         "every counted ack's label was requested, a weak ack's included (B.8)",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(column="requested", value_set=[True]),
+        "stored AND unrequested",
     ),
     Invariant(
-        "stage_check_acks",
+        "requests",
         "every counted twin-persisted ack belongs to a command whose response is a success",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="response_success", value_set=[True], row_condition=col("label") == labels.TWIN_PERSISTED
-        ),
+        "stored AND (stored_persisted OR derived_persisted) AND NOT response_success",
     ),
     Invariant(
-        "stage_check_acks",
+        "requests",
         "every counted twin-persisted ack's thing revision is in the event log",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="event_exists", value_set=[True], row_condition=col("label") == labels.TWIN_PERSISTED
-        ),
+        "stored AND stored_persisted AND NOT event_exists",  # a derived one is its event
     ),
     Invariant(
-        "stage_check_acks",
+        "requests",
         "a weak ack is a 200 (B.8)",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="status", value_set=[200], row_condition=col("weak") == True  # noqa: E712
-        ),
+        "stored AND weak_not_200",
     ),
     Invariant(
-        "stage_check_acks",
+        "requests",
         "a weak ack carries the header ditto-weak-ack: true (B.8)",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="weak_header", value_set=[True], row_condition=col("weak") == True  # noqa: E712
-        ),
+        "stored AND weak_unmarked",
     ),
     Invariant(
-        "stage_check_acks",
+        "requests",
         "a weak ack for a custom label is for a label some subscriber declared (B.8)",
-        ACK_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="declared", value_set=[True], row_condition=col("custom_weak") == True  # noqa: E712
-        ),
+        "stored AND weak_undeclared",
     ),
     # --- settlement decisions ---------------------------------------------------------------
     Invariant(
-        "stage_check_settlements",
+        "settlements",
+        "every settlement decision of the slice belongs to a stored signal (no orphan)",
+        "NOT stored",
+    ),
+    Invariant(
+        "settlements",
         "every settlement decision belongs to a decided request",
-        SETTLEMENT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(column="decided", value_set=[True]),
+        "stored AND NOT decided",
     ),
     Invariant(
-        "stage_check_settlements",
+        "settlements",
         "no settlement decision exists for an API or CLI source (its stored result is the answer)",
-        SETTLEMENT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToNotBeInSet(
-            column="source", value_set=list(settlement.LOCAL_SOURCES)
-        ),
+        f"stored AND source IN ({_literals(settlement.LOCAL_SOURCES)})",
     ),
     Invariant(
-        "stage_check_settlements",
+        "settlements",
         "settlement decisions exist only for signals that came through a connection",
-        SETTLEMENT_IDS,
-        lambda gx, col: gx.expectations.ExpectColumnValuesToBeInSet(
-            column="api", value_set=[settlement.TRANSPORT_API]
-        ),
+        f"stored AND api <> '{settlement.TRANSPORT_API}'",
     ),
 )
+
+SUBJECTS: tuple[str, ...] = tuple(dict.fromkeys(invariant.subject for invariant in INVARIANTS))
+
+
+def of(subject: str) -> tuple[Invariant, ...]:
+    """The invariants of ``subject``, in :data:`INVARIANTS` order."""
+    return tuple(invariant for invariant in INVARIANTS if invariant.subject == subject)
+
+
+def unexpected_rows_query(subject: str, facts: str) -> str:
+    """The query Great Expectations runs for ``subject``: over its ``facts`` (a query over
+    ``{batch}``, the slice), one row per broken invariant — its number in :func:`of` (from 1),
+    how many rows break it, and some of them — and none when all hold. One pass over the slice."""
+    invariants = of(subject)
+    ids = ", ".join(f"'{column}', f.{column}" for column in SUBJECT_IDS[subject])
+    broken = ",\n               ".join(f"({invariant.broken})" for invariant in invariants)
+    return f"""
+SELECT c.invariant, count(*) AS unexpected, (array_agg(x.sample ORDER BY x.sample))[1:{SAMPLES}] AS samples
+FROM (
+    SELECT jsonb_build_object({ids}) AS sample,
+           ARRAY[{broken}] AS broken
+    FROM ({facts}) AS f
+) AS x
+CROSS JOIN LATERAL unnest(x.broken) WITH ORDINALITY AS c(is_broken, invariant)
+WHERE true = ANY (x.broken) AND c.is_broken
+GROUP BY c.invariant
+"""
+

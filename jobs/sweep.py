@@ -1,12 +1,13 @@
 """Step 4, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
 
-First one statement decides the common case in SQL — every label in and 2xx, or nothing asked —
-and moves those requests from the decision queue to the validation queue. Then Spark reads the
-rest of ``queue_decide`` (one attempt of a signal each) with its command response and the acks of
-that attempt that arrived by its deadline, and applies :func:`ackstore.rules.aggregation.decide`
-to each. Decided ones are staged; one transaction writes ``request_results``, flags acks that came
-too late, and moves the decided requests on. Both paths give the same answer for a request both
-can decide (tests/test_sweep_decisions.py).
+First SQL decides the common case — every label in and 2xx, or nothing asked — and takes those
+requests out of the decision queue. Then Spark reads the rest of ``queue_decide`` (one attempt of
+a signal each) with its command response and the acks of that attempt that arrived by its
+deadline, and applies :func:`ackstore.rules.aggregation.decide` to each. Decided ones are staged;
+one transaction writes ``request_results``, flags acks that came too late, and takes the decided
+requests out of the queue. Both paths give the same answer for a request both can decide
+(tests/test_sweep_decisions.py). Each transaction is a sweep batch (``ledger_batches``): the
+validation gate reads the results of the batches it has not passed yet.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ COMMON_STATEMENTS = ("decide_builtin", "decide_common")  # the built-in-only bul
 
 
 def decide_common(step: Step) -> None:
-    """The requests SQL decides alone (jobs/sql/sweep.sql), in one transaction of their own."""
+    """The requests SQL decides alone (jobs/sql/sweep.sql), in one transaction (and batch) of their own."""
     with step.engine.begin() as conn:
-        run_statement = step.runner(conn, COMMON_PARAMS)
+        batch_id = step.open_batch(conn)
+        run_statement = step.runner(conn, {**COMMON_PARAMS, "batch_id": batch_id})
         decided = sum(run_statement(name) for name in COMMON_STATEMENTS)
+        if decided:  # a batch without results would be a change of an idle run
+            step.close_batch(conn, batch_id)
     faults.checkpoint(f"{step.name}:common")
     step.stats["decided_in_sql"] = decided
     step.stats["decided"] += decided
@@ -60,8 +64,8 @@ def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
 
 
 def _merge(step: Step) -> None:
-    params = {"run_id": step.run_id}
     with step.merge() as conn:
+        params = {"run_id": step.run_id, "batch_id": step.open_batch(conn)}
         run_statement = step.runner(conn, params)
         run_statement("lock_acks")
         step.stats["deferred"] = run_statement("defer_outdated")
@@ -70,8 +74,9 @@ def _merge(step: Step) -> None:
         step.stats["decided"] = step.stats.get("decided", 0) + staged
         step.stats["late_acks"] = run_statement("flag_late")
         expect_count("decision queue", run_statement("dequeue"), staged)
-        run_statement("enqueue_validation")
         run_statement("clear_staging")
+        if staged:  # a batch without results would be a change of an idle run
+            step.close_batch(conn, params["batch_id"])
 
 
 # --- deciding, inside Spark's Python workers --------------------------------------------------

@@ -1,69 +1,67 @@
 """Step 5, validate: the gate between deciding and settling (A.2.6).
 
-The slice is what the ledger decided and wrote since the last passed validation: the requests
-waiting in ``queue_validate`` with their counted acks, and the settlement decisions written
-since the validation watermark. Named SQL copies the facts each invariant is stated over into
-three ``stage_check_*`` tables; Great Expectations (an ephemeral context, the PostgreSQL data
-source — never the ``[spark]`` extra) checks them against :data:`jobs.expectations.INVARIANTS`.
+The slice is what the ledger decided and wrote since the last passed validation, read where it
+lies: the results of the sweep batches past the watermark, and the settlement decisions past
+theirs. Great Expectations (an ephemeral context, the PostgreSQL data source — never the
+``[spark]`` extra) checks it: each subject of :mod:`jobs.expectations` is a query asset over its
+slice, and one expectation per subject runs every invariant of it in one pass over the slice,
+its unexpected rows one per broken invariant (how many rows, and some of them).
 
-Passed: one transaction moves the slice's requests from connections into ``queue_settle``,
-empties the validation queue of them and advances the watermark. Failed: the failing
-invariants and sample ids go to the task log and to ``pipeline_runs``, nothing moves, and
-:class:`ValidationFailed` is raised — so ``settle`` does not run, and the same slice (plus
-whatever comes next) is checked again by the next run until the ledger is repaired.
+Passed: one transaction queues the slice's requests from connections for ``settle`` and moves
+the watermarks past the slice. Failed: the failing invariants and sample ids go to the task log
+and to ``pipeline_runs``, nothing moves, and :class:`ValidationFailed` is raised — so ``settle``
+does not run, and the same slice (plus whatever comes next) is checked again by the next run
+until the ledger is repaired.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from sqlalchemy import text
+from sqlalchemy.dialects import postgresql
 
 from ackstore.ledger.database import database_url as ledger_url
-from ackstore.ledger.schema import (
-    stage_check_acks,
-    stage_check_results,
-    stage_check_settlements,
-)
-from ackstore.rules import labels, settlement
-from ackstore.rules.headers import WEAK_ACK
-from jobs.expectations import INVARIANTS, Invariant
+from ackstore.rules import settlement
+from jobs import expectations
 from jobs.settings import PipelineSettings
-from jobs.sql import statement
-from jobs.step import Step, expect_count
+from jobs.sql import statement, statements
+from jobs.step import Step
 
 JOB = "validate"
-WATERMARK = "validated_settlements"
-SLICE_TABLES = (stage_check_results, stage_check_acks, stage_check_settlements)
-SAMPLES = 5  # failing rows named per invariant
+# Each subject's slice: (after, up to] these bounds (jobs/sql/validate.sql, "slice").
+SLICE_BOUNDS = {"requests": ("results_after", "results_upto"),
+                "settlements": ("settlements_after", "settlements_upto")}
 
 log = logging.getLogger("ackstore.pipeline.validate")
 
 
 @dataclass(frozen=True)
 class Failure:
-    """A failed invariant: what it states, where, how many rows broke it, and some of them."""
+    """A failed invariant: what it states, about which subject, how many rows broke it, and some of them."""
 
     states: str
-    table: str
-    expectation: str
+    subject: str
     unexpected: int | None
     samples: tuple[dict[str, Any], ...]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "invariant": self.states,
-            "table": self.table,
-            "expectation": self.expectation,
+            "subject": self.subject,
             "unexpected": self.unexpected,
             "samples": list(self.samples),
         }
 
     def describe(self) -> str:
         ids = "; ".join(", ".join(f"{k} {v}" for k, v in sample.items()) for sample in self.samples)
-        return f"{self.states} [{self.table}: {self.unexpected} rows, e.g. {ids or 'n/a'}]"
+        return f"{self.states} [{self.subject}: {self.unexpected} rows, e.g. {ids or 'n/a'}]"
 
 
 class ValidationFailed(RuntimeError):
@@ -79,62 +77,48 @@ class ValidationFailed(RuntimeError):
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     """Validate the slice; ``spark`` is unused (GX reads PostgreSQL itself), kept for the common step shape."""
-    step = Step(JOB, settings, SLICE_TABLES)
-    params = {
-        "run_id": step.run_id,
-        "watermark": WATERMARK,
-        "twin_persisted": labels.TWIN_PERSISTED,
-        "weak_header": WEAK_ACK,
-        "builtin_labels": sorted(labels.BUILTIN_LABELS),
-        "transport_api": settlement.TRANSPORT_API,
-        "local_sources": list(settlement.LOCAL_SOURCES),
-    }
+    step = Step(JOB, settings, ())
     with step.locked():
-        with step.engine.connect() as conn:
-            params["after"] = conn.execute(statement(JOB, "watermark"), params).scalar_one()
-            size = conn.execute(statement(JOB, "slice_size"), params).one()
-        step.stats.update(decisions=size.decisions, settlements=size.settlements, acks=0)
-        if size.decisions == 0 and size.settlements == 0:
+        bounds = _slice_bounds(step)
+        step.stats.update(decisions=bounds.pop("decisions"), settlements=bounds.pop("settlements"))
+        if step.stats["decisions"] == 0 and step.stats["settlements"] == 0:
             return step.record()
-        step.timed("slice", lambda: _fill_slice(step, params))
-        failures = step.timed("expectations", lambda: check_slice(settings.database_url))
-        step.stats["invariants"] = len(INVARIANTS)
+        failures = step.timed("expectations", lambda: check_slice(settings.database_url, bounds))
+        step.stats["invariants"] = len(expectations.INVARIANTS)
         if failures:
             step.stats["failures"] = [failure.to_json() for failure in failures]
             step.record()
             error = ValidationFailed(step.run_id, failures)
             log.error("%s", error)
             raise error
-        _pass(step, params)
+        _pass(step, bounds)
         return step.record()
 
 
-def _fill_slice(step: Step, params: dict[str, Any]) -> None:
-    with step.engine.begin() as conn:
-        run_statement = step.runner(conn, params)
-        step.stats["decisions"] = run_statement("slice_results")
-        step.stats["acks"] = run_statement("slice_acks")
-        step.stats["settlements"] = run_statement("slice_settlements")
+def _slice_bounds(step: Step) -> dict[str, Any]:
+    """The slice: after the watermarks, up to what is committed now; and its size."""
+    with step.engine.connect() as conn:
+        after = conn.execute(statement(JOB, "watermarks")).one()._asdict()
+        found = conn.execute(statement(JOB, "slice"), after).one()._asdict()
+    return {**after, **found}
 
 
-def _pass(step: Step, params: dict[str, Any]) -> None:
+def _pass(step: Step, bounds: dict[str, Any]) -> None:
+    params = {**bounds, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES)}
     with step.merge() as conn:
         run_statement = step.runner(conn, params)
         step.stats["to_settle"] = run_statement("enqueue_settlements")
-        expect_count("validation queue", run_statement("dequeue"), step.stats["decisions"])
-        run_statement("advance_watermark")
-        run_statement("clear_staging")
+        run_statement("advance_watermarks")
 
 
 # --- Great Expectations ----------------------------------------------------------------------
 
 
-def check_slice(database_url: str) -> list[Failure]:
-    """Run every invariant over the slice tables; the failures, in :data:`INVARIANTS` order."""
+def check_slice(database_url: str, bounds: dict[str, Any]) -> list[Failure]:
+    """Run every invariant over the slice ``bounds`` delimit; the failures, in INVARIANTS order."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
-    from great_expectations.expectations.row_conditions import Column
 
     logging.getLogger("great_expectations").setLevel(logging.WARNING)  # its INFO lines are noise in a task log
     context = gx.get_context(mode="ephemeral")
@@ -142,42 +126,84 @@ def check_slice(database_url: str) -> list[Failure]:
     with warnings.catch_warnings():  # add_sql suggests add_postgres, which wants a user in a URL
         warnings.simplefilter("ignore")
         source = context.data_sources.add_sql("ledger", **ledger_url(database_url).gx())
-    failures: list[Failure] = []
-    for table in dict.fromkeys(invariant.table for invariant in INVARIANTS):
-        chosen = [invariant for invariant in INVARIANTS if invariant.table == table]
-        suite = context.suites.add(gx.ExpectationSuite(name=table))
-        by_id = {suite.add_expectation(invariant.expectation(gx, Column)).id: invariant for invariant in chosen}
-        batch = source.add_table_asset(table, table_name=table).add_batch_definition_whole_table("slice")
-        definition = context.validation_definitions.add(gx.ValidationDefinition(name=table, data=batch, suite=suite))
-        outcome = definition.run(
-            result_format={
-                "result_format": "SUMMARY",
-                "unexpected_index_column_names": list(chosen[0].ids),
-                "partial_unexpected_count": SAMPLES,
-            }
+    expectation = _expectation_class(gx)
+    failures: dict[expectations.Invariant, Failure] = {}
+    for subject in expectations.SUBJECTS:
+        slice_query = _slice_query(subject, bounds)
+        if slice_query is None:
+            continue  # nothing of this subject in the slice
+        batch = source.add_query_asset(subject, query=slice_query).add_batch_definition_whole_table("slice")
+        suite = context.suites.add(gx.ExpectationSuite(name=subject))
+        suite.add_expectation(expectation(
+            unexpected_rows_query=_gx_template(expectations.unexpected_rows_query(subject, statements(JOB)[subject])),
+            description=f"every invariant over the {subject} of the slice holds",
+        ))
+        definition = context.validation_definitions.add(gx.ValidationDefinition(name=subject, data=batch, suite=suite))
+        (result,) = definition.run(result_format={"result_format": "COMPLETE"}).results
+        failures.update(_failures(subject, result))
+    return [failures[invariant] for invariant in expectations.INVARIANTS if invariant in failures]
+
+
+def _slice_query(subject: str, bounds: dict[str, Any]) -> str | None:
+    """The slice of ``subject`` as SQL for a GX query asset (which takes no parameters): the
+    bounds are rendered by SQLAlchemy as literals, from the ids the ledger returned. None: the
+    slice holds nothing of it."""
+    names = SLICE_BOUNDS[subject]
+    values = {name: bounds[name] for name in names}
+    if values[names[1]] is None:
+        return None
+    query = text(_without_comments(statements(JOB)[f"{subject}_slice"])).bindparams(**values)
+    return str(query.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+
+
+def _gx_template(query: str) -> str:
+    """GX fills ``{batch}`` with str.format (every other brace of the query is doubled) and runs
+    the query as SQLAlchemy text (a colon in a comment would read as a parameter)."""
+    return _without_comments(query).replace("{", "{{").replace("}", "}}").replace("{{batch}}", "{batch}")
+
+
+def _without_comments(sql: str) -> str:
+    """Our named SQL without its ``--`` comments (GX wants a query asset to start with SELECT)."""
+    return re.sub(r"--[^\n]*", "", sql).strip()
+
+
+def _failures(subject: str, result: Any) -> dict[expectations.Invariant, Failure]:
+    invariants = expectations.of(subject)
+    error = _raised(result.exception_info)
+    if error is not None:  # the invariants could not be checked: each counts as failed, saying why
+        return {invariant: Failure(invariant.states, subject, None, ({"exception": error},)) for invariant in invariants}
+    rows = (result.result or {}).get("details", {}).get("unexpected_rows", [])
+    return {
+        invariants[row["invariant"] - 1]: Failure(
+            states=invariants[row["invariant"] - 1].states,
+            subject=subject,
+            unexpected=row["unexpected"],
+            samples=tuple(row["samples"]),
         )
-        # Results come back in GX's order, not ours: match them by expectation id.
-        failed = {by_id[result.expectation_config.id]: result for result in outcome.results if not result.success}
-        failures.extend(_failure(invariant, failed[invariant]) for invariant in chosen if invariant in failed)
-    return failures
+        for row in rows
+    }
 
 
-def _failure(invariant: Invariant, result: Any) -> Failure:
-    details = result.result or {}
-    # Column expectations name failing rows by their id columns; a compound-uniqueness one lists
-    # the compared values instead, which are ids themselves.
-    rows = details.get("partial_unexpected_index_list") or details.get("partial_unexpected_list") or []
-    samples = tuple(
-        {k: row[k] for k in invariant.ids if k in row} if isinstance(row, dict) else {"values": list(row)}
-        for row in rows[:SAMPLES]
-    )
-    info = result.exception_info if isinstance(result.exception_info, dict) else {}
-    if info.get("raised_exception"):
-        samples += ({"exception": info.get("exception_message")},)
-    return Failure(
-        states=invariant.states,
-        table=invariant.table,
-        expectation=result.expectation_config.type,
-        unexpected=details.get("unexpected_count"),
-        samples=samples,
-    )
+def _raised(info: Any) -> str | None:
+    """The message of an exception GX caught, if any (its info is flat, or keyed by metric)."""
+    if not isinstance(info, dict):
+        return None
+    if "raised_exception" in info:
+        return str(info.get("exception_message")) if info["raised_exception"] else None
+    return next((error for error in map(_raised, info.values()) if error is not None), None)
+
+
+@functools.cache
+def _expectation_class(gx: Any) -> type:
+    """GX's UnexpectedRowsExpectation, asking for its rows only: the stock one also counts them
+    with a second run of the query, and our rows are already one per broken invariant."""
+
+    class ExpectLedgerInvariants(gx.expectations.UnexpectedRowsExpectation):
+        metric_dependencies: ClassVar[tuple[str, ...]] = ("unexpected_rows_query.table",)
+
+        def _validate(self, metrics: dict, runtime_configuration: dict | None = None,
+                      execution_engine: Any = None) -> dict[str, Any]:
+            rows = metrics["unexpected_rows_query.table"]
+            return {"success": not rows, "result": {"observed_value": len(rows), "details": {"unexpected_rows": rows}}}
+
+    return ExpectLedgerInvariants

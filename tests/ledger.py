@@ -60,26 +60,27 @@ def ack_message(correlation_id: str, label: str, status: int = 200, value: Any =
 
 
 def record_result(engine: Engine, signal_id: int, result: aggregation.Result, attempt: int = 1) -> bool:
-    """Store a decision as the sweep would (its request leaves the decision queue for the
-    validation queue); False if that attempt was decided already."""
+    """Store a decision as the sweep would (in a sweep batch of its own, which then waits for the
+    validation gate; its request leaves the decision queue); False if that attempt was decided already."""
     row = {"signal_id": signal_id, "attempt": attempt, "status": result.status,
            "body": None if result.body is ABSENT else json.dumps(result.body),
            "headers": json.dumps(dict(result.headers)), "cause": result.cause,
            "ack_statuses": json.dumps(dict(result.ack_statuses))}
     with engine.begin() as conn:
+        row["batch_id"] = conn.execute(text("INSERT INTO ledger_batches (step, committed_at) "
+                                            "VALUES ('sweep', clock_timestamp()) RETURNING id")).scalar_one()
         stored = conn.execute(text(
-            "INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses) "
+            "INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id) "
             "VALUES (:signal_id, :attempt, :status, CAST(:body AS jsonb), CAST(:headers AS jsonb), :cause, "
-            "CAST(:ack_statuses AS jsonb)) ON CONFLICT DO NOTHING RETURNING signal_id"), row).first()
+            "CAST(:ack_statuses AS jsonb), :batch_id) ON CONFLICT DO NOTHING RETURNING signal_id"), row).first()
         if stored is not None:
             conn.execute(text("DELETE FROM queue_decide WHERE signal_id = :signal_id AND attempt = :attempt"), row)
-            conn.execute(text("INSERT INTO queue_validate (signal_id, attempt) VALUES (:signal_id, :attempt)"), row)
     return stored is not None
 
 
 # Ids handed out in write order: the same rows may get other ids in another run.
 SURROGATE_IDS = {("acks", "id"), ("settlements", "id"), ("ledger_batches", "id"), ("ledger_batches", "run_id"),
-                 ("command_responses", "batch_id"), ("search_marks", "batch_id")}
+                 ("command_responses", "batch_id"), ("search_marks", "batch_id"), ("request_results", "batch_id")}
 
 
 def load_workload(url: str) -> None:

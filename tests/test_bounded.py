@@ -20,11 +20,10 @@ from sqlalchemy import text
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.named_sql import LEDGER_SQL, load
-from ackstore.rules import labels, settlement
-from ackstore.rules.headers import WEAK_ACK
+from ackstore.rules import settlement
 from benchmarks import history
-from jobs import sweep
-from jobs.sql import statements
+from jobs import expectations, sweep, validate
+from jobs.sql import statement, statements
 from tests.conftest import ADMIN_URL
 
 HISTORY_TABLES = {"signals", "acks", "request_results", "command_responses", "thing_events", "things",
@@ -35,14 +34,12 @@ READS = [
     ("index_search", "changed"), ("index_search", "anything_changed"),
     ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
     ("sweep", "decide_builtin"), ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
-    ("validate", "watermark"), ("validate", "slice_size"), ("validate", "slice_results"),
-    ("validate", "slice_acks"), ("validate", "slice_settlements"),
+    ("validate", "watermarks"), ("validate", "slice"), ("validate", "enqueue_settlements"),
     ("settle", "pending"), ("settle", "pending_bounds"),
 ]
 PARAMS = {
-    "run_id": "r", "watermark": "validated_settlements", "after": 0, "twin_persisted": labels.TWIN_PERSISTED,
-    "weak_header": WEAK_ACK, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES),
-    "builtin_labels": sorted(labels.BUILTIN_LABELS), **sweep.COMMON_PARAMS,
+    "run_id": "r", "batch_id": 1, "transport_api": settlement.TRANSPORT_API,
+    "local_sources": list(settlement.LOCAL_SOURCES), **sweep.COMMON_PARAMS,
 }
 # What a pull reads (ackstore/ledger/sql/deliveries.sql): its cost follows what it hands out.
 PULL_READS = ["decided_ready", "ready", "lease", "close", "events_after", "requested_now", "messages", "lock_delivery"]
@@ -60,8 +57,10 @@ def ledger() -> Iterator[Any]:
         history.add_commands(url, 200, "fresh")
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO queue_index SELECT thing_id, revision FROM things LIMIT 200"))
-            conn.execute(text("INSERT INTO queue_validate SELECT signal_id, attempt FROM request_results "
-                              "ORDER BY signal_id DESC LIMIT 200"))
+            # The last 200 results, decided in a sweep batch of their own, wait for the validation gate.
+            conn.execute(text("WITH b AS (INSERT INTO ledger_batches (step, committed_at) VALUES ('sweep', now()) "
+                              "RETURNING id) UPDATE request_results SET batch_id = (SELECT id FROM b) "
+                              "WHERE signal_id > (SELECT max(signal_id) - 200 FROM request_results)"))
             conn.execute(text("INSERT INTO queue_settle SELECT r.signal_id, r.attempt FROM request_results r "
                               "JOIN signals s ON s.id = r.signal_id WHERE s.api = 'connectivity' "
                               "ORDER BY r.signal_id DESC LIMIT 100"))
@@ -73,10 +72,14 @@ def ledger() -> Iterator[Any]:
             conn.execute(text("INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at, "
                               "done_at) SELECT 'app', id, 'key', 1, now(), "
                               "CASE WHEN id % 1000 <> 0 THEN now() END FROM signals"))
-            after = conn.execute(text("SELECT max(id) - 50 FROM settlements")).scalar_one()
+            # ... and the last 50 settlement decisions.
+            conn.execute(text("UPDATE pipeline_watermarks SET position = position - 50 "
+                              "WHERE name = 'validated_settlements'"))
+            after = conn.execute(statement("validate", "watermarks")).one()._asdict()
+            bounds = {**after, **conn.execute(statement("validate", "slice"), after).one()._asdict()}
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("ANALYZE"))
-        yield engine, after
+        yield engine, bounds
         engine.dispose()
 
 
@@ -114,9 +117,21 @@ def test_the_check_catches_an_anti_join_over_history(ledger) -> None:
 
 @pytest.mark.parametrize(("job", "name"), READS, ids=[f"{job}.{name}" for job, name in READS])
 def test_finding_work_scans_no_history_table(ledger, job: str, name: str) -> None:
-    engine, after = ledger
-    scanned = set(_scans(_plan(engine, statements(job)[name], {**PARAMS, "after": after})))
+    engine, bounds = ledger
+    scanned = set(_scans(_plan(engine, statements(job)[name], {**PARAMS, **bounds})))
     assert not scanned & HISTORY_TABLES, f"{job}.{name} scans {sorted(scanned & HISTORY_TABLES)}"
+
+
+@pytest.mark.parametrize("subject", expectations.SUBJECTS)
+def test_the_validation_gate_reads_its_slice_alone(ledger, subject: str) -> None:
+    """What Great Expectations runs for each subject, its slice where GX puts it."""
+    engine, bounds = ledger
+    slice_query = validate._slice_query(subject, bounds)
+    assert slice_query is not None, f"the seeded slice has no {subject}"
+    query = expectations.unexpected_rows_query(subject, statements("validate")[subject])
+    plan = _plan(engine, query.replace("{batch}", f"({slice_query})"))
+    scanned = set(_scans(plan))
+    assert not scanned & HISTORY_TABLES, f"validating the {subject} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
 
 
 @pytest.mark.parametrize("name", PULL_READS)

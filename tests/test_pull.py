@@ -215,8 +215,8 @@ def test_a_decided_signal_is_not_handed_out_again(leased: AckStore, engine: Engi
     _submit_live(leased, "c1")
     leased.pull("app")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause) "
-                          "SELECT id, 1, 408, '{}', 'deadline' FROM signals"))
+        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, batch_id) "
+                          "SELECT id, 1, 408, '{}', 'deadline', 0 FROM signals"))
     clock.advance(31)
     assert leased.pull("app") == []
     with engine.connect() as conn:

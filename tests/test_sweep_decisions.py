@@ -103,8 +103,8 @@ def _insert(conn: Any, n: int, spec: dict[str, Any]) -> None:
             {"n": n, "label": label, "status": ack["status"], "payload": payload, "headers": json.dumps(ack_headers),
              "weak": ack["weak"], "at": T0 + (LATE if ack["late"] else IN_TIME)})
     if spec["second_attempt"] is not None:  # redelivered: attempt 2 requests these labels again
-        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, decided_at) "
-                          "VALUES (:n, 1, 424, '{}', 'deadline', :at)"), {"n": n, "at": T0 + DEADLINE})
+        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, decided_at, "
+                          "batch_id) VALUES (:n, 1, 424, '{}', 'deadline', :at, 0)"), {"n": n, "at": T0 + DEADLINE})
         conn.execute(text("INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at) "
                           "VALUES (:n, 2, CAST(:labels AS text[]), :opened, :deadline)"),
                      {"n": n, "labels": spec["second_attempt"], "opened": T0 + timedelta(seconds=30),
@@ -133,7 +133,7 @@ def _sql_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
     """What decide_common writes, read back (the caller rolls back)."""
     before = set(conn.execute(text("SELECT signal_id, attempt FROM request_results")).all())
     for name in sweep.COMMON_STATEMENTS:
-        conn.execute(text(statements("sweep")[name]), sweep.COMMON_PARAMS)
+        conn.execute(text(statements("sweep")[name]), {**sweep.COMMON_PARAMS, "batch_id": 0})
     rows = conn.execute(text("SELECT signal_id, attempt, status, body, headers, cause, ack_statuses "
                              "FROM request_results")).mappings()
     return {(r["signal_id"], r["attempt"]): {k: r[k] for k in ("status", "body", "headers", "cause", "ack_statuses")}

@@ -224,11 +224,15 @@ request_results = Table(
     # {} for a plain response, an error or command.timeout. Settlement reads it (B.9).
     Column("ack_statuses", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     _timestamp("decided_at"),
+    # The sweep batch that decided it: the validation gate's slice is the batches past its
+    # watermark, read through this BRIN index (batches only grow).
+    Column("batch_id", BigInteger, nullable=False),
     PrimaryKeyConstraint("signal_id", "attempt"),
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint(_in("cause", RESULT_CAUSES), name="cause"),
     CheckConstraint("attempt > 0", name="attempt"),
 )
+Index("ix_request_results_batch_id", request_results.c.batch_id, postgresql_using="brin")
 
 things = Table(
     "things",
@@ -367,20 +371,16 @@ queue_decide = Table(  # requests whose current attempt is not decided yet
 )
 
 
-def _decided_queue(name: str) -> Table:
-    return Table(
-        name,
-        metadata,
-        Column("signal_id", BigInteger, nullable=False),
-        Column("attempt", Integer, nullable=False),
-        PrimaryKeyConstraint("signal_id", "attempt"),
-    )
+queue_settle = Table(  # validated, from a connection: needs a transport decision
+    "queue_settle",
+    metadata,
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    PrimaryKeyConstraint("signal_id", "attempt"),
+)
 
-
-queue_validate = _decided_queue("queue_validate")  # decided, not yet through the validation gate
-queue_settle = _decided_queue("queue_settle")  # validated, from a connection: needs a transport decision
-
-# Positions of steps that read an append-only table in order (validate: settlements' id).
+# Positions of steps that read an append-only table in order: validate's, the last result batch
+# and settlement id it passed (what is decided but not validated is past them: awaiting_validation()).
 pipeline_watermarks = Table(
     "pipeline_watermarks",
     metadata,
@@ -469,49 +469,6 @@ stage_settlements = _staging(
 )
 Index(None, stage_settlements.c.run_id)
 
-# What the validation gate looks at: this run's slice of the ledger, one table per subject,
-# filled by named SQL and read by Great Expectations as whole tables.
-stage_check_results = _staging(
-    "stage_check_results",
-    Column("signal_id", BigInteger, nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("cause", Text, nullable=False),
-    _status(),
-    Column("decided_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("requested", Integer, nullable=False),  # labels this attempt requested
-    Column("counted_in_time", Integer, nullable=False),  # of them, with a counted ack by the deadline
-    Column("response_is_error", Boolean, nullable=False),  # false: no response, or a success
-    Column("aggregated", Boolean, nullable=False),  # the body is keyed by label (HTTP shape, >= 2 acks)
-    Column("body_entries", Integer, nullable=True),  # keys of that body that are requested labels
-    Column("body_keys", Integer, nullable=True),  # all keys of that body
-    Column("combined_status", Integer, nullable=True),  # 200 if every entry is 2xx, else 424
-)
-stage_check_acks = _staging(
-    "stage_check_acks",
-    Column("ack_id", BigInteger, nullable=True),  # NULL: a derived built-in ack
-    Column("signal_id", BigInteger, nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("label", Text, nullable=False),
-    _status(),
-    Column("weak", Boolean, nullable=False),
-    Column("weak_header", Boolean, nullable=False),  # ditto-weak-ack: true in its headers
-    Column("custom_weak", Boolean, nullable=False),  # a weak ack for a label that is not built in
-    Column("declared", Boolean, nullable=False),  # the label is declared by some subscriber
-    Column("requested", Boolean, nullable=False),  # the label was requested in that attempt
-    Column("response_success", Boolean, nullable=True),  # twin-persisted: the command response was 2xx
-    Column("event_exists", Boolean, nullable=True),  # twin-persisted: the event log has its revision
-)
-stage_check_settlements = _staging(
-    "stage_check_settlements",
-    Column("settlement_id", BigInteger, nullable=False),
-    Column("signal_id", BigInteger, nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("source", Text, nullable=False),
-    Column("api", Text, nullable=False),
-    Column("decided", Boolean, nullable=False),  # a result exists for that attempt
-)
-
 STAGING_TABLES = (
     stage_twin_outcomes,
     stage_search_things,
@@ -519,9 +476,6 @@ STAGING_TABLES = (
     stage_weak_acks,
     stage_results,
     stage_settlements,
-    stage_check_results,
-    stage_check_acks,
-    stage_check_settlements,
 )
 
 
@@ -544,7 +498,6 @@ LEDGER_TABLES = (
     queue_apply,
     queue_index,
     queue_decide,
-    queue_validate,
     queue_settle,
     pipeline_watermarks,
 )
@@ -590,7 +543,7 @@ WHERE r.event_id IS NOT NULL
     # 'migrated') kept their twin-persisted acks as rows: no fact time here. Joins only (no UNION),
     # so a statement joining it from a few requests reads their rows alone.
     "command_facts": """
-SELECT r.signal_id,
+SELECT r.signal_id, s.correlation_id,
        CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END AS persisted_at, r.status AS persisted_status,
        r.payload AS persisted_payload,
        mb.committed_at AS indexed_at, CASE WHEN m.changed THEN 204 ELSE 200 END AS indexed_status,
@@ -607,7 +560,7 @@ WHERE r.event_id IS NOT NULL
 """,
     # The same facts, one row per (command, built-in label) that is true.
     "builtin_facts": """
-SELECT c.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+SELECT c.signal_id, c.correlation_id, f.label, f.status, f.payload, f.weak, f.fact_at
 FROM command_facts c
 CROSS JOIN LATERAL (VALUES
     ('twin-persisted'::text, c.persisted_status, c.persisted_payload, false, c.persisted_at),
@@ -615,25 +568,20 @@ CROSS JOIN LATERAL (VALUES
 ) AS f(label, status, payload, weak, fact_at)
 WHERE f.fact_at IS NOT NULL
 """,
-    # The built-in acks of every attempt that requested them, as if stored (A.2.10): an attempt
-    # current when its fact arrived has it counted, or late if decided before or timed out; a
-    # later attempt that requests the label again counts the fact it finds (never applied twice).
+    # The built-in acks of every attempt that requested them, as if stored (A.2.10), each with its
+    # disposition (the function builtin_disposition: counted, late, or not this attempt's).
     "builtin_acks": """
 SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
-       jsonb_build_object('correlation-id', s.correlation_id)
+       jsonb_build_object('correlation-id', f.correlation_id)
            || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
-       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at,
-       CASE WHEN f.fact_at < a.opened_at THEN 'counted'
-            WHEN r.decided_at < f.fact_at OR (r.cause IN ('deadline', 'error') AND f.fact_at > a.deadline_at)
-            THEN 'late'
-            ELSE 'counted' END AS disposition
+       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
 FROM builtin_facts f
-JOIN signals s ON s.id = f.signal_id
 JOIN request_attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
 LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-WHERE NOT EXISTS (SELECT 1 FROM attempts later
-                  WHERE later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
-                    AND later.opened_at <= f.fact_at)
+LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
+CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
+                                               later.opened_at) AS disposition) d
+WHERE d.disposition IS NOT NULL
 """,
     # Every ack of every request: the stored ones (custom, weak, live responses, and built-in acks
     # from before the lean ledger) and the derived built-in ones (no id: they are not rows).
@@ -648,10 +596,38 @@ FROM builtin_acks b
 """,
 }
 
-# Functions every statement shares. ``ack_entry`` is an ack as an aggregated answer's entry shows
-# it (B.4.2, B.4.3): wire.ack_entry and wire.external_headers in SQL, for the sweep's decisions.
-# STABLE, as jsonb_build_object is: an IMMUTABLE function over it would not be inlined (5× slower).
+# Functions every statement shares (the SQL ones PostgreSQL inlines: no call per row).
 LEDGER_FUNCTIONS: dict[str, str] = {
+    # How a built-in fact counts for an attempt that requested its label (A.2.5, A.2.10): counted
+    # if it came before the attempt opened or while it waited in time; late if the attempt was
+    # decided before it, or timed out (or failed) before it; NULL if there is no fact, or the next
+    # attempt had opened by then (that attempt counts it). ackstore.rules.acks's
+    # disposition_on_arrival, for facts.
+    "builtin_disposition": """
+CREATE FUNCTION builtin_disposition(fact_at timestamptz, opened_at timestamptz, deadline_at timestamptz,
+                                    decided_at timestamptz, cause text, next_opened_at timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+SELECT CASE WHEN fact_at IS NULL OR next_opened_at <= fact_at THEN NULL
+            WHEN fact_at < opened_at THEN 'counted'
+            WHEN decided_at < fact_at OR (cause IN ('deadline', 'error') AND fact_at > deadline_at) THEN 'late'
+            ELSE 'counted' END
+$$""",
+    # Decided requests the validation gate has not passed yet: their sweep batch is past its
+    # watermark (jobs/validate.py names it). A function, not a view: it reads the watermark first
+    # and plans the slice with its value, and callers plan with its ROWS (the few requests of a
+    # run) — a view's sub-select would be guessed a third of all results, and joined by scans.
+    "awaiting_validation": """
+CREATE FUNCTION awaiting_validation() RETURNS TABLE (signal_id bigint, attempt integer)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+DECLARE
+  passed bigint := COALESCE((SELECT w.position FROM pipeline_watermarks w WHERE w.name = 'validated_results'), 0);
+BEGIN
+  RETURN QUERY EXECUTE 'SELECT r.signal_id, r.attempt FROM request_results r WHERE r.batch_id > $1' USING passed;
+END
+$$""",
+    # An ack as an aggregated answer's entry shows it (B.4.2, B.4.3): wire.ack_entry and
+    # wire.external_headers in SQL, for the sweep's decisions. STABLE, as jsonb_build_object is: an
+    # IMMUTABLE function over it would not be inlined (5× slower).
     "ack_entry": """
 CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -680,7 +656,7 @@ REPORT_VIEWS: dict[str, str] = {
 SELECT s.source, 'pending decision'::text AS status, NULL::text AS decision,
        count(*) AS requests, min(s.received_at) AS oldest
 FROM (SELECT signal_id FROM queue_decide
-      UNION SELECT signal_id FROM queue_validate
+      UNION SELECT signal_id FROM awaiting_validation()
       UNION SELECT signal_id FROM queue_settle) p
 JOIN signals s ON s.id = p.signal_id
 WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
@@ -717,7 +693,7 @@ FROM (
         JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
         UNION ALL
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
-        FROM queue_validate q
+        FROM awaiting_validation() q
         JOIN signals s ON s.id = q.signal_id
         WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
         UNION ALL

@@ -1,4 +1,5 @@
--- Statements of the sweep job. Bind parameter: :run_id.
+-- Statements of the sweep job. Bind parameters: :run_id; :batch_id, the sweep batch a result is
+-- decided in (the validation gate's slice is the batches past its watermark).
 -- A request is one attempt of a signal (A.2.10), with its labels and deadline: request_attempts.
 
 -- name: decide_builtin
@@ -33,7 +34,7 @@ WITH decided AS (
                AND NOT (s.thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$'
                         AND s.path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'))
 ), stored AS (
-    INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
+    INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id)
     SELECT d.signal_id, d.attempt,
            CASE WHEN NOT d.response_required THEN 202
                 WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_status ELSE d.indexed_status END
@@ -49,13 +50,12 @@ WITH decided AS (
                                                                  'response-required', false),
            'acks',
            CASE WHEN d.persisted THEN jsonb_build_object('twin-persisted', d.persisted_status) ELSE '{}'::jsonb END
-           || CASE WHEN d.indexed THEN jsonb_build_object('search-persisted', d.indexed_status) ELSE '{}'::jsonb END
+           || CASE WHEN d.indexed THEN jsonb_build_object('search-persisted', d.indexed_status) ELSE '{}'::jsonb END,
+           :batch_id
     FROM decided d
     RETURNING signal_id, attempt
-), dequeued AS (
-    DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
 )
-INSERT INTO queue_validate (signal_id, attempt) SELECT x.signal_id, x.attempt FROM stored x
+DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
 
 -- name: decide_common
 -- The common case, decided here in one statement rather than in Spark (B.5, B.4.3): requests
@@ -98,7 +98,7 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
        AND COALESCE(bool_and(e.status BETWEEN 200 AND 299), true)
        AND NOT COALESCE(bool_or(e.locates AND e.label = 'twin-persisted' AND e.status = 201), false)
 ), stored AS (
-    INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
+    INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id)
     SELECT d.signal_id, d.attempt,
            CASE WHEN NOT s.response_required THEN 202 WHEN d.labels = 1 THEN d.only_status ELSE 200 END,
            CASE WHEN NOT s.response_required THEN NULL WHEN d.labels = 1 THEN d.only_payload ELSE d.entries END,
@@ -106,14 +106,12 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
                 ELSE (s.headers - 'requested-acks')
                      || jsonb_build_object('correlation-id', d.correlation_id, 'response-required', false) END,
            CASE WHEN d.labels = 0 THEN 'accepted' ELSE 'acks' END,
-           d.statuses
+           d.statuses, :batch_id
     FROM decided d
     JOIN signals s ON s.id = d.signal_id
     RETURNING signal_id, attempt
-), dequeued AS (
-    DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
 )
-INSERT INTO queue_validate (signal_id, attempt) SELECT x.signal_id, x.attempt FROM stored x
+DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
 
 -- name: undecided
 -- Every request waiting for a decision (queue_decide holds only those) with what is known of
@@ -164,8 +162,8 @@ SELECT count(*) FROM stage_results WHERE run_id = :run_id
 
 -- name: insert_results
 -- What each requester is told, once per attempt.
-INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses)
-SELECT x.signal_id, x.attempt, x.status, x.body, x.headers, x.cause, x.ack_statuses
+INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id)
+SELECT x.signal_id, x.attempt, x.status, x.body, x.headers, x.cause, x.ack_statuses, :batch_id
 FROM stage_results x
 WHERE x.run_id = :run_id
 ON CONFLICT (signal_id, attempt) DO NOTHING
@@ -182,16 +180,11 @@ WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND k.signal_id = 
   AND k.received_at > a.deadline_at
 
 -- name: dequeue
--- Decided requests leave the decision queue ...
+-- Decided requests leave the decision queue; their batch waits for the validation gate, which
+-- alone lets them be settled (A.2.6).
 DELETE FROM queue_decide q
 USING stage_results x
 WHERE x.run_id = :run_id AND q.signal_id = x.signal_id AND q.attempt = x.attempt
-
--- name: enqueue_validation
--- ... and wait for the validation gate, which alone lets them be settled (A.2.6).
-INSERT INTO queue_validate (signal_id, attempt)
-SELECT x.signal_id, x.attempt FROM stage_results x WHERE x.run_id = :run_id
-ON CONFLICT DO NOTHING
 
 -- name: clear_staging
 -- TRUNCATE is transactional and instant; the step lock means no other run uses the table.

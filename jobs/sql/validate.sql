@@ -1,106 +1,115 @@
--- Statements of the validate job. Bind parameters: :run_id, :twin_persisted, :weak_header,
--- :transport_api, :local_sources, :watermark, :after.
--- The slice: the requests decided since the last passed validation (queue_validate holds only
--- those), their counted acks, and the settlements written since the last passed validation.
--- Each statement fills one stage_check_* table that Great Expectations then reads whole.
+-- Statements of the validate job. The slice is what the ledger decided and wrote since the last
+-- passed validation, read where it lies: the results of the sweep batches past the watermark
+-- validated_results, and the settlements past validated_settlements. Each subject's facts are a
+-- query over its slice ({batch}: Great Expectations puts the slice there, jobs/validate.py); the
+-- invariants over those facts are jobs/expectations.py.
+-- Bind parameters: :results_after, :results_upto, :settlements_after, :settlements_upto,
+-- :transport_api, :local_sources.
 
--- name: watermark
--- The last settlement id a passed validation checked. Read first and bound as "after", so the
--- planner sees the value and walks the id index (a sub-select here made it scan all signals).
-SELECT COALESCE(max(w.position), 0) FROM pipeline_watermarks w WHERE w.name = :watermark
+-- name: watermarks
+-- Where the last passed validation stopped. Read first and bound, so that the planner sees the
+-- values and walks the indexes (a sub-select made it scan all of the history).
+SELECT COALESCE(max(w.position) FILTER (WHERE w.name = 'validated_results'), 0) AS results_after,
+       COALESCE(max(w.position) FILTER (WHERE w.name = 'validated_settlements'), 0) AS settlements_after
+FROM pipeline_watermarks w
 
--- name: slice_size
--- How much there is to validate: queued decisions, and settlements past the watermark.
-SELECT (SELECT count(*) FROM queue_validate) AS decisions,
-       (SELECT count(*) FROM settlements st WHERE st.id > :after) AS settlements
+-- name: slice
+-- How much there is to validate, and where the slice ends: what is committed now. A sweep batch
+-- that commits later has a greater id (sweeps run one at a time), so it is the next slice's.
+SELECT (SELECT count(*) FROM request_results r WHERE r.batch_id > :results_after) AS decisions,
+       (SELECT max(r.batch_id) FROM request_results r WHERE r.batch_id > :results_after) AS results_upto,
+       (SELECT count(*) FROM settlements st WHERE st.id > :settlements_after) AS settlements,
+       (SELECT max(st.id) FROM settlements st WHERE st.id > :settlements_after) AS settlements_upto
 
--- name: slice_results
--- One row per decided request of the slice, with what its invariants are stated over.
-INSERT INTO stage_check_results (run_id, signal_id, attempt, cause, status, decided_at, deadline_at,
-                                 requested, counted_in_time, response_is_error, aggregated,
-                                 body_entries, body_keys, combined_status)
-SELECT :run_id, q.signal_id, q.attempt, r.cause, r.status, r.decided_at, req.deadline_at,
-       cardinality(req.labels),
-       (SELECT count(DISTINCT k.label) FROM request_acks k
-         WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.disposition = 'counted'
-           AND k.received_at <= req.deadline_at AND k.label = ANY (req.labels)),
-       COALESCE(cr.is_error, false),
-       agg.keyed,
-       CASE WHEN agg.keyed THEN body.entries END,
-       CASE WHEN agg.keyed THEN body.keys END,
-       CASE WHEN agg.keyed THEN CASE WHEN body.all_2xx THEN 200 ELSE 424 END END
-FROM queue_validate q
-JOIN signals s ON s.id = q.signal_id
-JOIN request_results r ON r.signal_id = q.signal_id AND r.attempt = q.attempt
-JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+-- name: requests_slice
+-- The decided requests of the slice: the results of its sweep batches.
+SELECT * FROM request_results WHERE batch_id > :results_after AND batch_id <= :results_upto
+
+-- name: settlements_slice
+-- The settlement decisions of the slice.
+SELECT * FROM settlements WHERE id > :settlements_after AND id <= :settlements_upto
+
+-- name: requests
+-- One row per decided request of the slice, with the facts the request invariants are stated
+-- over: its attempt (stored: false when its signal or attempt is gone — an orphan), its response,
+-- its counted acks — the stored ones aggregated per request, the derived built-in ones per label
+-- as builtin_acks counts them (one column each: no row per label). Per-request lookups (a
+-- correlated subquery, a LATERAL aggregate) keep the cost with the slice, never the history.
+SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.body, q.decided_at, q.deadline_at,
+       q.requested_acks, cardinality(q.requested_acks) AS requested,
+       CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
+            ELSE (SELECT count(DISTINCT l.label)
+                  FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY['twin-persisted'] END
+                                        || CASE WHEN b.indexed_in_time THEN ARRAY['search-persisted'] END) AS l(label))
+       END AS counted_in_time,
+       COALESCE(cr.is_error, false) AS response_is_error,
+       COALESCE(NOT cr.is_error AND cr.status BETWEEN 200 AND 299, false) AS response_success,
+       cr.event_id IS NOT NULL AS event_exists,
+       COALESCE(k.persisted, false) AS stored_persisted, b.persisted AS derived_persisted,
+       k.duplicated, COALESCE(k.unrequested, false) AS unrequested, COALESCE(k.weak_not_200, false) AS weak_not_200,
+       COALESCE(k.weak_unmarked, false) AS weak_unmarked, COALESCE(k.weak_undeclared, false) AS weak_undeclared
+FROM (
+    SELECT r.signal_id, r.attempt, r.cause, r.status, r.body, r.decided_at,
+           a.signal_id IS NOT NULL AS stored, a.requested_acks, a.opened_at, a.deadline_at,
+           (SELECT n.opened_at FROM attempts n WHERE n.signal_id = r.signal_id AND n.attempt = r.attempt + 1)
+               AS next_opened_at
+    FROM {batch} AS r
+    LEFT JOIN request_attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+    OFFSET 0  -- computed once per request: not pulled up into each expression that reads it
+) AS q
+CROSS JOIN LATERAL (  -- the counted acks stored as rows: custom, weak, live responses, built-in ones from before the lean ledger
+    SELECT array_agg(DISTINCT k.label) FILTER (WHERE k.received_at <= q.deadline_at
+                                                 AND k.label = ANY (q.requested_acks)) AS in_time,
+           count(*) > count(DISTINCT k.label) AS duplicated,
+           bool_or(k.label <> ALL (q.requested_acks)) AS unrequested,
+           bool_or(k.label = 'twin-persisted') AS persisted,
+           bool_or(k.weak AND k.status <> 200) AS weak_not_200,
+           bool_or(k.weak AND (k.headers ->> 'ditto-weak-ack') IS DISTINCT FROM 'true') AS weak_unmarked,
+           bool_or(k.weak AND k.label <> ALL (ARRAY['twin-persisted', 'search-persisted', 'live-response'])
+                   AND NOT EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label)) AS weak_undeclared
+    FROM acks k
+    WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.disposition = 'counted'
+) AS k
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
-CROSS JOIN LATERAL (SELECT a.requested_acks AS labels, a.deadline_at) req
--- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
--- with response-required=false a success has no body at all.
-CROSS JOIN LATERAL (SELECT r.cause IN ('acks', 'deadline') AND cardinality(req.labels) >= 2
-                           AND r.body IS NOT NULL AS keyed) agg
+LEFT JOIN command_facts f ON f.signal_id = q.signal_id
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE e.key = ANY (req.labels)) AS entries,
-           count(*) AS keys,
-           COALESCE(bool_and(jsonb_typeof(e.value -> 'status') = 'number'
-                             AND (e.value ->> 'status')::numeric BETWEEN 200 AND 299), false) AS all_2xx
-    FROM jsonb_each(CASE WHEN jsonb_typeof(r.body) = 'object' THEN r.body ELSE '{}'::jsonb END) e
-) body
+    SELECT 'twin-persisted' = ANY (q.requested_acks)
+               AND builtin_disposition(f.persisted_at, q.opened_at, q.deadline_at, q.decided_at, q.cause,
+                                       q.next_opened_at) = 'counted' AS persisted,
+           'search-persisted' = ANY (q.requested_acks)
+               AND builtin_disposition(f.indexed_at, q.opened_at, q.deadline_at, q.decided_at, q.cause,
+                                       q.next_opened_at) = 'counted' AS indexed
+) AS c
+CROSS JOIN LATERAL (
+    SELECT COALESCE(c.persisted, false) AS persisted,
+           COALESCE(c.persisted AND f.persisted_at <= q.deadline_at, false) AS persisted_in_time,
+           COALESCE(c.indexed AND f.indexed_at <= q.deadline_at, false) AS indexed_in_time
+) AS b
 
--- name: slice_acks
--- Every counted ack of the slice's requests, with the facts its invariants need.
-INSERT INTO stage_check_acks (run_id, ack_id, signal_id, attempt, label, status, weak, weak_header,
-                              custom_weak, declared, requested, response_success, event_exists)
-SELECT :run_id, k.id, k.signal_id, k.attempt, k.label, k.status, k.weak,
-       COALESCE(k.headers ->> :weak_header = 'true', false),
-       k.weak AND NOT k.label = ANY (:builtin_labels),
-       EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label),
-       k.label = ANY (a.requested_acks),
-       CASE WHEN k.label = :twin_persisted
-            THEN COALESCE(NOT cr.is_error AND cr.status BETWEEN 200 AND 299, false) END,
-       CASE WHEN k.label = :twin_persisted
-            THEN cr.event_id IS NOT NULL END  -- the event log is the responses' events
-FROM queue_validate q
--- Per request (OFFSET 0 keeps the subquery whole, so its conditions reach into the view's derived half).
-CROSS JOIN LATERAL (SELECT * FROM request_acks x
-                    WHERE x.signal_id = q.signal_id AND x.attempt = q.attempt AND x.disposition = 'counted'
-                    OFFSET 0) k
-JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
-LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
-
--- name: slice_settlements
--- Settlement decisions written since the last passed validation.
-INSERT INTO stage_check_settlements (run_id, settlement_id, signal_id, attempt, source, api, decided)
-SELECT :run_id, st.id, st.signal_id, st.attempt, s.source, s.api,
-       EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt)
-FROM settlements st
-JOIN signals s ON s.id = st.signal_id
-WHERE st.id > :after
+-- name: settlements
+-- One row per settlement decision of the slice: its signal (stored: false when gone — an orphan)
+-- and whether the request it settles was decided.
+SELECT st.id AS settlement_id, st.signal_id, st.attempt, s.id IS NOT NULL AS stored, s.source, s.api,
+       EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt) AS decided
+FROM {batch} AS st
+LEFT JOIN signals s ON s.id = st.signal_id
 
 -- name: enqueue_settlements
 -- Passed: the slice's requests from connections wait for their transport decision. Which
 -- signals those are is settlement.needs_transport_settlement's rule; its values are bound here.
 INSERT INTO queue_settle (signal_id, attempt)
-SELECT c.signal_id, c.attempt
-FROM stage_check_results c
-JOIN signals s ON s.id = c.signal_id
-WHERE c.run_id = :run_id AND s.api = :transport_api AND s.source <> ALL (CAST(:local_sources AS text[]))
+SELECT r.signal_id, r.attempt
+FROM request_results r
+JOIN signals s ON s.id = r.signal_id
+WHERE r.batch_id > :results_after AND r.batch_id <= :results_upto
+  AND s.api = :transport_api AND s.source <> ALL (CAST(:local_sources AS text[]))
 ON CONFLICT DO NOTHING
 
--- name: dequeue
--- Passed: the slice's requests leave the validation queue.
-DELETE FROM queue_validate q
-USING stage_check_results c
-WHERE c.run_id = :run_id AND q.signal_id = c.signal_id AND q.attempt = c.attempt
-
--- name: advance_watermark
--- Passed: the settlements checked are not checked again.
+-- name: advance_watermarks
+-- Passed: the slice is not checked again.
 INSERT INTO pipeline_watermarks (name, position)
-SELECT :watermark, max(c.settlement_id) FROM stage_check_settlements c
-WHERE c.run_id = :run_id
-HAVING max(c.settlement_id) IS NOT NULL
+SELECT v.name, v.position
+FROM (VALUES ('validated_results', CAST(:results_upto AS bigint)),
+             ('validated_settlements', CAST(:settlements_upto AS bigint))) AS v(name, position)
+WHERE v.position IS NOT NULL
 ON CONFLICT (name) DO UPDATE SET position = GREATEST(pipeline_watermarks.position, EXCLUDED.position)
-
--- name: clear_staging
--- Passed: the slice tables are emptied (a failed slice stays in them, for inspection).
-TRUNCATE stage_check_results, stage_check_acks, stage_check_settlements

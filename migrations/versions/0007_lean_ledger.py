@@ -18,10 +18,15 @@ Create Date: 2026-11-23 13:10:00
   fact time is the commit of the batch that wrote the fact (``ledger_batches``, one row per merge).
 * The event log is a view over the response (which gains the event's position, revision and
   action) and its command; ``command_responses.responded_at`` is its batch's time.
+* The validation gate reads its slice where it lies: each result carries the sweep batch that
+  decided it, the gate passes batches up to a watermark (``validated_results``; the view
+  ``awaiting_validation()`` is what lies past it), so ``queue_validate`` and the ``stage_check_*``
+  copies go. A built-in fact's disposition is one function, ``builtin_disposition``.
 
 What an old ledger holds is moved without changing any answer: each distinct response time
 becomes a ``migrated`` batch (an event keeps its time), events move onto their responses, and
-the built-in acks already stored stay rows (only facts of later batches are derived).
+the built-in acks already stored stay rows (only facts of later batches are derived); results the
+gate had passed are in a migrated batch at the watermark, those waiting for it in a later one.
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ JOIN ledger_batches b ON b.id = r.batch_id
 WHERE r.event_id IS NOT NULL
 """,
     "command_facts": """
-SELECT r.signal_id,
+SELECT r.signal_id, s.correlation_id,
        CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END AS persisted_at, r.status AS persisted_status,
        r.payload AS persisted_payload,
        mb.committed_at AS indexed_at, CASE WHEN m.changed THEN 204 ELSE 200 END AS indexed_status,
@@ -95,7 +100,7 @@ LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
 WHERE r.event_id IS NOT NULL
 """,
     "builtin_facts": """
-SELECT c.signal_id, f.label, f.status, f.payload, f.weak, f.fact_at
+SELECT c.signal_id, c.correlation_id, f.label, f.status, f.payload, f.weak, f.fact_at
 FROM command_facts c
 CROSS JOIN LATERAL (VALUES
     ('twin-persisted'::text, c.persisted_status, c.persisted_payload, false, c.persisted_at),
@@ -105,20 +110,16 @@ WHERE f.fact_at IS NOT NULL
 """,
     "builtin_acks": """
 SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
-       jsonb_build_object('correlation-id', s.correlation_id)
+       jsonb_build_object('correlation-id', f.correlation_id)
            || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
-       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at,
-       CASE WHEN f.fact_at < a.opened_at THEN 'counted'
-            WHEN r.decided_at < f.fact_at OR (r.cause IN ('deadline', 'error') AND f.fact_at > a.deadline_at)
-            THEN 'late'
-            ELSE 'counted' END AS disposition
+       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
 FROM builtin_facts f
-JOIN signals s ON s.id = f.signal_id
 JOIN request_attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
 LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-WHERE NOT EXISTS (SELECT 1 FROM attempts later
-                  WHERE later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
-                    AND later.opened_at <= f.fact_at)
+LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
+CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
+                                               later.opened_at) AS disposition) d
+WHERE d.disposition IS NOT NULL
 """,
     "request_acks": """
 SELECT k.id, k.signal_id, k.attempt, k.label, k.status, k.payload, k.headers, k.issuer, k.weak, k.received_at,
@@ -130,8 +131,27 @@ SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.hea
 FROM builtin_acks b
 """,
 }
-# A frozen copy of schema.LEDGER_FUNCTIONS as of this revision.
-ACK_ENTRY = """
+# A frozen copy of schema.LEDGER_FUNCTIONS as of this revision (created before the views that use them).
+FUNCTIONS = {
+    "builtin_disposition": """
+CREATE FUNCTION builtin_disposition(fact_at timestamptz, opened_at timestamptz, deadline_at timestamptz,
+                                    decided_at timestamptz, cause text, next_opened_at timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+SELECT CASE WHEN fact_at IS NULL OR next_opened_at <= fact_at THEN NULL
+            WHEN fact_at < opened_at THEN 'counted'
+            WHEN decided_at < fact_at OR (cause IN ('deadline', 'error') AND fact_at > deadline_at) THEN 'late'
+            ELSE 'counted' END
+$$""",
+    "awaiting_validation": """
+CREATE FUNCTION awaiting_validation() RETURNS TABLE (signal_id bigint, attempt integer)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+DECLARE
+  passed bigint := COALESCE((SELECT w.position FROM pipeline_watermarks w WHERE w.name = 'validated_results'), 0);
+BEGIN
+  RETURN QUERY EXECUTE 'SELECT r.signal_id, r.attempt FROM request_results r WHERE r.batch_id > $1' USING passed;
+END
+$$""",
+    "ack_entry": """
 CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
 SELECT jsonb_build_object('status', status)
@@ -141,8 +161,10 @@ SELECT jsonb_build_object('status', status)
                    THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
               || jsonb_build_object('correlation-id', correlation_id)
               || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END)
-$$"""
+$$""",
+}
 
+# The report views as of this revision: what waits for validation is awaiting_validation.
 QOS1_AUDIT = """
 SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
        received_at, now() - received_at AS age
@@ -166,7 +188,7 @@ FROM (
         JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
         UNION ALL
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
-        FROM queue_validate q
+        FROM awaiting_validation() q
         JOIN signals s ON s.id = q.signal_id
         WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
         UNION ALL
@@ -182,7 +204,24 @@ FROM (
 ) stuck
 ORDER BY received_at, signal_id
 """
-QOS1_AUDIT_0006 = QOS1_AUDIT.replace("FROM request_acks k", "FROM acks k").replace(
+SETTLEMENT_STATUS = """
+SELECT s.source, 'pending decision'::text AS status, NULL::text AS decision,
+       count(*) AS requests, min(s.received_at) AS oldest
+FROM (SELECT signal_id FROM queue_decide
+      UNION SELECT signal_id FROM awaiting_validation()
+      UNION SELECT signal_id FROM queue_settle) p
+JOIN signals s ON s.id = p.signal_id
+WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
+GROUP BY s.source
+UNION ALL
+SELECT s.source, CASE WHEN st.carried_out_at IS NULL THEN 'decided' ELSE 'carried out' END,
+       st.decision, count(*), min(st.decided_at)
+FROM settlements st
+JOIN signals s ON s.id = st.signal_id
+GROUP BY s.source, 2, st.decision
+"""
+QOS1_AUDIT_0006 = QOS1_AUDIT.replace("FROM awaiting_validation() q", "FROM queue_validate q").replace(
+    "FROM request_acks k", "FROM acks k").replace(
     "FROM unnest(a.requested_acks)", "FROM unnest(COALESCE(a.requested_acks, s.requested_acks))"
 ).replace(
     "to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'",
@@ -193,6 +232,13 @@ QOS1_AUDIT_0006 = QOS1_AUDIT.replace("FROM request_acks k", "FROM acks k").repla
     "        JOIN signals s ON s.id = q.signal_id\n"
     "        LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt\n",
 )
+
+SETTLEMENT_STATUS_0006 = SETTLEMENT_STATUS.replace("FROM awaiting_validation()", "FROM queue_validate")
+FUNCTION_SIGNATURES = {
+    "builtin_disposition": "builtin_disposition(timestamptz, timestamptz, timestamptz, timestamptz, text, timestamptz)",
+    "awaiting_validation": "awaiting_validation()",
+    "ack_entry": "ack_entry(integer, jsonb, jsonb, boolean, text)",
+}
 
 READERS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
 
@@ -231,6 +277,29 @@ WHERE s.id = r.signal_id AND s.kind = 'twin-command'
 """
 
 # Back to stored rows: the derived built-in acks become acks, the events a table again.
+# Each result's sweep batch: those the gate had passed one migrated batch (the watermark), those
+# waiting in queue_validate a later one.
+MIGRATE_RESULTS = """
+WITH passed AS (
+    INSERT INTO ledger_batches (step, committed_at)
+    SELECT 'migrated', now() WHERE EXISTS (SELECT 1 FROM request_results) RETURNING id
+)
+UPDATE request_results SET batch_id = (SELECT id FROM passed);
+INSERT INTO pipeline_watermarks (name, position)
+SELECT 'validated_results', COALESCE(max(batch_id), 0) FROM request_results;
+WITH waiting AS (
+    INSERT INTO ledger_batches (step, committed_at)
+    SELECT 'migrated', now() WHERE EXISTS (SELECT 1 FROM queue_validate) RETURNING id
+)
+UPDATE request_results r SET batch_id = (SELECT id FROM waiting)
+FROM queue_validate q WHERE q.signal_id = r.signal_id AND q.attempt = r.attempt
+"""
+RESTORE_VALIDATION_QUEUE = """
+INSERT INTO queue_validate (signal_id, attempt)
+SELECT v.signal_id, v.attempt FROM awaiting_validation() v;
+DELETE FROM pipeline_watermarks WHERE name = 'validated_results'
+"""
+
 RESTORE_EVENTS = """
 INSERT INTO thing_events (id, thing_id, revision, signal_id, action, path, value, headers, created_at)
 SELECT e.id, e.thing_id, e.revision, e.signal_id, e.action, e.path, e.value, e.headers, e.created_at
@@ -292,11 +361,18 @@ def upgrade() -> None:
                            name=op.f("ck_search_marks_revisions")),
         sa.PrimaryKeyConstraint("thing_id", "to_revision", name=op.f("pk_search_marks")),
     )
-    op.alter_column("stage_check_acks", "ack_id", nullable=True)  # a derived built-in ack has none
+    op.add_column("request_results", sa.Column("batch_id", sa.BigInteger(), nullable=True))
+    op.execute(MIGRATE_RESULTS)
+    op.alter_column("request_results", "batch_id", nullable=False)
+    op.create_index("ix_request_results_batch_id", "request_results", ["batch_id"], postgresql_using="brin")
+    for ddl in FUNCTIONS.values():
+        op.execute(ddl)
     for name, query in VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {query}")
-    op.execute(ACK_ENTRY)
     op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT}")
+    op.execute(f"CREATE OR REPLACE VIEW report_settlement_status AS {SETTLEMENT_STATUS}")
+    for table in ("queue_validate", *CHECK_TABLES):
+        op.drop_table(table)  # the gate reads its slice where it lies
     if _roles_exist():
         for table in ("ledger_batches", "search_marks"):
             _owned_by_admin("TABLE", table)
@@ -305,10 +381,15 @@ def upgrade() -> None:
             op.execute(f"GRANT SELECT ON {view} TO {', '.join(READERS)}")
         op.execute("GRANT SELECT, INSERT ON ledger_batches, search_marks TO ackstore_pipeline")
         op.execute("GRANT USAGE ON SEQUENCE ledger_batches_id_seq TO ackstore_pipeline")  # a batch's id, taken first
+        op.execute("GRANT SELECT ON pipeline_watermarks TO ackstore_reporter")  # awaiting_validation() reads it
 
 
 def downgrade() -> None:
+    _decided_queue("queue_validate")
+    op.execute(RESTORE_VALIDATION_QUEUE)
     op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT_0006}")
+    op.execute(f"CREATE OR REPLACE VIEW report_settlement_status AS {SETTLEMENT_STATUS_0006}")
+    _restore_check_tables()
     op.execute("ALTER VIEW thing_events RENAME TO thing_events_view")
     op.create_table(
         "thing_events",
@@ -330,14 +411,15 @@ def downgrade() -> None:
     op.execute("SELECT setval(pg_get_serial_sequence('thing_events', 'id'), "
                "GREATEST((SELECT max(id) FROM thing_events), 1))")
     op.execute(RESTORE_ACKS)
-    op.execute("DELETE FROM stage_check_acks WHERE ack_id IS NULL")
-    op.alter_column("stage_check_acks", "ack_id", nullable=False)
     op.add_column("command_responses", sa.Column("responded_at", postgresql.TIMESTAMP(timezone=True),
                                                  server_default=sa.text("now()"), nullable=False))
     op.execute(RESPONSE_TIMES)
-    op.execute("DROP FUNCTION ack_entry(integer, jsonb, jsonb, boolean, text)")
     for name in reversed(VIEWS):
         op.execute(f"DROP VIEW {name if name != 'thing_events' else 'thing_events_view'}")
+    for signature in FUNCTION_SIGNATURES.values():
+        op.execute(f"DROP FUNCTION {signature}")
+    op.drop_index("ix_request_results_batch_id", table_name="request_results", postgresql_using="brin")
+    op.drop_column("request_results", "batch_id")
     op.drop_table("search_marks")
     op.drop_index("ix_command_responses_batch_id", table_name="command_responses", postgresql_using="brin")
     op.drop_index("uq_command_responses_event_id", table_name="command_responses",
@@ -366,3 +448,63 @@ def downgrade() -> None:
         op.execute("GRANT INSERT ON ack_requests TO ackstore_ingest")
         op.execute("GRANT SELECT ON thing_events TO ackstore_ingest")
         op.execute("GRANT SELECT, INSERT ON thing_events TO ackstore_pipeline")
+        op.execute("REVOKE SELECT ON pipeline_watermarks FROM ackstore_reporter")
+        op.execute("GRANT SELECT, INSERT, DELETE ON queue_validate TO ackstore_pipeline")
+        op.execute(f"GRANT SELECT, INSERT, TRUNCATE ON {', '.join(CHECK_TABLES)} TO ackstore_pipeline")
+        for table in ("queue_validate", *CHECK_TABLES):
+            _owned_by_admin("TABLE", table)
+
+
+# --- what the gate used before it read its slice where it lies (0003, 0004), for the downgrade ---
+
+CHECK_TABLES = ("stage_check_results", "stage_check_acks", "stage_check_settlements")
+
+
+def _decided_queue(name: str) -> None:
+    op.create_table(
+        name,
+        sa.Column("signal_id", sa.BigInteger(), nullable=False),
+        sa.Column("attempt", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("signal_id", "attempt", name=op.f(f"pk_{name}")),
+    )
+
+
+def _staging(name: str, *columns: sa.Column) -> None:
+    op.create_table(name, sa.Column("run_id", sa.Text(), nullable=False), *columns, prefixes=["UNLOGGED"])
+
+
+def _restore_check_tables() -> None:
+    _staging("stage_check_results",
+             sa.Column("signal_id", sa.BigInteger(), nullable=False),
+             sa.Column("attempt", sa.Integer(), nullable=False),
+             sa.Column("cause", sa.Text(), nullable=False),
+             sa.Column("status", sa.SmallInteger(), nullable=False),
+             sa.Column("decided_at", postgresql.TIMESTAMP(timezone=True), nullable=False),
+             sa.Column("deadline_at", postgresql.TIMESTAMP(timezone=True), nullable=False),
+             sa.Column("requested", sa.Integer(), nullable=False),
+             sa.Column("counted_in_time", sa.Integer(), nullable=False),
+             sa.Column("response_is_error", sa.Boolean(), nullable=False),
+             sa.Column("aggregated", sa.Boolean(), nullable=False),
+             sa.Column("body_entries", sa.Integer(), nullable=True),
+             sa.Column("body_keys", sa.Integer(), nullable=True),
+             sa.Column("combined_status", sa.Integer(), nullable=True))
+    _staging("stage_check_acks",
+             sa.Column("ack_id", sa.BigInteger(), nullable=False),
+             sa.Column("signal_id", sa.BigInteger(), nullable=False),
+             sa.Column("attempt", sa.Integer(), nullable=False),
+             sa.Column("label", sa.Text(), nullable=False),
+             sa.Column("status", sa.SmallInteger(), nullable=False),
+             sa.Column("weak", sa.Boolean(), nullable=False),
+             sa.Column("weak_header", sa.Boolean(), nullable=False),
+             sa.Column("requested", sa.Boolean(), nullable=False),
+             sa.Column("response_success", sa.Boolean(), nullable=True),
+             sa.Column("event_exists", sa.Boolean(), nullable=True),
+             sa.Column("custom_weak", sa.Boolean(), nullable=False),
+             sa.Column("declared", sa.Boolean(), nullable=False))
+    _staging("stage_check_settlements",
+             sa.Column("settlement_id", sa.BigInteger(), nullable=False),
+             sa.Column("signal_id", sa.BigInteger(), nullable=False),
+             sa.Column("attempt", sa.Integer(), nullable=False),
+             sa.Column("source", sa.Text(), nullable=False),
+             sa.Column("api", sa.Text(), nullable=False),
+             sa.Column("decided", sa.Boolean(), nullable=False))
