@@ -10,42 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
-from sqlalchemy import Connection, Engine, and_, func, null, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Connection, Engine
 
-from ackstore.ledger import deliveries, search
+from ackstore.ledger import acks, declarations, deliveries, results, search
 from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import make_engine, resolve_url
-from ackstore.ledger.named_sql import ledger_statement
-from ackstore.ledger.schema import (
-    acks,
-    command_responses,
-    declared_labels,
-    request_results,
-    signals,
-    subscribers,
-)
-from ackstore.rules import (
-    aggregation,
-    envelopes,
-    errors,
-    headers,
-    labels,
-    limits,
-    live_responses,
-    rql,
-    subscriptions,
-)
-from ackstore.rules.acks import ABSENT, Ack, Disposition, disposition_on_arrival
+from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
+from ackstore.rules.acks import Ack
 from ackstore.rules.settings import Settings
 
-ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
 NO_CONTENT = {"status": 204}
-
-
-def _json_or_null(value: Any) -> Any:
-    """SQL NULL for an absent value, the JSON value otherwise (JSON ``null`` included)."""
-    return null() if value is ABSENT else value
 
 
 class AckStore:
@@ -138,18 +112,13 @@ class AckStore:
     ) -> dict[str, Any]:
         """Declare the labels ``subscriber`` will issue (B.3); 204, or 400 / 409."""
         try:
-            row = _subscriber_row(subscriber, filter, namespaces, connection, channels)
-            resolved = _declarable_labels(labels_to_declare, connection)
+            row = declarations.subscriber_row(subscriber, filter, namespaces, connection, channels)
+            resolved = declarations.declarable_labels(labels_to_declare, connection)
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as conn:
-            # Declarations are rare; one lock makes the uniqueness check and the write atomic.
-            conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("ackstore.declare"))))
-            conflict = _declaration_conflict(conn, subscriber, row["holder"], resolved)
-            if conflict is not None:
-                return conflict.to_json()
-            _write_declaration(conn, row, resolved)
-        return dict(NO_CONTENT)
+            conflict = declarations.declare(conn, row, resolved)
+        return dict(NO_CONTENT) if conflict is None else conflict.to_json()
 
     # --- acknowledgements -------------------------------------------------------------
 
@@ -161,17 +130,17 @@ class AckStore:
         400, the same token again stores only labels it did not carry before.
         """
         try:
-            _check_subscriber_id(subscriber)
+            declarations.check_subscriber_id(subscriber)
             loaded = envelopes.load_envelope(ack, self.settings.max_envelope_bytes)
             incoming = envelopes.parse_acknowledgement(loaded)
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as conn:
-            declared = _labels_declared_by(conn, subscriber)
+            declared = declarations.labels_declared_by(conn, subscriber)
             for received in incoming.acks:
                 if received.label not in declared:
                     return errors.label_not_declared(received.label).to_json()
-            target = _lock_request(conn, incoming.correlation_id)
+            target = acks.lock_request(conn, incoming.correlation_id)
             if target is None:
                 return errors.request_not_found(incoming.correlation_id).to_json()
             if incoming.thing_id != target.thing_id:  # decisions #40: stored nowhere
@@ -180,9 +149,9 @@ class AckStore:
                 to_store = self._answer_handout(conn, subscriber, target.id, incoming.token, incoming.acks)
             except errors.DittoError as error:
                 return error.to_json()
-            decided = _is_decided(conn, target.id, target.attempt)
+            decided = acks.is_decided(conn, target.id, target.attempt)
             for received in to_store:
-                _store_ack(conn, target, received, subscriber, decided)
+                acks.store_ack(conn, target, received, subscriber, decided)
         return dict(NO_CONTENT)
 
     def respond(self, subscriber: str, response: dict[str, Any] | str | bytes) -> dict[str, Any]:
@@ -192,18 +161,18 @@ class AckStore:
         gets when that is all it asked for); later ones are kept as duplicates (A.2.8).
         """
         try:
-            _check_subscriber_id(subscriber)
+            declarations.check_subscriber_id(subscriber)
             loaded = envelopes.load_envelope(response, self.settings.max_envelope_bytes)
             answer = envelopes.parse_live_response(loaded)
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as conn:
-            channels = conn.execute(select(subscribers.c.channels).where(subscribers.c.id == subscriber)).scalar()
+            channels = declarations.channels_of(conn, subscriber)
             if channels is None:
                 return errors.subscriber_not_found(subscriber).to_json()
             if "live" not in channels:
                 return errors.live_response_forbidden(subscriber).to_json()
-            target = _lock_request(conn, answer.correlation_id)
+            target = acks.lock_request(conn, answer.correlation_id)
             if target is None:
                 return errors.request_not_found(answer.correlation_id).to_json()
             if target.channel != "live":
@@ -220,17 +189,17 @@ class AckStore:
             signal = live_responses.LiveSignal(target.thing_id, target.kind, target.action, target.path)
             mismatch = live_responses.mismatch(signal, answer)
             if mismatch is not None:  # refused, and kept for the audit (and a 408's description)
-                _store_ack(conn, target, ack, subscriber, decided=False, invalid=mismatch)
+                acks.store_ack(conn, target, ack, subscriber, decided=False, invalid=mismatch)
                 return errors.live_response_invalid(answer.correlation_id, mismatch).to_json()
             try:
                 to_store = self._answer_handout(conn, subscriber, target.id, answer.token, (ack,))
             except errors.DittoError as error:
                 return error.to_json()
-            decided = _is_decided(conn, target.id, target.attempt)
+            decided = acks.is_decided(conn, target.id, target.attempt)
             if to_store:
-                _store_ack(conn, target, ack, subscriber, decided)
+                acks.store_ack(conn, target, ack, subscriber, decided)
                 if not decided:
-                    _store_live_response(conn, target.id, answer)
+                    acks.store_live_response(conn, target.id, answer)
         return dict(NO_CONTENT)
 
     def _answer_handout(
@@ -259,7 +228,7 @@ class AckStore:
         ``delivery-count``. Raises :class:`~ackstore.rules.errors.DittoError` (404 for an
         unknown subscriber, 400 for a bad ``max`` or ``lease``).
         """
-        _check_subscriber_id(subscriber)
+        declarations.check_subscriber_id(subscriber)
         limit = subscriptions.pull_size(max)
         lease_ms = subscriptions.lease_ms(lease)
         with self.engine.begin() as conn:
@@ -277,7 +246,7 @@ class AckStore:
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.connect() as conn:
-            row = conn.execute(ledger_statement("store", "latest_result"), {"correlation_id": correlation_id}).first()
+            row = results.latest(conn, correlation_id)
         if row is None:
             return errors.request_not_found(correlation_id).to_json()
         if row.status is None:
@@ -287,7 +256,7 @@ class AckStore:
     def search(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
         """Indexed things matching an RQL filter: 200 with their ids, or 400 for a bad filter."""
         try:
-            _check_namespaces(namespaces)
+            declarations.check_namespaces(namespaces)
             with self.engine.connect() as conn:
                 items = search.search(conn, expression, namespaces)
         except errors.DittoError as error:
@@ -301,224 +270,7 @@ class AckStore:
         except errors.DittoError:
             return None  # no stored correlation id can hold it
         with self.engine.connect() as conn:
-            row = conn.execute(select(signals).where(signals.c.correlation_id == correlation_id)).mappings().first()
-            if row is None:
-                return None
-            stored_acks = conn.execute(ledger_statement("store", "acks_of"), {"signal_id": row["id"]}).mappings()
-            state = {k: _jsonable(v) for k, v in row.items()}
-            state["acks"] = [dict(a) for a in stored_acks]
-            state["attempts"] = _attempts(conn, row["id"])
-            state["deliveries"] = deliveries.handouts_of(conn, row["id"])
-            state["state"] = _checkpoint(conn, row["id"], state["attempts"][-1])
-        state["result"] = self.result(correlation_id)
+            state = results.stored_signal(conn, correlation_id)
+        if state is not None:
+            state["result"] = self.result(correlation_id)
         return state
-
-
-# --- statements (each one named, values always bound) ---------------------------------
-
-
-def _subscriber_row(
-    subscriber: object,
-    filter: object,
-    namespaces: object,
-    connection: object,
-    channels: object,
-) -> dict[str, Any]:
-    _check_subscriber_id(subscriber)
-    if filter is not None:
-        rql.parse(filter)  # 400 rql.expression.invalid, with the position of the problem
-    _check_namespaces(namespaces)
-    if connection is not None and (not isinstance(connection, str) or not connection):
-        raise errors.json_field_invalid("/connection", "non-empty String")
-    if connection is not None:
-        limits.check_id("connection id", connection, limits.MAX_CONNECTION_ID_BYTES)
-    chosen = list(ALL_CHANNELS) if channels is None else channels
-    if not _is_string_list(chosen) or not chosen or not set(chosen) <= set(ALL_CHANNELS):
-        raise errors.json_field_invalid("/channels", "non-empty JSON array of 'twin' and 'live'")
-    return {
-        "id": subscriber,
-        "holder": f"connection:{connection}" if connection else f"subscriber:{subscriber}",
-        "connection_id": connection,
-        "filter": filter,
-        "namespaces": list(namespaces) if namespaces is not None else None,
-        "channels": sorted(set(chosen)),
-    }
-
-
-def _is_string_list(value: object) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(item, str) and item for item in value)
-
-
-def _declarable_labels(requested: object, connection: str | None) -> list[str]:
-    if isinstance(requested, (str, bytes)) or not isinstance(requested, Sequence):
-        raise errors.json_field_invalid("/labels", "JSON array of acknowledgement labels")
-    resolved: list[str] = []
-    for label in requested:
-        declarable = labels.validate_declarable(label, connection)
-        if declarable not in resolved:
-            resolved.append(declarable)
-    return resolved
-
-
-def _declaration_conflict(
-    conn: Connection, subscriber: str, holder: str, wanted: list[str]
-) -> errors.DittoError | None:
-    """409 if another holder owns one of the labels, or the group declares a different set."""
-    others_in_group = conn.execute(
-        select(func.count()).where(and_(subscribers.c.holder == holder, subscribers.c.id != subscriber))
-    ).scalar_one()
-    if others_in_group:
-        group_labels = set(conn.execute(select(declared_labels.c.label).where(declared_labels.c.holder == holder)).scalars())
-        if group_labels != set(wanted):
-            return errors.label_not_unique()
-    taken = conn.execute(
-        select(func.count()).where(and_(declared_labels.c.label.in_(wanted), declared_labels.c.holder != holder))
-    ).scalar_one()
-    return errors.label_not_unique() if taken else None
-
-
-def _write_declaration(conn: Connection, row: dict[str, Any], wanted: list[str]) -> None:
-    previous_holder = conn.execute(select(subscribers.c.holder).where(subscribers.c.id == row["id"])).scalar()
-    # A new subscriber starts at the end of the event log, as a new subscription does.
-    log_end = select(func.coalesce(func.max(command_responses.c.event_id), 0)).scalar_subquery()
-    upsert = insert(subscribers).values(**row, event_position=log_end)
-    conn.execute(
-        upsert.on_conflict_do_update(
-            index_elements=[subscribers.c.id],
-            set_={name: upsert.excluded[name] for name in row if name != "id"} | {"declared_at": func.now()},
-        )
-    )
-    if previous_holder is not None and previous_holder != row["holder"]:
-        _release_orphaned_labels(conn, previous_holder)
-    conn.execute(
-        declared_labels.delete().where(
-            and_(declared_labels.c.holder == row["holder"], declared_labels.c.label.not_in(wanted))
-        )
-    )
-    if wanted:
-        conn.execute(
-            insert(declared_labels).on_conflict_do_nothing(index_elements=[declared_labels.c.label]),
-            [{"label": label, "holder": row["holder"]} for label in wanted],
-        )
-
-
-def _release_orphaned_labels(conn: Connection, holder: str) -> None:
-    """A group nobody belongs to any more holds no labels."""
-    members = conn.execute(select(func.count()).where(subscribers.c.holder == holder)).scalar_one()
-    if not members:
-        conn.execute(declared_labels.delete().where(declared_labels.c.holder == holder))
-
-
-def _labels_declared_by(conn: Connection, subscriber: str) -> set[str]:
-    return set(
-        conn.execute(
-            select(declared_labels.c.label)
-            .join(subscribers, subscribers.c.holder == declared_labels.c.holder)
-            .where(subscribers.c.id == subscriber)
-        ).scalars()
-    )
-
-
-def _check_namespaces(namespaces: object) -> None:
-    if namespaces is not None and not _is_string_list(namespaces):
-        raise errors.json_field_invalid("/namespaces", "JSON array of Strings")
-    for namespace in namespaces or ():
-        limits.check_text("namespace", namespace)
-
-
-def _check_subscriber_id(subscriber: object) -> str:
-    if not isinstance(subscriber, str) or not subscriber:
-        raise errors.json_field_invalid("/subscriber", "non-empty String")
-    return limits.check_id("subscriber id", subscriber, limits.MAX_SUBSCRIBER_ID_BYTES)
-
-
-def _lock_request(conn: Connection, correlation_id: str) -> Any:
-    """The request an ack is for (its current attempt), share-locked so that deciding it waits."""
-    return conn.execute(ledger_statement("store", "current_request"), {"correlation_id": correlation_id}).first()
-
-
-def _store_live_response(conn: Connection, signal_id: int, answer: envelopes.LiveResponse) -> None:
-    """The first live response is the signal's response: the requester's plain answer when it
-    asked for none of the labels (B.7) — a live response is never an error that short-circuits."""
-    conn.execute(
-        insert(command_responses)
-        .values(signal_id=signal_id, status=answer.status, payload=_json_or_null(answer.value), is_error=False)
-        .on_conflict_do_nothing(index_elements=[command_responses.c.signal_id])
-    )
-
-
-def _is_decided(conn: Connection, signal_id: int, attempt: int) -> bool:
-    return conn.execute(
-        select(func.count()).where(request_results.c.signal_id == signal_id, request_results.c.attempt == attempt)
-    ).scalar_one() > 0
-
-
-def _store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: bool, invalid: str | None = None) -> None:
-    """Store one valid ack: counted if it is the first for a requested label of an undecided
-    request; otherwise kept as late, unrequested or duplicate (A.2.5, A.2.8). A live response
-    that does not answer its command is kept as ``invalid``, with why."""
-    row = {
-        "signal_id": target.id,
-        "attempt": target.attempt,
-        "label": ack.label,
-        "status": ack.status,
-        "payload": _json_or_null(ack.payload),
-        "headers": dict(ack.headers),
-        "issuer": issuer,
-    }
-    disposition = disposition_on_arrival(
-        decided=decided, requested=ack.label in target.requested_acks, invalid=invalid is not None)
-    if disposition is not Disposition.COUNTED:
-        conn.execute(insert(acks).values(**row, disposition=disposition.value, reason=invalid))
-        return
-    counted = conn.execute(
-        insert(acks)
-        .values(**row, disposition=Disposition.COUNTED.value)
-        .on_conflict_do_nothing(
-            index_elements=[acks.c.signal_id, acks.c.attempt, acks.c.label],
-            index_where=acks.c.disposition == Disposition.COUNTED.value,
-        )
-        .returning(acks.c.id)
-    ).first()
-    if counted is None:  # the first for its label was counted already
-        conn.execute(insert(acks).values(**row, disposition=Disposition.DUPLICATE.value))
-
-
-def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
-    """Every attempt of a signal: its labels and deadline, its result and its settlement."""
-    rows = conn.execute(ledger_statement("store", "attempts_of"), {"signal_id": signal_id}).mappings()
-    return [
-        {
-            "attempt": row["attempt"],
-            "requestedAcks": list(row["requested_acks"]),
-            "openedAt": _jsonable(row["opened_at"]),
-            "deadlineAt": _jsonable(row["deadline_at"]),
-            "result": None if row["status"] is None else {
-                "status": row["status"], "cause": row["cause"], "decidedAt": _jsonable(row["decided_at"]),
-            },
-            "settlement": None if row["decision"] is None else {
-                "decision": row["decision"],
-                "decidedAt": _jsonable(row["settlement_decided_at"]),
-                "carriedOutAt": _jsonable(row["carried_out_at"]),
-            },
-        }
-        for row in rows
-    ]
-
-
-def _checkpoint(conn: Connection, signal_id: int, latest: dict[str, Any]) -> str:
-    """The furthest checkpoint a signal reached: received, persisted / failed, decided, settled (A.3)."""
-    if latest["settlement"] is not None:
-        return "settled" if latest["settlement"]["carriedOutAt"] is not None else "decided"
-    if latest["result"] is not None:
-        return "decided"
-    is_error = conn.execute(
-        select(command_responses.c.is_error).where(command_responses.c.signal_id == signal_id)
-    ).scalar()
-    if is_error is None:
-        return "received"
-    return "failed" if is_error else "persisted"
-
-
-def _jsonable(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") and value is not None else value

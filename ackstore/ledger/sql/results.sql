@@ -1,14 +1,6 @@
--- Statements of the store API (ackstore/ledger/store.py). Values are bind parameters.
--- A signal's attempts and its current one are the views request_attempts and current_attempts.
-
--- name: current_request
--- The request an ack is for: the signal, share-locked so that deciding it waits for this ack,
--- with its current attempt and the labels that attempt requested.
-SELECT s.id, s.thing_id, s.channel, s.kind, s.action, s.path, a.attempt, a.requested_acks
-FROM signals s
-JOIN current_attempts a ON a.signal_id = s.id
-WHERE s.correlation_id = :correlation_id
-FOR SHARE OF s
+-- Statements that read what the ledger answers and shows about a signal
+-- (ackstore/ledger/results.py). A signal's attempts and its current one are the views
+-- request_attempts and current_attempts.
 
 -- name: latest_result
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
@@ -17,6 +9,14 @@ FROM signals s
 JOIN current_attempts a ON a.signal_id = s.id
 LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = a.attempt
 WHERE s.correlation_id = :correlation_id
+
+-- name: signal
+-- The stored signal, for `show`.
+SELECT s.* FROM signals s WHERE s.correlation_id = :correlation_id
+
+-- name: response_failed
+-- Whether the signal's command failed (NULL: no response yet).
+SELECT r.is_error FROM command_responses r WHERE r.signal_id = :signal_id
 
 -- name: attempts_of
 -- Every attempt of a signal with its result and settlement, for `show`.

@@ -1,0 +1,108 @@
+"""Subscribers and the labels they declare (B.3): who may issue which acks, in which group.
+
+A subscriber belongs to a holder — its own (``subscriber:<id>``) or its connection's
+(``connection:<id>``) — and a holder owns its labels: no two holders declare the same label, and
+every subscriber of one holder declares the same set. Statements: ``sql/declarations.sql``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sqlalchemy import Connection
+
+from ackstore.ledger.named_sql import ledger_statement
+from ackstore.rules import errors, labels, limits, rql
+
+ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
+
+
+def _sql(name: str) -> Any:
+    return ledger_statement("declarations", name)
+
+
+def subscriber_row(
+    subscriber: object, filter: object, namespaces: object, connection: object, channels: object
+) -> dict[str, Any]:
+    """A declaration's subscriber as stored, checked; raises a 400 DittoError for bad input."""
+    check_subscriber_id(subscriber)
+    if filter is not None:
+        rql.parse(filter)  # 400 rql.expression.invalid, with the position of the problem
+    check_namespaces(namespaces)
+    if connection is not None and (not isinstance(connection, str) or not connection):
+        raise errors.json_field_invalid("/connection", "non-empty String")
+    if connection is not None:
+        limits.check_id("connection id", connection, limits.MAX_CONNECTION_ID_BYTES)
+    chosen = list(ALL_CHANNELS) if channels is None else channels
+    if not _is_string_list(chosen) or not chosen or not set(chosen) <= set(ALL_CHANNELS):
+        raise errors.json_field_invalid("/channels", "non-empty JSON array of 'twin' and 'live'")
+    return {
+        "subscriber": subscriber,
+        "holder": f"connection:{connection}" if connection else f"subscriber:{subscriber}",
+        "connection_id": connection,
+        "filter": filter,
+        "namespaces": list(namespaces) if namespaces is not None else None,
+        "channels": sorted(set(chosen)),
+    }
+
+
+def declarable_labels(requested: object, connection: str | None) -> list[str]:
+    """The labels to declare, checked (400) and without repeats, in the order given."""
+    if isinstance(requested, (str, bytes)) or not isinstance(requested, Sequence):
+        raise errors.json_field_invalid("/labels", "JSON array of acknowledgement labels")
+    resolved: list[str] = []
+    for label in requested:
+        declarable = labels.validate_declarable(label, connection)
+        if declarable not in resolved:
+            resolved.append(declarable)
+    return resolved
+
+
+def declare(conn: Connection, row: dict[str, Any], wanted: list[str]) -> errors.DittoError | None:
+    """Store the subscriber and its group's labels; the 409 when they clash, and nothing written."""
+    conn.execute(_sql("lock"))
+    conflict = _conflict(conn, row["subscriber"], row["holder"], wanted)
+    if conflict is not None:
+        return conflict
+    previous_holder = conn.execute(_sql("holder_of"), row).scalar()
+    conn.execute(_sql("upsert_subscriber"), row)
+    if previous_holder is not None and previous_holder != row["holder"]:
+        conn.execute(_sql("release_orphaned_labels"), {"holder": previous_holder})
+    conn.execute(_sql("drop_undeclared"), {"holder": row["holder"], "labels": wanted})
+    conn.execute(_sql("declare_labels"), {"holder": row["holder"], "labels": wanted})
+    return None
+
+
+def _conflict(conn: Connection, subscriber: str, holder: str, wanted: list[str]) -> errors.DittoError | None:
+    """409 if another holder owns one of the labels, or the group declares a different set."""
+    params = {"subscriber": subscriber, "holder": holder, "labels": wanted}
+    if conn.execute(_sql("others_in_group"), params).scalar_one():
+        if set(conn.execute(_sql("group_labels"), params).scalars()) != set(wanted):
+            return errors.label_not_unique()
+    return errors.label_not_unique() if conn.execute(_sql("labels_taken"), params).scalar_one() else None
+
+
+def labels_declared_by(conn: Connection, subscriber: str) -> set[str]:
+    return set(conn.execute(_sql("labels_declared_by"), {"subscriber": subscriber}).scalars())
+
+
+def channels_of(conn: Connection, subscriber: str) -> list[str] | None:
+    """The channels ``subscriber`` receives; None for an unknown subscriber."""
+    return conn.execute(_sql("channels_of"), {"subscriber": subscriber}).scalar()
+
+
+def check_namespaces(namespaces: object) -> None:
+    if namespaces is not None and not _is_string_list(namespaces):
+        raise errors.json_field_invalid("/namespaces", "JSON array of Strings")
+    for namespace in namespaces or ():
+        limits.check_text("namespace", namespace)
+
+
+def check_subscriber_id(subscriber: object) -> str:
+    if not isinstance(subscriber, str) or not subscriber:
+        raise errors.json_field_invalid("/subscriber", "non-empty String")
+    return limits.check_id("subscriber id", subscriber, limits.MAX_SUBSCRIBER_ID_BYTES)
+
+
+def _is_string_list(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, str) and item for item in value)
