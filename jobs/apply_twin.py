@@ -65,7 +65,7 @@ def _merge(step: Step) -> None:
         expect_count("apply queue", run_statement("dequeue"), staged)
         run_statement("enqueue_index")
         run_statement("clear_staging")
-        step.close_batch(conn, params["batch_id"])
+        step.close_batch(conn, params["batch_id"], staged)
 
 
 # --- the fold, run inside Spark's Python workers --------------------------------------------

@@ -62,25 +62,20 @@ INVARIANTS: tuple[Invariant, ...] = (
         "a request decided early by an error is a failed twin command (the short-circuit)",
         "stored AND cause = 'error' AND NOT response_is_error",
     ),
-    # An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
-    # with response-required=false a success has no body at all.
     Invariant(
         "requests",
         "an aggregated result body has exactly one entry per requested label",
-        "stored AND cause IN ('acks', 'deadline') AND requested >= 2 AND body IS NOT NULL "
-        "AND NOT (jsonb_typeof(body) = 'object' AND body ?& requested_acks)",
+        "stored AND aggregated AND NOT (jsonb_typeof(body) = 'object' AND body ?& requested_acks)",
     ),
     Invariant(
         "requests",
         "an aggregated result body has no entry for a label that was not requested",
-        "stored AND cause IN ('acks', 'deadline') AND requested >= 2 AND jsonb_typeof(body) = 'object' "
-        "AND body - requested_acks <> jsonb_build_object()",
+        "stored AND aggregated AND jsonb_typeof(body) = 'object' AND body - requested_acks <> jsonb_build_object()",
     ),
     Invariant(
         "requests",
         "an aggregated status follows from its entries: 200 if all are 2xx, else 424",
-        "stored AND cause IN ('acks', 'deadline') AND requested >= 2 AND jsonb_typeof(body) = 'object' "
-        "AND status <> CASE WHEN jsonb_path_exists(body, "
+        "stored AND aggregated AND jsonb_typeof(body) = 'object' AND status <> CASE WHEN jsonb_path_exists(body, "
         "'$.* ? (!(@.status.type() == \"number\" && @.status >= 200 && @.status <= 299))') THEN 424 ELSE 200 END",
     ),
     # --- the counted acks of decided requests -----------------------------------------------

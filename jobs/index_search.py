@@ -66,7 +66,7 @@ def _merge(step: Step) -> None:
         run_statement("dequeue")
         expect_count("search marks", run_statement("insert_marks"), staged)
         run_statement("clear_staging")
-        step.close_batch(conn, params["batch_id"])
+        step.close_batch(conn, params["batch_id"], staged)
 
 
 def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:

@@ -116,8 +116,11 @@ class Step:
         """A ledger batch for the facts this merge writes; :meth:`close_batch` ends the merge."""
         return conn.execute(statement("batches", "open")).scalar_one()
 
-    def close_batch(self, conn: Connection, batch_id: int) -> None:
-        """Record the batch as the merge's last write: its time is when its facts became visible."""
+    def close_batch(self, conn: Connection, batch_id: int, written: int) -> None:
+        """Record the batch as the merge's last write: its time is when its facts became visible.
+        A batch that wrote nothing is not recorded (an idle run changes nothing)."""
+        if not written:
+            return
         conn.execute(statement("batches", "wait_for_decisions"))
         conn.execute(statement("batches", "close"), {"batch_id": batch_id, "step": self.name, "run_id": self.run_id})
 

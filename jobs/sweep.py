@@ -51,8 +51,7 @@ def decide_common(step: Step) -> None:
         batch_id = step.open_batch(conn)
         run_statement = step.runner(conn, {**COMMON_PARAMS, "batch_id": batch_id})
         decided = sum(run_statement(name) for name in COMMON_STATEMENTS)
-        if decided:  # a batch without results would be a change of an idle run
-            step.close_batch(conn, batch_id)
+        step.close_batch(conn, batch_id, decided)
     faults.checkpoint(f"{step.name}:common")
     step.stats["decided_in_sql"] = decided
     step.stats["decided"] += decided
@@ -75,8 +74,7 @@ def _merge(step: Step) -> None:
         step.stats["late_acks"] = run_statement("flag_late")
         expect_count("decision queue", run_statement("dequeue"), staged)
         run_statement("clear_staging")
-        if staged:  # a batch without results would be a change of an idle run
-            step.close_batch(conn, params["batch_id"])
+        step.close_batch(conn, params["batch_id"], staged)
 
 
 # --- deciding, inside Spark's Python workers --------------------------------------------------

@@ -37,6 +37,9 @@ SELECT * FROM settlements WHERE id > :settlements_after AND id <= :settlements_u
 -- correlated subquery, a LATERAL aggregate) keep the cost with the slice, never the history.
 SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.body, q.decided_at, q.deadline_at,
        q.requested_acks, cardinality(q.requested_acks) AS requested,
+       -- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
+       -- with response-required=false a success has no body at all.
+       q.cause IN ('acks', 'deadline') AND cardinality(q.requested_acks) >= 2 AND q.body IS NOT NULL AS aggregated,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
                   FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY['twin-persisted'] END
