@@ -19,6 +19,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -115,7 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jobs.spark import spark_session
 
     raw_queue, queue = f"ackstore-bench-raw-{run}", f"ackstore-bench-{run}"
-    with fresh_database(args.server, "broker_raw") as raw_url, fresh_database(args.server, "broker") as url:
+    # the connector's log goes to a file: a pipe nobody reads fills up and stalls the connector
+    with fresh_database(args.server, "broker_raw") as raw_url, fresh_database(args.server, "broker") as url, \
+            tempfile.TemporaryFile("w+") as log:
         try:
             publish(args.amqp, raw_queue, messages(n, f"r{run}"))
             raw = raw_consumer(args.amqp, raw_url, raw_queue, n, args.batch, args.prefetch)
@@ -131,16 +134,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [sys.executable, "-m", "ackstore.cli", "--database-url", url, "connect", "amqp", "--url", args.amqp,
                  "--connection-id", "bench", "--queue", queue, "--requested-acks", "twin-persisted",
                  "--batch-size", str(args.batch), "--prefetch", str(args.prefetch), "--poll", "1"],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True)
             runs = 0
             while settled_count(url) < n:
                 if connector.poll() is not None:
-                    raise SystemExit(f"the connector exited: {connector.stderr.read()[-3000:]}")
+                    log.seek(0)
+                    raise SystemExit(f"the connector exited: {log.read()[-3000:]}")
                 pipeline.run(spark, PipelineSettings(database_url=url, partitions=settings.partitions))
                 runs += 1
             end_to_end = time.perf_counter() - started
             connector.terminate()
-            connector.communicate(timeout=120)
+            connector.wait(timeout=120)
             spark.stop()
             stages = stage_seconds(url, started_at)
         finally:

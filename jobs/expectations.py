@@ -65,18 +65,17 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant(
         "requests",
         "an aggregated result body has exactly one entry per requested label",
-        "stored AND aggregated AND NOT (jsonb_typeof(body) = 'object' AND body ?& requested_acks)",
+        "stored AND aggregated AND NOT (body_is_object AND body_has_every_label)",
     ),
     Invariant(
         "requests",
         "an aggregated result body has no entry for a label that was not requested",
-        "stored AND aggregated AND jsonb_typeof(body) = 'object' AND body - requested_acks <> jsonb_build_object()",
+        "stored AND aggregated AND body_has_other_labels",
     ),
     Invariant(
         "requests",
         "an aggregated status follows from its entries: 200 if all are 2xx, else 424",
-        "stored AND aggregated AND jsonb_typeof(body) = 'object' AND status <> CASE WHEN jsonb_path_exists(body, "
-        "'$.* ? (!(@.status.type() == \"number\" && @.status >= 200 && @.status <= 299))') THEN 424 ELSE 200 END",
+        "stored AND aggregated AND body_is_object AND status <> CASE WHEN body_entries_all_2xx THEN 200 ELSE 424 END",
     ),
     # --- the counted acks of decided requests -----------------------------------------------
     Invariant(

@@ -1,7 +1,9 @@
 """Step 2, index_search: flatten changed things into the search index (B.11).
 
-Spark reads the things whose revision is past the index's watermark, flattens the changed
-documents with :func:`ackstore.rules.index_rows.flatten`, and stages rows and watermarks. One
+Spark runs one task per partition of the things: it reads the partition's things whose revision
+is past the index's watermark, stages their watermarks, flattens the changed documents with
+:func:`ackstore.rules.index_rows.flatten` and stages the rows (in its Python worker: the rows
+never pass through the JVM). One
 transaction replaces the things' index rows, advances the watermarks and marks, per thing, the
 revisions now indexed: one ledger batch, whose commit time is the fact time of the
 ``search-persisted`` acks derived from the marks.
@@ -11,10 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import stage_search_rows, stage_search_things
+from ackstore.ledger.schema import (
+    queue_index, search_index, search_marks, search_things, stage_search_rows, stage_search_things,
+)
 from ackstore.rules import index_rows, jsontext
 from jobs.settings import PipelineSettings
-from jobs.spark import map_rows, spark_ddl
+from jobs.spark import map_rows
+from jobs.sql import with_literals
 from jobs.step import Step, expect_count
 
 JOB = "index_search"
@@ -29,6 +34,16 @@ ROW_COLUMNS = (
     ("empty", "bool_"),
     ("revision", "int64"),
 )
+CHANGED_COLUMNS = (
+    ("thing_id", "string"),
+    ("namespace", "string"),
+    ("old_revision", "int64"),
+    ("revision", "int64"),
+    ("digest", "string"),
+    ("present", "bool_"),
+    ("changed", "bool_"),
+    ("document", "string"),
+)
 WATERMARK_COLUMNS = ("thing_id", "namespace", "old_revision", "revision", "digest", "present", "changed")
 
 
@@ -38,19 +53,10 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
 
 
 def _stage(spark: Any, step: Step, _: tuple) -> None:
-    from pyspark.sql import functions as F
-
-    changed = step.read(spark, "changed", (0, 63), partition_column="bucket").cache()
-    try:
-        step.stage(changed.select(*WATERMARK_COLUMNS), stage_search_things)
-        rows = (
-            changed.where(F.col("changed") & F.col("present"))
-            .select("thing_id", "revision", "document")
-            .mapInArrow(flatten_batches, spark_ddl(ROW_COLUMNS))
-        )
-        step.stage(rows, stage_search_rows)
-    finally:
-        changed.unpersist()
+    partitions = step.settings.partitions
+    reads = [with_literals(JOB, "changed", {"partition": k, "partitions": partitions}) for k in range(partitions)]
+    step.stage_in_tasks(spark, reads, CHANGED_COLUMNS,
+                        {stage_search_things: watermark_batches, stage_search_rows: flatten_batches})
 
 
 def _merge(step: Step) -> None:
@@ -63,18 +69,27 @@ def _merge(step: Step) -> None:
         step.stats["things"] = staged
         step.stats["rows_deleted"] = run_statement("delete_rows")
         step.stats["rows"] = run_statement("insert_rows")
-        run_statement("dequeue")
+        dequeued = run_statement("dequeue")
         expect_count("search marks", run_statement("insert_marks"), staged)
         run_statement("clear_staging")
+        step.refresh_statistics(conn, {search_index: step.stats["rows"], search_things: staged, search_marks: staged,
+                                       queue_index: dequeued})
         step.close_batch(conn, params["batch_id"], staged)
 
 
+def watermark_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """Each changed thing's new watermark: the read's own columns."""
+    return (batch.select(WATERMARK_COLUMNS) for batch in batches)
+
+
 def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    """Index rows of each (thing_id, revision, document) row, inside Spark's Python workers."""
+    """Index rows of each thing whose indexed state changed, inside Spark's Python workers."""
     return map_rows(batches, ROW_COLUMNS, _index_rows)
 
 
 def _index_rows(thing: dict[str, Any]) -> list[dict[str, Any]]:
+    if not (thing["changed"] and thing["present"]):
+        return []  # unchanged: the index holds this state; deleted: the merge only deletes its rows
     return [
         {
             "thing_id": thing["thing_id"],

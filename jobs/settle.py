@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import stage_settlements
+from ackstore.ledger.schema import queue_settle, settlements, stage_settlements
 from ackstore.ledger.settlements import NOTIFY_CHANNEL
 from ackstore.rules import jsontext, settlement
 from jobs.settings import PipelineSettings
@@ -48,6 +48,7 @@ def _merge(step: Step) -> None:
         step.stats["by_decision"] = {row.decision: row.n for row in conn.execute(statement(JOB, "counts"), params)}
         step.stats["notified_sources"] = len(conn.execute(statement(JOB, "notify"), params).all())
         run_statement("clear_staging")
+        step.refresh_statistics(conn, {settlements: step.stats["settlements"], queue_settle: staged})
 
 
 # --- deciding, inside Spark's Python workers --------------------------------------------------

@@ -15,7 +15,7 @@ from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from ackstore import faults
 from jobs.settings import PipelineSettings
-from jobs.spark import Jdbc
+from jobs.spark import Postgres
 from jobs.sql import statement, statements
 
 
@@ -28,14 +28,14 @@ class StagingMismatch(RuntimeError):
 
 
 class Step:
-    """One run of one step: its engine, its JDBC target and its lock."""
+    """One run of one step: its engine, where Spark reads and stages, and its lock."""
 
     def __init__(self, name: str, settings: PipelineSettings, staging: tuple[Table, ...]) -> None:
         self.name = name
         self.settings = settings
         self.run_id = settings.run_id
         self.staging = staging
-        self.jdbc = Jdbc.from_database_url(settings.database_url)
+        self.postgres = Postgres.from_database_url(settings.database_url)
         self.engine: Engine = make_engine(settings.database_url)
         self.stats: dict[str, Any] = {}
         self._started = time.perf_counter()
@@ -85,16 +85,23 @@ class Step:
 
     def read(self, spark: Any, query: str, bounds: tuple[int, int], partition_column: str = "signal_id") -> Any:
         """The job's named read ``query``, split into partitions over ``bounds`` of a column."""
-        return self.jdbc.read(
+        return self.postgres.read(
             spark, statements(self.name)[query], partition_column=partition_column, bounds=bounds,
             partitions=self.settings.partitions,
         )
 
-    def stage(self, frame: Any, table: Table) -> None:
-        """Append ``frame``'s rows, tagged with this run's id, to the staging ``table``."""
+    def stage(self, frame: Any, table: Table) -> int:
+        """Append ``frame``'s rows, tagged with this run's id, to the staging ``table``; how many."""
         from pyspark.sql import functions as F
 
-        self.jdbc.append(frame.withColumn("run_id", F.lit(self.run_id)), table.name)
+        return self.postgres.append(frame.withColumn("run_id", F.lit(self.run_id)), table.name)
+
+    def stage_in_tasks(self, spark: Any, reads: list[str], columns: Any,
+                       outputs: dict[Table, Callable[[Iterator[Any]], Iterator[Any]]]) -> None:
+        """Stage what each of ``outputs`` makes of the rows of each query of ``reads``, one Spark
+        task per query, tagged with this run's id (:meth:`jobs.spark.Postgres.stage_in_tasks`)."""
+        named = {table.name: each for table, each in outputs.items()}
+        self.postgres.stage_in_tasks(spark, reads, columns, named, self.run_id)
 
     def timed(self, label: str, work: Callable[[], Any]) -> Any:
         started = time.perf_counter()
@@ -103,11 +110,20 @@ class Step:
         return result
 
     @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A transaction that writes the ledger. Without JIT: a merge's plan is large and runs once,
+        and compiling it with inlining and optimization cost more than it saved (≈ 1 s a statement
+        at a million rows, measured)."""
+        with self.engine.begin() as conn:
+            conn.execute(statement("batches", "without_jit"))
+            yield conn
+
+    @contextmanager
     def merge(self) -> Iterator[Connection]:
         """The one transaction that moves staged rows into the ledger."""
         faults.checkpoint(f"{self.name}:staged")
         started = time.perf_counter()
-        with self.engine.begin() as conn:
+        with self.transaction() as conn:
             yield conn
         self.stats["merge_seconds"] = round(time.perf_counter() - started, 3)
         faults.checkpoint(f"{self.name}:merged")
@@ -123,6 +139,17 @@ class Step:
             return
         conn.execute(statement("batches", "wait_for_decisions"))
         conn.execute(statement("batches", "close"), {"batch_id": batch_id, "step": self.name, "run_id": self.run_id})
+
+    def refresh_statistics(self, conn: Connection, written: dict[Table, int]) -> None:
+        """Statistics for the tables this merge wrote so many rows of (or staged, before the merge
+        reads them) that plans made with the old ones would be wrong: a backlog of a million
+        planned as a minute's few nested-loops through every index (the function
+        ``refresh_statistics`` decides; per-minute runs never pay)."""
+        started = time.perf_counter()
+        for table, rows in written.items():
+            conn.execute(statement("batches", "refresh_statistics"), {"table": table.name, "written": rows})
+        seconds = self.stats.setdefault("statement_seconds", {})
+        seconds["refresh_statistics"] = round(seconds.get("refresh_statistics", 0) + time.perf_counter() - started, 3)
 
     def runner(self, conn: Connection, params: dict[str, Any]) -> Callable[[str], int]:
         """Run named statements of the job in the merge transaction; each one's row count is

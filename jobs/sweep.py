@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import stage_results
+from ackstore.ledger.schema import queue_decide, request_results, stage_results
 from ackstore import faults
 from ackstore.rules import aggregation, errors, jsontext
 from ackstore.rules.acks import ABSENT, Ack
@@ -47,10 +47,14 @@ COMMON_STATEMENTS = ("decide_builtin", "decide_common")  # the built-in-only bul
 
 def decide_common(step: Step) -> None:
     """The requests SQL decides alone (jobs/sql/sweep.sql), in one transaction (and batch) of their own."""
-    with step.engine.begin() as conn:
+    with step.transaction() as conn:
         batch_id = step.open_batch(conn)
         run_statement = step.runner(conn, {**COMMON_PARAMS, "batch_id": batch_id})
-        decided = sum(run_statement(name) for name in COMMON_STATEMENTS)
+        decided = 0
+        for name in COMMON_STATEMENTS:  # each plans with the statistics of what the one before left
+            written = run_statement(name)
+            step.refresh_statistics(conn, {request_results: written, queue_decide: written})
+            decided += written
         step.close_batch(conn, batch_id, decided)
     faults.checkpoint(f"{step.name}:common")
     step.stats["decided_in_sql"] = decided
@@ -69,11 +73,13 @@ def _merge(step: Step) -> None:
         run_statement("lock_acks")
         step.stats["deferred"] = run_statement("defer_outdated")
         staged = step.scalar(conn, "staged", params)
+        step.refresh_statistics(conn, {stage_results: staged})
         expect_count("request results", run_statement("insert_results"), staged)
         step.stats["decided"] = step.stats.get("decided", 0) + staged
         step.stats["late_acks"] = run_statement("flag_late")
         expect_count("decision queue", run_statement("dequeue"), staged)
         run_statement("clear_staging")
+        step.refresh_statistics(conn, {request_results: staged, queue_decide: staged})
         step.close_batch(conn, params["batch_id"], staged)
 
 

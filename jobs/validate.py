@@ -19,25 +19,26 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import text
-from sqlalchemy.dialects import postgresql
-
 from ackstore.ledger.database import database_url as ledger_url
+from ackstore.ledger.schema import queue_settle
 from ackstore.rules import settlement
 from jobs import expectations
 from jobs.settings import PipelineSettings
-from jobs.sql import statement, statements
+from jobs.sql import statement, statements, with_literals, without_comments
 from jobs.step import Step
 
 JOB = "validate"
 # Each subject's slice: (after, up to] these bounds (jobs/sql/validate.sql, "slice").
 SLICE_BOUNDS = {"requests": ("results_after", "results_upto"),
                 "settlements": ("settlements_after", "settlements_upto")}
+
+# The gate's sessions: one large query per subject, run once — compiling it (JIT) cost more than it
+# saved, as for the merges (jobs/step.py); memory to hash a backlog's slice without spilling.
+GATE_SESSION = {"jit": "off", "work_mem": "64MB"}
 
 log = logging.getLogger("ackstore.pipeline.validate")
 
@@ -109,6 +110,7 @@ def _pass(step: Step, bounds: dict[str, Any]) -> None:
         run_statement = step.runner(conn, params)
         step.stats["to_settle"] = run_statement("enqueue_settlements")
         run_statement("advance_watermarks")
+        step.refresh_statistics(conn, {queue_settle: step.stats["to_settle"]})
 
 
 # --- Great Expectations ----------------------------------------------------------------------
@@ -125,7 +127,7 @@ def check_slice(database_url: str, bounds: dict[str, Any]) -> list[Failure]:
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     with warnings.catch_warnings():  # add_sql suggests add_postgres, which wants a user in a URL
         warnings.simplefilter("ignore")
-        source = context.data_sources.add_sql("ledger", **ledger_url(database_url).gx())
+        source = context.data_sources.add_sql("ledger", **ledger_url(database_url).gx(GATE_SESSION))
     expectation = _expectation_class(gx)
     failures: dict[expectations.Invariant, Failure] = {}
     for subject in expectations.SUBJECTS:
@@ -152,19 +154,13 @@ def _slice_query(subject: str, bounds: dict[str, Any]) -> str | None:
     values = {name: bounds[name] for name in names}
     if values[names[1]] is None:
         return None
-    query = text(_without_comments(statements(JOB)[f"{subject}_slice"])).bindparams(**values)
-    return str(query.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+    return with_literals(JOB, f"{subject}_slice", values)
 
 
 def _gx_template(query: str) -> str:
     """GX fills ``{batch}`` with str.format (every other brace of the query is doubled) and runs
     the query as SQLAlchemy text (a colon in a comment would read as a parameter)."""
-    return _without_comments(query).replace("{", "{{").replace("}", "}}").replace("{{batch}}", "{batch}")
-
-
-def _without_comments(sql: str) -> str:
-    """Our named SQL without its ``--`` comments (GX wants a query asset to start with SELECT)."""
-    return re.sub(r"--[^\n]*", "", sql).strip()
+    return without_comments(query).replace("{", "{{").replace("}", "}}").replace("{{batch}}", "{batch}")
 
 
 def _failures(subject: str, result: Any) -> dict[expectations.Invariant, Failure]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import stage_weak_acks
+from ackstore.ledger.schema import acks, stage_weak_acks
 from ackstore.rules import jsontext, subscriptions
 from ackstore.rules.acks import BUILTIN_ISSUER
 from jobs.settings import PipelineSettings
@@ -46,6 +46,7 @@ def _merge(step: Step) -> None:
         step.stats["staged"] = step.scalar(conn, "staged", params)
         step.stats["weak_acks"] = run_statement("insert_weak_acks")
         run_statement("clear_staging")
+        step.refresh_statistics(conn, {acks: step.stats["weak_acks"]})
 
 
 # --- judging, inside Spark's Python workers ---------------------------------------------------

@@ -182,18 +182,18 @@ def test_a_redeliver_decision_requeues_the_copy_opens_the_next_attempt_then_dead
         run_pipeline("apply_twin", rules=rules)  # persisted in time
         wait_for(lambda: count(engine, "SELECT count(*) FROM signals WHERE deadline_at < now()"), what="the deadline")
         run_pipeline(rules=rules)
-        wait_for(lambda: count(engine, "SELECT count(*) FROM attempts") == 1, what="the copy opened attempt 2")
+        wait_for(lambda: count(engine, "SELECT count(*) FROM attempts WHERE attempt = 2") == 1, what="the copy opened attempt 2")
         assert settled(engine) == {"redeliver": 1}
-        wait_for(lambda: count(engine, "SELECT count(*) FROM attempts WHERE deadline_at < now()"), what="deadline 2")
+        wait_for(lambda: count(engine, "SELECT count(*) FROM attempts WHERE attempt = 2 AND deadline_at < now()"), what="deadline 2")
         run_pipeline(rules=rules)
         wait_for(lambda: settled(engine) == {"redeliver": 1, "dead-letter": 1}, what="dead-letter carried out")
     finally:
         code, log = stop(process)
     assert code == 0, log
     with engine.connect() as conn:
-        attempts = conn.execute(text("SELECT attempt, requested_acks FROM attempts")).all()
+        attempts = conn.execute(text("SELECT attempt, requested_acks FROM attempts ORDER BY attempt")).all()
         revision = conn.execute(text("SELECT revision FROM things")).scalar_one()
-    assert attempts == [(2, ["plant:never"])]
+    assert attempts == [(1, ["twin-persisted", "plant:never"]), (2, ["plant:never"])]
     assert revision == 1, "the twin change is applied once"
     assert count(engine, "SELECT count(*) FROM signals") == 1
     assert broker.depth(source) == 0

@@ -30,7 +30,7 @@ HISTORY_TABLES = {"signals", "acks", "request_results", "command_responses", "th
                   "settlements", "search_things", "search_index", "search_marks", "ledger_batches", "attempts",
                   "deliveries"}
 READS = [
-    ("apply_twin", "pending"), ("apply_twin", "pending_bounds"),
+    ("apply_twin", "pending"), ("apply_twin", "pending_count"),
     ("index_search", "changed"), ("index_search", "anything_changed"),
     ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
     ("sweep", "decide_builtin"), ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
@@ -38,7 +38,7 @@ READS = [
     ("settle", "pending"), ("settle", "pending_bounds"),
 ]
 PARAMS = {
-    "run_id": "r", "batch_id": 1, "transport_api": settlement.TRANSPORT_API,
+    "run_id": "r", "batch_id": 1, "partition": 0, "partitions": 4, "transport_api": settlement.TRANSPORT_API,
     "local_sources": list(settlement.LOCAL_SOURCES), **sweep.COMMON_PARAMS,
 }
 # What a pull reads (ackstore/ledger/sql/deliveries.sql): its cost follows what it hands out.
@@ -156,11 +156,13 @@ def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
     assert not scanned & HISTORY_TABLES, f"{view} scans {sorted(scanned & HISTORY_TABLES)}"
 
 
-# What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql).
+# What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql),
+# and what `result` reads: an answer (request_answers) per request.
 CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("ingest", "already_stored"),
-                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted")]
+                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("results", "latest_result")]
 CONNECTOR_PARAMS = {"source": "amqp:bench", "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
-                    "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1"}
+                    "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
+                    "correlation_id": "history-7"}
 
 
 @pytest.mark.parametrize(("file", "name"), CONNECTOR_READS, ids=[f"{f}.{n}" for f, n in CONNECTOR_READS])

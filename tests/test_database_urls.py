@@ -29,6 +29,7 @@ from ackstore.ledger.store import AckStore
 from ackstore.rules.errors import DittoError
 from tests import password_server
 from tests.broker import Broker, connector, publish_all, stop, wait_for
+from tests.conftest import ADMIN_URL
 from tests.ledger import twin_command
 from tests.password_server import PLAIN_USER, SECRET_PASSWORD, SECRET_USER, PasswordServer
 
@@ -74,6 +75,35 @@ def test_each_form_gives_spark_its_jdbc_url_and_properties(typed, env, jdbc_url,
     assert url == jdbc_url + "?stringtype=unspecified&reWriteBatchedInserts=true"
     assert props == properties
     assert "password" not in url and "@" not in url  # never in the URL: it is logged by Spark
+
+
+@pytest.mark.parametrize(("typed", "env", "jdbc_url", "properties"), FORMS, ids=[form[0] for form in FORMS])
+def test_each_form_gives_spark_workers_the_server_jdbc_reaches(typed, env, jdbc_url, properties) -> None:
+    workers = DatabaseUrl.parse(typed).for_workers({**NO_ENV, **env})
+    hosts = jdbc_url.removeprefix("jdbc:postgresql://").rsplit("/", 1)[0].replace("[", "").replace("]", "")
+    expected_hosts = ",".join(f"{host}:{port}" for host, port in zip(workers["host"].split(","), workers["port"].split(",")))
+    assert expected_hosts == hosts
+    assert {name: workers.get(name) for name in ("user", "password")} == {
+        "user": properties["user"], "password": properties.get("password")}
+
+
+@pytest.mark.parametrize("options", ["", "?options=-c%20statement_timeout%3D5000"], ids=["no options", "own options"])
+def test_the_gates_session_settings_join_the_urls_own_options(options: str) -> None:
+    import psycopg2
+
+    typed = ADMIN_URL.replace("+psycopg2", "") + options
+    params = DatabaseUrl.parse(typed).gx({"jit": "off", "work_mem": "64MB"})["kwargs"]["connect_args"]
+    conn = psycopg2.connect(**params)
+    try:
+        with conn.cursor() as cursor:
+            shown = {}
+            for name in ("jit", "work_mem", "statement_timeout"):
+                cursor.execute(f"SHOW {name}")
+                shown[name] = cursor.fetchone()[0]
+    finally:
+        conn.close()
+    assert shown["jit"] == "off" and shown["work_mem"] == "64MB"
+    assert (shown["statement_timeout"] == "5s") == bool(options)
 
 
 @pytest.mark.parametrize("typed", [form[0] for form in FORMS])

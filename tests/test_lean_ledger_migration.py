@@ -1,4 +1,4 @@
-"""Migration 0007 moves a ledger the old data model's code built (tests/data/ledger_0006.json:
+"""Migration 0007 (with 0008 after it) moves a ledger the old data model's code built (tests/data/ledger_0006.json:
 every kind of signal, attempt, ack and settlement, work pending at every step) to the lean model
 without changing any answer; the pending work then completes; and it goes back again."""
 
@@ -14,6 +14,7 @@ from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
 from tests.conftest import ADMIN_URL
+from tests.ledger import twin_command
 from tests.old_ledger import REVISION, answers, dump, fixture, load
 
 
@@ -87,23 +88,31 @@ def test_the_downgrade_gives_the_old_ledger_back(old_ledger: Engine, old: dict[s
 
 
 @pytest.mark.spark
-def test_the_downgrade_stores_the_derived_acks_as_rows(old_ledger: Engine, spark) -> None:
+def test_the_downgrade_stores_the_derived_acks_and_headers_as_rows(old_ledger: Engine, spark) -> None:
     from jobs import pipeline
     from jobs.settings import PipelineSettings
 
     migrate.upgrade(old_ledger)
     url = old_ledger.url.render_as_string(hide_password=False)
+    # a command the new model decides in SQL: its answer's headers are derived (#61)
+    AckStore(old_ledger, Settings()).submit(twin_command(
+        "create", thing="org.acme/after-0008", path="/", value={}, correlation_id="after-0008",
+        requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
     pipeline.run(spark, PipelineSettings(database_url=url, partitions=2))
     acks = ("SELECT signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition "
             "FROM {} ORDER BY 1, 2, 3, 9, 10")
     events = "SELECT id, thing_id, revision, signal_id, action, path, value, headers, created_at FROM thing_events ORDER BY id"
+    answers = "SELECT signal_id, attempt, status, body, headers, cause, ack_statuses, decided_at FROM {} ORDER BY 1, 2"
     with old_ledger.connect() as conn:
         derived = conn.execute(text("SELECT count(*) FROM builtin_acks")).scalar_one()
-        before = (conn.execute(text(acks.format("request_acks"))).all(), conn.execute(text(events)).all())
-    assert derived > 0
+        aggregated = conn.execute(text("SELECT count(*) FROM request_results WHERE headers IS NULL")).scalar_one()
+        before = (conn.execute(text(acks.format("request_acks"))).all(), conn.execute(text(events)).all(),
+                  conn.execute(text(answers.format("request_answers"))).all())
+    assert derived > 0 and aggregated > 0
     migrate.downgrade(old_ledger, REVISION)
     with old_ledger.connect() as conn:
-        assert (conn.execute(text(acks.format("acks"))).all(), conn.execute(text(events)).all()) == before
+        assert (conn.execute(text(acks.format("acks"))).all(), conn.execute(text(events)).all(),
+                conn.execute(text(answers.format("request_results"))).all()) == before
 
 
 def _rows(data: dict[str, Any], table: str) -> list[str]:

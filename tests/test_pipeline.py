@@ -222,16 +222,19 @@ def _move_deadline(store: AckStore, cid: str, *, acks_in_time: bool) -> None:
     before its first one, as if the request had been received that long ago."""
     with store.engine.begin() as conn:
         conn.execute(text("SET LOCAL session_replication_role = replica"))  # past the immutable-signals trigger
-        conn.execute(
+        deadline = conn.execute(
             text(
-                "UPDATE signals s SET received_at = d.deadline - interval '1 second', deadline_at = d.deadline "
-                "FROM (SELECT a.signal_id, CASE WHEN :in_time THEN max(a.received_at) + interval '1 millisecond' "
-                "                               ELSE min(a.received_at) - interval '1 millisecond' END AS deadline "
-                "      FROM request_acks a GROUP BY a.signal_id) d "
-                "WHERE d.signal_id = s.id AND s.correlation_id = :cid"
+                "SELECT CASE WHEN :in_time THEN max(a.received_at) + interval '1 millisecond' "
+                "            ELSE min(a.received_at) - interval '1 millisecond' END "
+                "FROM request_acks a JOIN signals s ON s.id = a.signal_id WHERE s.correlation_id = :cid"
             ),
             {"cid": cid, "in_time": acks_in_time},
-        )
+        ).scalar_one()
+        moved = {"cid": cid, "deadline": deadline}
+        conn.execute(text("UPDATE signals SET received_at = :deadline - interval '1 second', deadline_at = :deadline "
+                          "WHERE correlation_id = :cid"), moved)
+        conn.execute(text("UPDATE attempts a SET opened_at = :deadline - interval '1 second', deadline_at = :deadline "
+                          "FROM signals s WHERE s.id = a.signal_id AND a.attempt = 1 AND s.correlation_id = :cid"), moved)
 
 
 def test_acks_committed_before_the_deadline_count_even_if_the_sweep_runs_later(store, run_pipeline) -> None:

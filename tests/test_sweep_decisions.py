@@ -130,12 +130,12 @@ def _python_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
 
 
 def _sql_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
-    """What decide_common writes, read back (the caller rolls back)."""
+    """What decide_builtin and decide_common write, read back (the caller rolls back)."""
     before = set(conn.execute(text("SELECT signal_id, attempt FROM request_results")).all())
     for name in sweep.COMMON_STATEMENTS:
         conn.execute(text(statements("sweep")[name]), {**sweep.COMMON_PARAMS, "batch_id": 0})
     rows = conn.execute(text("SELECT signal_id, attempt, status, body, headers, cause, ack_statuses "
-                             "FROM request_results")).mappings()
+                             "FROM request_answers")).mappings()  # as every reader sees an answer
     return {(r["signal_id"], r["attempt"]): {k: r[k] for k in ("status", "body", "headers", "cause", "ack_statuses")}
             for r in rows if (r["signal_id"], r["attempt"]) not in before}
 
@@ -163,7 +163,7 @@ def test_sql_decides_the_common_case_exactly_as_python_does(engine: Engine, spec
         sql = _sql_decisions(conn)
         attempts = {(r.signal_id, r.attempt): (list(r.requested_acks), r.response_required) for r in conn.execute(text(
             "SELECT q.signal_id, q.attempt, a.requested_acks, s.response_required FROM queue_decide q "
-            "JOIN request_attempts a USING (signal_id, attempt) JOIN signals s ON s.id = q.signal_id"))}
+            "JOIN attempts a USING (signal_id, attempt) JOIN signals s ON s.id = q.signal_id"))}
         conn.rollback()
     for key, answer in sql.items():
         assert python.get(key) == answer, (key, specs[key[0] - 1])

@@ -135,10 +135,15 @@ class DatabaseUrl:
             query=query,
         )
 
-    def gx(self) -> dict[str, Any]:
+    def gx(self, settings: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Great Expectations' ``add_sql`` arguments: every parameter goes to psycopg2 as a
-        connect argument, none through GX's URL parsing or its ``$variable`` substitution."""
-        return {"connection_string": f"{DRIVER}://", "kwargs": {"connect_args": self.libpq()}}
+        connect argument, none through GX's URL parsing or its ``$variable`` substitution.
+        ``settings`` are server settings for its sessions, after the URL's own ``options``."""
+        params = self.libpq()
+        if settings:
+            given = " ".join(f"-c {name}={value}" for name, value in settings.items())
+            params["options"] = f"{params['options']} {given}" if params.get("options") else given
+        return {"connection_string": f"{DRIVER}://", "kwargs": {"connect_args": params}}
 
     # --- what needs libpq's defaults spelled out ----------------------------------------------
 
@@ -183,6 +188,15 @@ class DatabaseUrl:
                 value = params[name]
                 properties[jdbc_name] = _TARGET_SERVER_TYPES.get(value, value) if name == "target_session_attrs" else value
         return url, properties
+
+    def for_workers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """psycopg2's connect keywords for Spark's Python workers, which may run on another
+        machine: libpq's defaults resolved here (as for JDBC), and the same server over TCP when
+        the URL names a socket (as JDBC reaches it)."""
+        params = self.resolved(environ)
+        if not params.get("host") or params["host"].startswith("/"):
+            params["host"] = JDBC_DEFAULT_HOST
+        return params
 
     def airflow_connection(self) -> str:
         """The ``AIRFLOW_CONN_<ID>`` value: Airflow's JSON form, which needs no URL quoting."""

@@ -195,22 +195,29 @@ Index("uq_command_responses_event_id", command_responses.c.event_id, unique=True
       postgresql_where=text("event_id IS NOT NULL"))
 Index("ix_command_responses_batch_id", command_responses.c.batch_id, postgresql_using="brin")
 
-# Attempts after the first (A.2.10): a redelivered message whose last decision was "redeliver"
-# requests the labels that did not succeed again, with a new deadline. Attempt 1 is the signal;
-# the view request_attempts names them all alike (LEDGER_VIEWS).
+# Every attempt of every request (A.2.10), the one home of what the ledger waits for: the labels
+# requested and the deadline. Attempt 1 is written with its signal at ingestion; a redelivered
+# message whose last decision was "redeliver" opens the next, requesting again the labels that
+# did not succeed, with a new deadline. A table, not a view over signals: the planner knows how
+# many attempts a join finds (a constant attempt 1 in a UNION ALL has no statistics). A hot
+# append-only child of signals, so no foreign key (see above).
 attempts = Table(
     "attempts",
     metadata,
-    Column("signal_id", BigInteger, ForeignKey("signals.id", ondelete="CASCADE"), nullable=False),
+    Column("signal_id", BigInteger, nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("requested_acks", ARRAY(Text), nullable=False),
     _timestamp("opened_at"),
     Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
     PrimaryKeyConstraint("signal_id", "attempt"),
-    CheckConstraint("attempt >= 2", name="attempt"),
+    CheckConstraint("attempt > 0", name="attempt"),
     CheckConstraint("deadline_at >= opened_at", name="deadline"),
 )
 
+# What the requester of an attempt is told, once decided: its status and body as decided (A.2.4),
+# and its headers — or NULL for the headers of an aggregated answer, which are the command's own
+# (without requested-acks, with response-required false: Request.aggregated_headers) and follow
+# from the signal, so the view request_answers derives them; the sweep's SQL writes them so.
 request_results = Table(
     "request_results",
     metadata,
@@ -218,7 +225,7 @@ request_results = Table(
     Column("attempt", Integer, nullable=False, server_default=text("1")),
     _status(),
     Column("body", JSONB, nullable=True),  # SQL NULL: no body
-    Column("headers", JSONB, nullable=False),
+    Column("headers", JSONB, nullable=True),  # SQL NULL: the command's own, as aggregated (request_answers)
     Column("cause", Text, nullable=False),
     # label -> status of every entry an aggregated decision counted (408 placeholders too);
     # {} for a plain response, an error or command.timeout. Settlement reads it (B.9).
@@ -506,20 +513,11 @@ LEDGER_TABLES = (
 # --- views every statement shares: one place for each rule ------------------------------------
 
 LEDGER_VIEWS: dict[str, str] = {
-    # Every attempt of every request alike (A.2.10): attempt 1 is the signal itself, a later one a
-    # row of attempts. Its labels and deadline are read here, never from signals or attempts.
-    "request_attempts": """
-SELECT s.id AS signal_id, 1 AS attempt, s.requested_acks, s.received_at AS opened_at, s.deadline_at
-FROM signals s
-UNION ALL
+    # A signal's current attempt: its newest. (Any attempt, by its number: the table attempts.)
+    "current_attempts": """
 SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
 FROM attempts a
-""",
-    # A signal's current attempt: its newest.
-    "current_attempts": """
-SELECT r.signal_id, r.attempt, r.requested_acks, r.opened_at, r.deadline_at
-FROM request_attempts r
-WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = r.signal_id AND later.attempt > r.attempt)
+WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = a.signal_id AND later.attempt > a.attempt)
 """,
     # The event log subscribers read (A.3, B.1): a persisted change of a twin command, in the
     # command's words. Its headers are the command's with only its custom requested-acks; the
@@ -576,12 +574,26 @@ SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
            || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
        'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
 FROM builtin_facts f
-JOIN request_attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
+JOIN attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
 LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
 LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
 CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
                                                later.opened_at) AS disposition) d
 WHERE d.disposition IS NOT NULL
+""",
+    # What the requester of each decided attempt is told (A.2.4): the stored answer, its headers
+    # derived when they are an aggregated answer's (request_results.headers NULL) — the command's
+    # own without requested-acks, with its correlation id and response-required false, as
+    # aggregation.Request.aggregated_headers gives them (tests/test_sweep_decisions.py). Every
+    # reader of an answer reads it here.
+    "request_answers": """
+SELECT r.signal_id, r.attempt, r.status, r.body,
+       COALESCE(r.headers, (s.headers - 'requested-acks')
+                           || jsonb_build_object('correlation-id', s.correlation_id, 'response-required', false))
+           AS headers,
+       r.cause, r.ack_statuses, r.decided_at, r.batch_id
+FROM request_results r
+LEFT JOIN signals s ON s.id = r.signal_id AND r.headers IS NULL
 """,
     # Every ack of every request: the stored ones (custom, weak, live responses, and built-in acks
     # from before the lean ledger) and the derived built-in ones (no id: they are not rows).
@@ -596,8 +608,35 @@ FROM builtin_acks b
 """,
 }
 
+# Tables whose statistics a merge refreshes when it grew them (refresh_statistics below).
+MERGED_TABLES = (command_responses, things, queue_apply, queue_index, search_index, search_things, search_marks, acks,
+                 request_results, queue_decide, settlements, queue_settle, *STAGING_TABLES)
+
+
 # Functions every statement shares (the SQL ones PostgreSQL inlines: no call per row).
 LEDGER_FUNCTIONS: dict[str, str] = {
+    # Statistics for what a merge just wrote, so that the next statement or step plans a backlog
+    # as one (hash joins) and a minute's work as one (index look-ups): ANALYZE a table the merge
+    # grew by a tenth or more (10 000 rows at least; per-minute runs never pay for it). ANALYZE
+    # reads a fixed sample, whatever the table's size. SECURITY DEFINER: only a table's owner may
+    # analyze it, and the pipeline's role owns none; the tables it may name are listed here.
+    "refresh_statistics": f"""
+CREATE FUNCTION refresh_statistics(target text, written bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+  known real := (SELECT c.reltuples FROM pg_class c WHERE c.oid = to_regclass(target));
+BEGIN
+  IF target <> ALL (ARRAY[{", ".join(repr(table.name) for table in MERGED_TABLES)}]) THEN
+    RAISE EXCEPTION 'refresh_statistics: % is not a table a merge writes', target;
+  END IF;
+  IF written < 10000 OR (known > 0 AND written * 10 < known) THEN
+    RETURN false;
+  END IF;
+  EXECUTE format('ANALYZE %I', target);
+  RETURN true;
+END
+$$""",
+
     # How a built-in fact counts for an attempt that requested its label (A.2.5, A.2.10): counted
     # if it came before the attempt opened or while it waited in time; late if the attempt was
     # decided before it, or timed out (or failed) before it; NULL if there is no fact, or the next
@@ -625,19 +664,31 @@ BEGIN
   RETURN QUERY EXECUTE 'SELECT r.signal_id, r.attempt FROM request_results r WHERE r.batch_id > $1' USING passed;
 END
 $$""",
+    # The headers of such an entry: the ack's own without requested-acks (and without the default
+    # content-type), its request's correlation id, and ditto-weak-ack for a weak ack.
+    "ack_entry_headers": """
+CREATE FUNCTION ack_entry_headers(headers jsonb, weak boolean, correlation_id text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+SELECT CASE WHEN headers = '{}' AND weak THEN jsonb_build_object('correlation-id', correlation_id, 'ditto-weak-ack', true)
+            WHEN headers = '{}' THEN jsonb_build_object('correlation-id', correlation_id)
+            ELSE CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
+                      THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
+                 || jsonb_build_object('correlation-id', correlation_id)
+                 || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END END
+$$""",
     # An ack as an aggregated answer's entry shows it (B.4.2, B.4.3): wire.ack_entry and
-    # wire.external_headers in SQL, for the sweep's decisions. STABLE, as jsonb_build_object is: an
-    # IMMUTABLE function over it would not be inlined (5× slower).
+    # wire.external_headers in SQL, for the sweep's decisions. One jsonb_build_object per level and
+    # no || when the ack carries no headers of its own (every built-in ack but a created thing's
+    # twin-persisted): each || decodes and re-encodes both sides, and the sweep writes this twice per
+    # request. STABLE, as jsonb_build_object is: an IMMUTABLE function over it would not be inlined
+    # (5× slower).
     "ack_entry": """
 CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-SELECT jsonb_build_object('status', status)
-       || CASE WHEN payload IS NOT NULL THEN jsonb_build_object('payload', payload) ELSE '{}'::jsonb END
-       || jsonb_build_object('headers',
-              CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
-                   THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
-              || jsonb_build_object('correlation-id', correlation_id)
-              || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END)
+SELECT CASE WHEN payload IS NULL
+            THEN jsonb_build_object('status', status, 'headers', ack_entry_headers(headers, weak, correlation_id))
+            ELSE jsonb_build_object('status', status, 'payload', payload,
+                                    'headers', ack_entry_headers(headers, weak, correlation_id)) END
 $$""",
 }
 
@@ -690,7 +741,7 @@ FROM (
                                        AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
                || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
         FROM queue_decide q
-        JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+        JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
         UNION ALL
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
         FROM awaiting_validation() q

@@ -1,19 +1,24 @@
--- Statements of the apply_twin job. Bind parameters: :run_id, :batch_id, :event_base.
+-- Statements of the apply_twin job. Bind parameters: :run_id, :batch_id, :event_base; :partition,
+-- :partitions.
 
 -- name: pending
--- Twin commands not applied yet (queue_apply holds only those), with the state of their thing
--- (read by Spark). Of the headers only the conditional ones matter to the fold (B.10).
+-- The twin commands not applied yet (queue_apply holds only those) of one partition of the things
+-- (:partition of :partitions, by a hash of the thing's id), with the state of their thing, each
+-- thing's commands together in ingestion order: what one Spark task folds. Of the headers only
+-- the conditional ones matter to the fold (B.10).
 SELECT s.id AS signal_id, s.thing_id, s.action, s.path, s.value::text AS value,
        jsonb_strip_nulls(jsonb_build_object('if-match', s.headers->'if-match',
-                                            'if-none-match', s.headers->'if-none-match'))::text AS headers, COALESCE(t.revision, 0) AS base_revision,
-       t.document::text AS base_document
+                                            'if-none-match', s.headers->'if-none-match'))::text AS headers,
+       COALESCE(t.revision, 0) AS base_revision, t.document::text AS base_document
 FROM queue_apply q
 JOIN signals s ON s.id = q.signal_id
 LEFT JOIN things t ON t.thing_id = s.thing_id
+WHERE mod(hashtext(s.thing_id) & 2147483647, :partitions) = :partition
+ORDER BY s.thing_id, s.id
 
--- name: pending_bounds
--- Whether there is anything to apply, and the id range the partitioned read spans.
-SELECT min(q.signal_id), max(q.signal_id) FROM queue_apply q
+-- name: pending_count
+-- How many twin commands wait to be applied (NULL: none).
+SELECT NULLIF(count(*), 0) FROM queue_apply q
 
 -- name: staged
 SELECT count(*) FROM stage_twin_outcomes o WHERE o.run_id = :run_id

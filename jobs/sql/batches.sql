@@ -1,5 +1,5 @@
--- Statements every merge that writes facts shares (jobs/step.py). Bind parameters: :batch_id,
--- :step, :run_id.
+-- Statements every merge shares (jobs/step.py). Bind parameters: :batch_id, :step, :run_id;
+-- :table, :written.
 
 -- name: open
 -- The batch's id, taken before its facts are written (they carry it).
@@ -15,3 +15,11 @@ SELECT pg_advisory_xact_lock_shared(hashtext('ackstore.facts'))
 -- the fact time of the built-in acks derived from them (A.2.1).
 INSERT INTO ledger_batches (id, step, run_id, committed_at)
 VALUES (:batch_id, :step, :run_id, clock_timestamp())
+
+-- name: refresh_statistics
+-- After a merge wrote :written rows of :table (or before it reads a staging table that many
+-- rows): its statistics, when that is enough to change a plan (the function's rule).
+SELECT refresh_statistics(:table, :written)
+
+-- name: without_jit
+SET LOCAL jit = off

@@ -1,18 +1,19 @@
--- Statements of the index_search job. Bind parameters: :run_id, :batch_id.
+-- Statements of the index_search job. Bind parameters: :run_id, :batch_id; :partition, :partitions.
 
 -- name: changed
--- Things queued since their last indexing whose revision is newer than the index's watermark
--- (read by Spark). ``bucket`` only spreads the read over JDBC partitions; md5 of jsonb's
--- normalised text is the digest.
+-- Things queued since their last indexing whose revision is newer than the index's watermark, of
+-- one partition of the things (:partition of :partitions, by a hash of the thing's id): what one
+-- Spark task indexes. md5 of jsonb's normalised text is the digest.
 SELECT t.thing_id, split_part(t.thing_id, ':', 1) AS namespace,
        COALESCE(w.revision, 0) AS old_revision, t.revision,
        COALESCE(md5(t.document::text), '') AS digest, t.document IS NOT NULL AS present,
        COALESCE(md5(t.document::text), '') <> COALESCE(w.digest, '') AS changed,
-       t.document::text AS document, mod(hashtext(t.thing_id) & 2147483647, 64) AS bucket
+       t.document::text AS document
 FROM queue_index q
 JOIN things t ON t.thing_id = q.thing_id
 LEFT JOIN search_things w ON w.thing_id = t.thing_id
-WHERE w.thing_id IS NULL OR w.revision < t.revision
+WHERE (w.thing_id IS NULL OR w.revision < t.revision)
+  AND mod(hashtext(t.thing_id) & 2147483647, :partitions) = :partition
 
 -- name: anything_changed
 -- Whether any thing waits for the index.

@@ -1,6 +1,6 @@
 -- Statements of the sweep job. Bind parameters: :run_id; :batch_id, the sweep batch a result is
 -- decided in (the validation gate's slice is the batches past its watermark).
--- A request is one attempt of a signal (A.2.10), with its labels and deadline: request_attempts.
+-- A request is one attempt of a signal (A.2.10), with its labels and deadline: a row of attempts.
 
 -- name: decide_builtin
 -- The bulk of the common case, one row per request and no per-label rows: every label built in
@@ -8,31 +8,39 @@
 -- the queue — its current attempt, undecided — builtin_acks counts a fact iff it is there, and
 -- it is in time iff its time is by the deadline), all 2xx. Not the built-in-only shortcut (Python).
 -- A created thing's location (wire.location) is written here when it needs no percent-escaping;
--- otherwise the request goes to Python too. decide_common below then decides what is left.
-WITH decided AS (
-    SELECT q.signal_id, q.attempt, s.correlation_id, s.headers, s.response_required,
-           CASE WHEN s.api = 'http' AND f.persisted_status = 201
-                THEN jsonb_build_object('location', '/api/2/things/' || s.thing_id
-                                                    || CASE WHEN s.path IN ('', '/') THEN '' ELSE s.path END)
-                ELSE '{}'::jsonb END AS persisted_headers,
-           cardinality(a.requested_acks) AS labels,
-           'twin-persisted' = ANY (a.requested_acks) AS persisted, 'search-persisted' = ANY (a.requested_acks) AS indexed,
-           f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
+-- otherwise the request goes to Python too. The headers are the aggregated ones: NULL, derived by
+-- request_answers. decide_common below then decides what is left.
+-- The joins come first, on their own (MATERIALIZED): equi-joins the planner sizes from the tables'
+-- statistics, so a backlog of a million is hash- or merge-joined and a minute's few requests
+-- walk the keys; the conditions across tables (no statistics can size them) filter its rows.
+WITH facts AS MATERIALIZED (
+    SELECT q.signal_id, q.attempt, s.correlation_id, s.response_required, s.api, s.thing_id, s.path,
+           a.requested_acks, a.deadline_at, f.persisted_at, f.persisted_status, f.persisted_payload,
+           f.indexed_at, f.indexed_status, f.indexed_payload, f.indexed_weak
     FROM queue_decide q
     JOIN signals s ON s.id = q.signal_id
-    JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+    JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
     JOIN command_facts f ON f.signal_id = q.signal_id
-    WHERE cardinality(a.requested_acks) > 0
-      AND a.requested_acks <@ ARRAY['twin-persisted', 'search-persisted']
-      AND NOT (s.response_required AND cardinality(a.requested_acks) = 1
-               AND a.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
-      AND ('twin-persisted' <> ALL (a.requested_acks)
-           OR (f.persisted_at <= a.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
-      AND ('search-persisted' <> ALL (a.requested_acks) OR f.indexed_at <= a.deadline_at)
-      AND NOT (s.api = 'http' AND s.response_required AND cardinality(a.requested_acks) >= 2
-               AND 'twin-persisted' = ANY (a.requested_acks) AND f.persisted_status = 201
-               AND NOT (s.thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$'
-                        AND s.path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'))
+    WHERE a.requested_acks <@ ARRAY['twin-persisted', 'search-persisted'] AND a.requested_acks <> '{}'
+), decided AS (
+    SELECT f.signal_id, f.attempt, f.correlation_id, f.response_required,
+           CASE WHEN f.api = 'http' AND f.persisted_status = 201
+                THEN jsonb_build_object('location', '/api/2/things/' || f.thing_id
+                                                    || CASE WHEN f.path IN ('', '/') THEN '' ELSE f.path END)
+                ELSE '{}'::jsonb END AS persisted_headers,
+           cardinality(f.requested_acks) AS labels,
+           'twin-persisted' = ANY (f.requested_acks) AS persisted, 'search-persisted' = ANY (f.requested_acks) AS indexed,
+           f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
+    FROM facts f
+    WHERE NOT (f.response_required AND cardinality(f.requested_acks) = 1
+               AND f.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
+      AND ('twin-persisted' <> ALL (f.requested_acks)
+           OR (f.persisted_at <= f.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
+      AND ('search-persisted' <> ALL (f.requested_acks) OR f.indexed_at <= f.deadline_at)
+      AND NOT (f.api = 'http' AND f.response_required AND cardinality(f.requested_acks) >= 2
+               AND 'twin-persisted' = ANY (f.requested_acks) AND f.persisted_status = 201
+               AND NOT (f.thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$'
+                        AND f.path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'))
 ), stored AS (
     INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id)
     SELECT d.signal_id, d.attempt,
@@ -46,11 +54,12 @@ WITH decided AS (
                                                      d.correlation_id),
                          'search-persisted', ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
                                                        d.correlation_id)) END,
-           (d.headers - 'requested-acks') || jsonb_build_object('correlation-id', d.correlation_id,
-                                                                 'response-required', false),
+           NULL,
            'acks',
-           CASE WHEN d.persisted THEN jsonb_build_object('twin-persisted', d.persisted_status) ELSE '{}'::jsonb END
-           || CASE WHEN d.indexed THEN jsonb_build_object('search-persisted', d.indexed_status) ELSE '{}'::jsonb END,
+           CASE WHEN d.persisted AND d.indexed THEN jsonb_build_object('twin-persisted', d.persisted_status,
+                                                                        'search-persisted', d.indexed_status)
+                WHEN d.persisted THEN jsonb_build_object('twin-persisted', d.persisted_status)
+                ELSE jsonb_build_object('search-persisted', d.indexed_status) END,
            :batch_id
     FROM decided d
     RETURNING signal_id, attempt
@@ -75,7 +84,7 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
            s.api = 'http' AND s.response_required AND cardinality(a.requested_acks) >= 2 AS locates
     FROM queue_decide q
     JOIN signals s ON s.id = q.signal_id
-    JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+    JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
     LEFT JOIN command_responses r ON r.signal_id = q.signal_id
     LEFT JOIN LATERAL unnest(a.requested_acks) AS l(label) ON true
     LEFT JOIN builtin_acks b ON b.signal_id = q.signal_id AND b.attempt = q.attempt AND b.label = l.label
@@ -102,9 +111,7 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
     SELECT d.signal_id, d.attempt,
            CASE WHEN NOT s.response_required THEN 202 WHEN d.labels = 1 THEN d.only_status ELSE 200 END,
            CASE WHEN NOT s.response_required THEN NULL WHEN d.labels = 1 THEN d.only_payload ELSE d.entries END,
-           CASE WHEN d.labels = 0 THEN jsonb_build_object('correlation-id', d.correlation_id)
-                ELSE (s.headers - 'requested-acks')
-                     || jsonb_build_object('correlation-id', d.correlation_id, 'response-required', false) END,
+           CASE WHEN d.labels = 0 THEN jsonb_build_object('correlation-id', d.correlation_id) END,  -- else aggregated
            CASE WHEN d.labels = 0 THEN 'accepted' ELSE 'acks' END,
            d.statuses, :batch_id
     FROM decided d
@@ -131,7 +138,7 @@ SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api, s.thing_id, s.path
          ORDER BY k.id DESC LIMIT 1) AS invalid_response
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN command_responses r ON r.signal_id = s.id
 
 -- name: undecided_bounds
@@ -152,7 +159,7 @@ SELECT pg_advisory_xact_lock(hashtext('ackstore.facts'))
 DELETE FROM stage_results x
 WHERE x.run_id = :run_id AND x.cause = 'deadline'
   AND x.acks_seen <> (SELECT count(*) FROM request_acks k
-                      JOIN request_attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
+                      JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
                       WHERE k.signal_id = x.signal_id AND k.attempt = x.attempt AND k.disposition = 'counted'
                         AND k.received_at <= a.deadline_at)
 
@@ -174,7 +181,7 @@ ON CONFLICT (signal_id, attempt) DO NOTHING
 -- its acks had them all in time, and one without labels has no counted acks.
 UPDATE acks k SET disposition = 'late'
 FROM stage_results x
-JOIN request_attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
+JOIN attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
 WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND k.signal_id = x.signal_id
   AND k.attempt = x.attempt AND k.disposition = 'counted'
   AND k.received_at > a.deadline_at

@@ -33,13 +33,16 @@ SELECT * FROM settlements WHERE id > :settlements_after AND id <= :settlements_u
 -- One row per decided request of the slice, with the facts the request invariants are stated
 -- over: its attempt (stored: false when its signal or attempt is gone — an orphan), its response,
 -- its counted acks — the stored ones aggregated per request, the derived built-in ones per label
--- as builtin_acks counts them (one column each: no row per label). Per-request lookups (a
--- correlated subquery, a LATERAL aggregate) keep the cost with the slice, never the history.
-SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.body, q.decided_at, q.deadline_at,
+-- as builtin_acks counts them (one column each: no row per label). Only joins, each reading the
+-- slice's rows (the stored acks are grouped over the slice, {batch} again), so that the planner
+-- sizes them from the statistics: a minute's slice walks the keys, a backlog's is hash-joined;
+-- neither reads the history.
+SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.deadline_at,
        q.requested_acks, cardinality(q.requested_acks) AS requested,
        -- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
        -- with response-required=false a success has no body at all.
-       q.cause IN ('acks', 'deadline') AND cardinality(q.requested_acks) >= 2 AND q.body IS NOT NULL AS aggregated,
+       q.cause IN ('acks', 'deadline') AND cardinality(q.requested_acks) >= 2 AND q.has_body AS aggregated,
+       q.body_is_object, q.body_has_every_label, q.body_has_other_labels, q.body_entries_all_2xx,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
                   FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY['twin-persisted'] END
@@ -49,30 +52,45 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.body, q.decided_at
        COALESCE(NOT cr.is_error AND cr.status BETWEEN 200 AND 299, false) AS response_success,
        cr.event_id IS NOT NULL AS event_exists,
        COALESCE(k.persisted, false) AS stored_persisted, b.persisted AS derived_persisted,
-       k.duplicated, COALESCE(k.unrequested, false) AS unrequested, COALESCE(k.weak_not_200, false) AS weak_not_200,
-       COALESCE(k.weak_unmarked, false) AS weak_unmarked, COALESCE(k.weak_undeclared, false) AS weak_undeclared
+       COALESCE(k.duplicated, false) AS duplicated, COALESCE(k.unrequested, false) AS unrequested,
+       COALESCE(k.weak_not_200, false) AS weak_not_200, COALESCE(k.weak_unmarked, false) AS weak_unmarked,
+       COALESCE(k.weak_undeclared, false) AS weak_undeclared
 FROM (
-    SELECT r.signal_id, r.attempt, r.cause, r.status, r.body, r.decided_at,
-           a.signal_id IS NOT NULL AS stored, a.requested_acks, a.opened_at, a.deadline_at,
-           (SELECT n.opened_at FROM attempts n WHERE n.signal_id = r.signal_id AND n.attempt = r.attempt + 1)
-               AS next_opened_at
-    FROM {batch} AS r
-    LEFT JOIN request_attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+    SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at
+    FROM (  -- what the body says, against the labels requested, before any other join: a body is
+            -- wide, and carried through the joins it cost more than reading it
+        SELECT r.signal_id, r.attempt, r.cause, r.status, r.decided_at, r.body IS NOT NULL AS has_body,
+               a.signal_id IS NOT NULL AS attempt_stored, a.requested_acks, a.opened_at, a.deadline_at,
+               jsonb_typeof(r.body) = 'object' AS body_is_object,
+               r.body ?& a.requested_acks AS body_has_every_label,
+               jsonb_typeof(r.body) = 'object' AND r.body - a.requested_acks <> jsonb_build_object()
+                   AS body_has_other_labels,
+               NOT jsonb_path_exists(r.body, '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
+                   AS body_entries_all_2xx
+        FROM {batch} AS r
+        LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+        OFFSET 0
+    ) AS r
+    LEFT JOIN signals s ON s.id = r.signal_id
+    LEFT JOIN attempts n ON n.signal_id = r.signal_id AND n.attempt = r.attempt + 1
     OFFSET 0  -- computed once per request: not pulled up into each expression that reads it
 ) AS q
-CROSS JOIN LATERAL (  -- the counted acks stored as rows: custom, weak, live responses, built-in ones from before the lean ledger
-    SELECT array_agg(DISTINCT k.label) FILTER (WHERE k.received_at <= q.deadline_at
-                                                 AND k.label = ANY (q.requested_acks)) AS in_time,
+LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, built-in ones from before the lean ledger
+    SELECT k.signal_id, k.attempt,
+           array_agg(DISTINCT k.label) FILTER (WHERE k.received_at <= a.deadline_at
+                                                 AND k.label = ANY (a.requested_acks)) AS in_time,
            count(*) > count(DISTINCT k.label) AS duplicated,
-           bool_or(k.label <> ALL (q.requested_acks)) AS unrequested,
+           bool_or(k.label <> ALL (a.requested_acks)) AS unrequested,
            bool_or(k.label = 'twin-persisted') AS persisted,
            bool_or(k.weak AND k.status <> 200) AS weak_not_200,
            bool_or(k.weak AND (k.headers ->> 'ditto-weak-ack') IS DISTINCT FROM 'true') AS weak_unmarked,
            bool_or(k.weak AND k.label <> ALL (ARRAY['twin-persisted', 'search-persisted', 'live-response'])
                    AND NOT EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label)) AS weak_undeclared
-    FROM acks k
-    WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.disposition = 'counted'
-) AS k
+    FROM {batch} AS r
+    JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = 'counted'
+    LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+    GROUP BY k.signal_id, k.attempt
+) AS k ON k.signal_id = q.signal_id AND k.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
 LEFT JOIN command_facts f ON f.signal_id = q.signal_id
 CROSS JOIN LATERAL (

@@ -2,10 +2,12 @@
 
 -- name: candidate_bounds
 -- Whether any undecided request asks for a label some subscriber declared, and the id range.
+-- With no label declared at all, nothing is read (the first EXISTS is checked once, first).
 SELECT min(q.signal_id), max(q.signal_id)
 FROM queue_decide q
-JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
-WHERE EXISTS (SELECT 1 FROM unnest(a.requested_acks) AS l(label) JOIN declared_labels d ON d.label = l.label)
+JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+WHERE EXISTS (SELECT 1 FROM declared_labels)
+  AND EXISTS (SELECT 1 FROM unnest(a.requested_acks) AS l(label) JOIN declared_labels d ON d.label = l.label)
 
 -- name: candidates
 -- Every (undecided request, declared label it asks for, not counted yet) whose signal can be
@@ -19,7 +21,7 @@ SELECT q.signal_id, q.attempt, s.correlation_id, s.kind, s.thing_id, s.action, s
           FROM subscribers u WHERE u.holder = d.holder)::text AS group_members
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN thing_events e ON e.signal_id = q.signal_id
 CROSS JOIN LATERAL unnest(a.requested_acks) AS l(label)
 JOIN declared_labels d ON d.label = l.label

@@ -1,13 +1,13 @@
 -- Statements that read what the ledger answers and shows about a signal
--- (ackstore/ledger/results.py). A signal's attempts and its current one are the views
--- request_attempts and current_attempts.
+-- (ackstore/ledger/results.py). A signal's attempts are the table attempts, its current one the
+-- view current_attempts.
 
 -- name: latest_result
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
 SELECT s.id, r.status, r.body, r.headers
 FROM signals s
 JOIN current_attempts a ON a.signal_id = s.id
-LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = a.attempt
+LEFT JOIN request_answers r ON r.signal_id = s.id AND r.attempt = a.attempt
 WHERE s.correlation_id = :correlation_id
 
 -- name: signal
@@ -23,7 +23,7 @@ SELECT r.is_error FROM command_responses r WHERE r.signal_id = :signal_id
 SELECT n.attempt, n.requested_acks, n.opened_at, n.deadline_at,
        r.status, r.cause, r.decided_at, st.decision, st.decided_at AS settlement_decided_at,
        st.carried_out_at
-FROM request_attempts n
+FROM attempts n
 LEFT JOIN request_results r ON r.signal_id = :signal_id AND r.attempt = n.attempt
 LEFT JOIN settlements st ON st.signal_id = :signal_id AND st.attempt = n.attempt
 WHERE n.signal_id = :signal_id

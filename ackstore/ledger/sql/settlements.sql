@@ -10,7 +10,7 @@ SELECT st.signal_id, st.attempt, st.decision,
        s.response_required AND s.headers ? 'reply-to' AS wants_reply
 FROM settlements st
 JOIN signals s ON s.id = st.signal_id
-JOIN request_attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
+JOIN attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
 WHERE st.carried_out_at IS NULL AND s.source = :source
 
 -- name: replies
@@ -19,7 +19,7 @@ SELECT s.id AS signal_id, s.correlation_id, s.thing_id, s.channel, s.topic, s.pa
        s.headers ->> 'reply-to' AS reply_to, r.status, r.body, r.cause, r.ack_statuses
 FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
 JOIN signals s ON s.id = d.signal_id
-JOIN request_results r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
+JOIN request_answers r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
 
 -- name: record
 -- Decisions carried out now. :held — the connector holds these deliveries and carries them
