@@ -47,5 +47,7 @@ def test_the_functions_are_the_schema_modules(migrated_engine: Engine) -> None:
 
     with migrated_engine.connect() as conn:
         for name, ddl in LEDGER_FUNCTIONS.items():
-            body = conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = :n"), {"n": name}).scalar_one()
+            body, parallel = conn.execute(text("SELECT prosrc, proparallel FROM pg_proc WHERE proname = :n"),
+                                          {"n": name}).one()
             assert body == ddl.split("$$")[1], name
+            assert (parallel == "s") == ("PARALLEL SAFE" in ddl.split("$$")[0]), name

@@ -641,11 +641,13 @@ $$""",
     # if it came before the attempt opened or while it waited in time; late if the attempt was
     # decided before it, or timed out (or failed) before it; NULL if there is no fact, or the next
     # attempt had opened by then (that attempt counts it). ackstore.rules.acks's
-    # disposition_on_arrival, for facts.
+    # disposition_on_arrival, for facts. PARALLEL SAFE, as ack_entry and ack_entry_headers are:
+    # the planner judges a query's parallel safety before it inlines them, and one function left
+    # unsafe kept the gate's query over a backlog on one core.
     "builtin_disposition": """
 CREATE FUNCTION builtin_disposition(fact_at timestamptz, opened_at timestamptz, deadline_at timestamptz,
                                     decided_at timestamptz, cause text, next_opened_at timestamptz)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN fact_at IS NULL OR next_opened_at <= fact_at THEN NULL
             WHEN fact_at < opened_at THEN 'counted'
             WHEN decided_at < fact_at OR (cause IN ('deadline', 'error') AND fact_at > deadline_at) THEN 'late'
@@ -668,7 +670,7 @@ $$""",
     # content-type), its request's correlation id, and ditto-weak-ack for a weak ack.
     "ack_entry_headers": """
 CREATE FUNCTION ack_entry_headers(headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN headers = '{}' AND weak THEN jsonb_build_object('correlation-id', correlation_id, 'ditto-weak-ack', true)
             WHEN headers = '{}' THEN jsonb_build_object('correlation-id', correlation_id)
             ELSE CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
@@ -684,7 +686,7 @@ $$""",
     # (5× slower).
     "ack_entry": """
 CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN payload IS NULL
             THEN jsonb_build_object('status', status, 'headers', ack_entry_headers(headers, weak, correlation_id))
             ELSE jsonb_build_object('status', status, 'payload', payload,

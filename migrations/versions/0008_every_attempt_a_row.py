@@ -17,6 +17,9 @@ Create Date: 2026-11-24 09:00:00
   Status and body stay stored (A.2.4). Answers stored before keep their headers.
 * ``ack_entry`` builds an entry with one ``jsonb_build_object`` per level (``ack_entry_headers``)
   instead of concatenating objects: the sweep writes two per decided request.
+* The SQL functions the sweep and the gate call are PARALLEL SAFE (they are pure): the planner
+  judges parallel safety before it inlines them, and one unsafe function kept the gate's query
+  over a backlog on one core.
 * ``refresh_statistics(table, written)``: a merge that grew a table by a tenth or more analyzes
   it, so that the next statement plans a backlog as one; a SECURITY DEFINER function (only an
   owner may analyze), executable by the pipeline. A result's jsonb columns keep no statistics
@@ -98,7 +101,7 @@ ORDER BY received_at, signal_id
 """
 ACK_ENTRY_HEADERS = """
 CREATE FUNCTION ack_entry_headers(headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN headers = '{}' AND weak THEN jsonb_build_object('correlation-id', correlation_id, 'ditto-weak-ack', true)
             WHEN headers = '{}' THEN jsonb_build_object('correlation-id', correlation_id)
             ELSE CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
@@ -133,7 +136,7 @@ END
 $$"""
 ACK_ENTRY = """
 CREATE OR REPLACE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN payload IS NULL
             THEN jsonb_build_object('status', status, 'headers', ack_entry_headers(headers, weak, correlation_id))
             ELSE jsonb_build_object('status', status, 'payload', payload,
@@ -209,6 +212,7 @@ def upgrade() -> None:
     op.execute(f"CREATE VIEW request_answers AS {REQUEST_ANSWERS}")
     op.execute(ACK_ENTRY_HEADERS)
     op.execute(ACK_ENTRY)
+    op.execute("ALTER FUNCTION builtin_disposition(timestamptz, timestamptz, timestamptz, timestamptz, text, timestamptz) PARALLEL SAFE")
     op.execute(REFRESH_STATISTICS)
     op.execute("REVOKE EXECUTE ON FUNCTION refresh_statistics(text, bigint) FROM PUBLIC")
     op.execute("ALTER TABLE request_results ALTER COLUMN body SET STATISTICS 0, "
@@ -232,6 +236,7 @@ def downgrade() -> None:
     op.execute("DROP VIEW request_answers")
     op.alter_column("request_results", "headers", nullable=False)
     op.execute(ACK_ENTRY_0007)
+    op.execute("ALTER FUNCTION builtin_disposition(timestamptz, timestamptz, timestamptz, timestamptz, text, timestamptz) PARALLEL UNSAFE")
     op.execute("DROP FUNCTION ack_entry_headers(jsonb, boolean, text)")
     op.execute(f"CREATE VIEW request_attempts AS {REQUEST_ATTEMPTS_0007}")
     op.execute(f"CREATE OR REPLACE VIEW current_attempts AS {CURRENT_ATTEMPTS_0007}")
