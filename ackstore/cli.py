@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     result.add_argument("correlation_id", metavar="CORRELATION_ID")
     result.set_defaults(run=_with_store(_result))
 
-    show = commands.add_parser("show", help="print a signal's stored state: row, acks and result")
+    show = commands.add_parser("show", help="print a signal's timeline: every checkpoint with its time (A.3)")
     show.add_argument("correlation_id", metavar="CORRELATION_ID")
+    show.add_argument("--json", action="store_true",
+                      help="print the stored state as JSON instead: row, attempts, acks, result and timeline")
     show.set_defaults(run=_with_store(_show))
 
     search = commands.add_parser("search", help="ids of indexed things matching an RQL filter (B.12)")
@@ -235,8 +237,16 @@ def _report(store: AckStore, args: argparse.Namespace) -> int:
 
 
 def _show(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.report import render_timeline
+
     state = store.stored_signal(args.correlation_id)
-    _print(state)
+    timeline = store.timeline(args.correlation_id) if state is not None else None
+    if args.json:
+        _print(None if state is None else {**state, "timeline": timeline})
+    elif state is None:
+        print(f"no signal has the correlation id {args.correlation_id!r}", file=sys.stderr)
+    else:
+        render_timeline(state, timeline or [])
     return EXIT_OK if state is not None else EXIT_ERROR_ANSWER
 
 

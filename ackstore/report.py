@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ackstore.ledger import reports
@@ -42,6 +42,34 @@ def render(title: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> No
     console.print(table)
     if not rows:
         console.print("(nothing)")
+
+
+def render_timeline(state: dict[str, Any], timeline: list[dict[str, Any]]) -> None:
+    """A signal's checkpoints, oldest first, under a line that names the signal. Readable when
+    piped or at 80 columns: every column but the detail is kept whole (an ack's label goes with
+    its checkpoint), the detail wraps at words, and times show their date only when the
+    checkpoints span more than one day (the title names it otherwise)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    result = state.get("result") or {}
+    days = {row["at"].astimezone(timezone.utc).date() for row in timeline}
+    shown_format = "%H:%M:%S.%f" if len(days) == 1 else "%Y-%m-%d %H:%M:%S.%f"
+    title = (f"{state['correlation_id']}: {state['kind']} {state['action']} of {state['thing_id']} from "
+             f"{state['source']} — {state['state']}"
+             + (f", answered {result['status']}" if isinstance(result.get("status"), int) else "")
+             + (f"; times on {days.pop()} (UTC)" if len(days) == 1 else "; times in UTC"))
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    table.add_column("at", no_wrap=True)
+    table.add_column("attempt", justify="right", no_wrap=True)
+    table.add_column("checkpoint", no_wrap=True)
+    table.add_column("status", justify="right", no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=1)
+    for row in timeline:
+        at = row["at"].astimezone(timezone.utc).strftime(shown_format)[:-3]
+        checkpoint = f"{row['checkpoint']} {row['label']}" if row["label"] else row["checkpoint"]
+        table.add_row(at, _cell(row["attempt"]), checkpoint, _cell(row["status"]), _cell(row["detail"]))
+    Console().print(table)
 
 
 def _cell(value: Any) -> str:

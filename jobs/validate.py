@@ -108,10 +108,12 @@ def _slice_bounds(step: Step) -> dict[str, Any]:
 
 
 def _pass(step: Step, bounds: dict[str, Any]) -> None:
-    params = {**bounds, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES)}
+    params = {**bounds, "transport_api": settlement.TRANSPORT_API, "local_sources": list(settlement.LOCAL_SOURCES),
+              "run_id": step.run_id}
     with step.merge() as conn:
         run_statement = step.runner(conn, params)
         step.stats["to_settle"] = run_statement("enqueue_settlements")
+        run_statement("record_pass")
         run_statement("advance_watermarks")
         step.refresh_statistics(conn, {queue_settle: step.stats["to_settle"]})
 

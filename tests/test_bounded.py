@@ -28,7 +28,7 @@ from tests.conftest import ADMIN_URL
 
 HISTORY_TABLES = {"signals", "acks", "request_results", "command_responses", "thing_events", "things",
                   "settlements", "search_things", "search_index", "search_marks", "ledger_batches", "attempts",
-                  "deliveries"}
+                  "deliveries", "validation_passes"}
 READS = [
     ("apply_twin", "pending"), ("apply_twin", "pending_count"),
     ("index_search", "changed"), ("index_search", "anything_changed"),
@@ -159,10 +159,11 @@ def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
 # What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql),
 # and what `result` reads: an answer (request_answers) per request.
 CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("ingest", "already_stored"),
-                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("results", "latest_result")]
+                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("results", "latest_result"),
+                   ("results", "acks_of"), ("results", "timeline")]
 CONNECTOR_PARAMS = {"source": "amqp:bench", "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
                     "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
-                    "correlation_id": "history-7"}
+                    "correlation_id": "history-7", "signal_id": 7}
 
 
 @pytest.mark.parametrize(("file", "name"), CONNECTOR_READS, ids=[f"{f}.{n}" for f, n in CONNECTOR_READS])

@@ -49,7 +49,7 @@ def test_round_trip_with_exit_codes(store: AckStore, database_url: str, tmp_path
     code, answer = run("ack", "auditor", "-", url=database_url, stdin=json.dumps(ack_message("c-cli", "org:audit")).encode())
     assert (code, answer) == (0, {"status": 204})
     assert run("result", "c-cli", url=database_url) == (3, {"correlationId": "c-cli", "decided": False})
-    code, state = run("show", "c-cli", url=database_url)
+    code, state = run("show", "c-cli", "--json", url=database_url)
     assert code == 0 and state["acks"][0]["disposition"] == "counted"
 
 

@@ -35,6 +35,13 @@ def stored_signal(conn: Connection, correlation_id: str) -> dict[str, Any] | Non
     return state
 
 
+def timeline(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
+    """Every checkpoint of the signal with its time, in the order it lived them (the view
+    ``signal_timeline``): attempt (None: the signal's, not one attempt's), at, checkpoint, label,
+    status, detail."""
+    return [dict(row) for row in conn.execute(_sql("timeline"), {"signal_id": signal_id}).mappings()]
+
+
 def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
     """Every attempt of a signal: its labels and deadline, its result and its settlement."""
     rows = conn.execute(_sql("attempts_of"), {"signal_id": signal_id}).mappings()

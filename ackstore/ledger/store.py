@@ -265,12 +265,27 @@ class AckStore:
 
     def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
         """The stored state of one signal: the row, its requested labels, its acks and result."""
-        try:
-            limits.check_text("correlation-id", correlation_id)
-        except errors.DittoError:
-            return None  # no stored correlation id can hold it
+        if not _could_be_stored(correlation_id):
+            return None
         with self.engine.connect() as conn:
             state = results.stored_signal(conn, correlation_id)
         if state is not None:
             state["result"] = self.result(correlation_id)
         return state
+
+    def timeline(self, correlation_id: str) -> list[dict[str, Any]] | None:
+        """Every checkpoint of one signal with its time (A.3), oldest first; None if unknown."""
+        if not _could_be_stored(correlation_id):
+            return None
+        with self.engine.connect() as conn:
+            found = results.latest(conn, correlation_id)
+            return None if found is None else results.timeline(conn, found.id)
+
+
+def _could_be_stored(correlation_id: str) -> bool:
+    """Whether a stored signal could have this correlation id (text PostgreSQL holds, in bounds)."""
+    try:
+        limits.check_text("correlation-id", correlation_id)
+    except errors.DittoError:
+        return False
+    return True

@@ -126,6 +126,14 @@ WHERE r.batch_id > :results_after AND r.batch_id <= :results_upto
   AND s.api = :transport_api AND s.source <> ALL (CAST(:local_sources AS text[]))
 ON CONFLICT DO NOTHING
 
+-- name: record_pass
+-- When the gate passed the slice's results (the validated checkpoint of their timelines): one row
+-- per pass, none per signal. A pass already recorded keeps its first time.
+INSERT INTO validation_passes (results_upto, run_id, passed_at)
+SELECT CAST(:results_upto AS bigint), :run_id, clock_timestamp()
+WHERE CAST(:results_upto AS bigint) IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM validation_passes v WHERE v.results_upto = CAST(:results_upto AS bigint))
+
 -- name: advance_watermarks
 -- Passed: the slice is not checked again.
 INSERT INTO pipeline_watermarks (name, position)

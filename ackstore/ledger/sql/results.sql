@@ -35,3 +35,10 @@ SELECT k.attempt, k.label, k.status, k.payload, k.issuer, k.weak, k.disposition
 FROM request_acks k
 WHERE k.signal_id = :signal_id
 ORDER BY k.attempt, k.received_at, k.id NULLS LAST, k.label
+
+-- name: timeline
+-- Every checkpoint of a signal with its time, in the order it lived them (A.3).
+SELECT t.attempt, t.at, t.checkpoint, t.label, t.status, t.detail
+FROM signal_timeline t
+WHERE t.signal_id = :signal_id
+ORDER BY t.at, t.stage, t.attempt, t.label
