@@ -21,7 +21,7 @@ from ackstore.ledger.database import make_engine, scratch_database
 from jobs import pipeline
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
-from tests.ledger import comparable_ledger, load_workload, snapshot
+from tests.ledger import RUN_BOOKKEEPING, comparable_ledger, load_workload, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "dags"
@@ -125,9 +125,9 @@ def test_a_dag_run_leaves_the_ledger_pipeline_run_leaves(tmp_path: Path, spark) 
                                             {"r": run["run_id"]}).scalars())
             assert recorded == set(STEPS)  # the DAG run's id is the pipeline's run id
             # A retried task (the same step, the same run id) changes nothing.
-            before = snapshot(engine, without=("pipeline_runs", "pipeline_watermarks"))
+            before = snapshot(engine, without=RUN_BOOKKEEPING)
             for step in STEPS:
                 pipeline.run_step(step, PipelineSettings(database_url=dag_url, run_id=run["run_id"], partitions=2), spark)
-            assert snapshot(engine, without=("pipeline_runs", "pipeline_watermarks")) == before
+            assert snapshot(engine, without=RUN_BOOKKEEPING) == before
         finally:
             engine.dispose()
