@@ -53,11 +53,13 @@ def run_demo(database_url: str | None = None) -> int:
         _step("what the first requester is told", store.result(created))
         _step("what the second requester is told", store.result(correlation_id))
         _step("search: eq(features/lamp/properties/on,true)", store.search("eq(features/lamp/properties/on,true)"))
-        from ackstore.report import run_report
+        from ackstore.report import render_timeline, run_report
 
         print()
         run_report(store, "settlement", as_json=False, limit=50, source=None)
-        print(f"\nthe whole record of the second command: ackstore show {correlation_id}")
+        print(f"\n== the timeline of the second command (ackstore show {correlation_id})")
+        render_timeline(store.stored_signal(correlation_id), store.timeline(correlation_id) or [])
+        print(f"\nits whole stored record: ackstore show {correlation_id} --json")
         print(f"the QoS-1 audit: ackstore report audit      (demo took {time.perf_counter() - started:.0f} s)")
     finally:
         store.close()

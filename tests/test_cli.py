@@ -99,3 +99,7 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert "manual__" in tasks  # a run Airflow made
     report = output.split("Settlement status per source")[1]
     assert "demo-amqp" in report and "ack" in report
+    timeline = output.split("== the timeline of the second command")[1]
+    checkpoints = ("received", "applied", "ack twin-persisted", "indexed", "ack search-persisted", "ack demo:audit",
+                   "decided", "validated")
+    assert all(checkpoint in timeline for checkpoint in checkpoints), timeline
