@@ -58,7 +58,7 @@ def render_timeline(state: dict[str, Any], timeline: list[dict[str, Any]]) -> No
     title = (f"{state['correlation_id']}: {state['kind']} {state['action']} of {state['thing_id']} from "
              f"{state['source']} — {state['state']}"
              + (f", answered {result['status']}" if isinstance(result.get("status"), int) else "")
-             + (f"; times on {days.pop()} (UTC)" if len(days) == 1 else "; times in UTC"))
+             + (f"; times on {next(iter(days))} (UTC)" if len(days) == 1 else "; times in UTC"))
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
     table.add_column("at", no_wrap=True)
     table.add_column("attempt", justify="right", no_wrap=True)
