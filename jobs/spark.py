@@ -232,16 +232,10 @@ class Postgres:
 def copy_batches(batches: Iterator[Any], connection: dict[str, str], table: str, columns: tuple[str, ...]) -> Iterator[Any]:
     """The body of :meth:`Postgres.append` in a Python worker: its batches into ``table``; one
     row, the count."""
-    import psycopg2
-
     written = 0
-    conn = psycopg2.connect(**connection)
-    try:
-        with conn, conn.cursor() as cursor:
-            for batch in batches:
-                written += _copy_in(cursor, batch, table, columns)
-    finally:
-        conn.close()
+    with _transaction(connection) as cursor:
+        for batch in batches:
+            written += _copy_in(cursor, batch, table, columns)
     yield _count(written)
 
 
@@ -249,23 +243,32 @@ def _read_map_copy(batches: Iterator[Any], connection: dict[str, str], reads: li
                    outputs: Outputs, run_id: str) -> Iterator[Any]:
     """The body of :meth:`Postgres.stage_in_tasks` in a Python worker, for the reads its
     partition numbers name; one row, how many rows it staged."""
-    import psycopg2
     import pyarrow as pa
 
     written = 0
+    with _transaction(connection) as cursor:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                rows = _copy_out(cursor, reads[task], columns)
+                for table, each in outputs.items():
+                    for out in each(iter(rows)):
+                        tagged = out.append_column("run_id", pa.array([run_id] * out.num_rows, pa.string()))
+                        written += _copy_in(cursor, tagged, table, tuple(tagged.schema.names))
+    yield _count(written)
+
+
+@contextmanager
+def _transaction(connection: dict[str, str]) -> Iterator[Any]:
+    """A worker's own connection, one transaction on it (committed when the block ends without an
+    error), and a cursor; the connection is closed either way."""
+    import psycopg2
+
     conn = psycopg2.connect(**connection)
     try:
         with conn, conn.cursor() as cursor:
-            for batch in batches:
-                for task in batch.column(0).to_pylist():
-                    rows = _copy_out(cursor, reads[task], columns)
-                    for table, each in outputs.items():
-                        for out in each(iter(rows)):
-                            tagged = out.append_column("run_id", pa.array([run_id] * out.num_rows, pa.string()))
-                            written += _copy_in(cursor, tagged, table, tuple(tagged.schema.names))
+            yield cursor
     finally:
         conn.close()
-    yield _count(written)
 
 
 def _copy_out(cursor: Any, query: str, columns: Columns) -> list[Any]:

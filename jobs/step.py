@@ -83,10 +83,10 @@ class Step:
                 merge(self)
             return self.record()
 
-    def read(self, spark: Any, query: str, bounds: tuple[int, int], partition_column: str = "signal_id") -> Any:
-        """The job's named read ``query``, split into partitions over ``bounds`` of a column."""
+    def read(self, spark: Any, query: str, bounds: tuple[int, int]) -> Any:
+        """The job's named read ``query``, split into partitions over ``bounds`` of its signal ids."""
         return self.postgres.read(
-            spark, statements(self.name)[query], partition_column=partition_column, bounds=bounds,
+            spark, statements(self.name)[query], partition_column="signal_id", bounds=bounds,
             partitions=self.settings.partitions,
         )
 

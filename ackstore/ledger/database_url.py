@@ -167,10 +167,8 @@ class DatabaseUrl:
 
     def jdbc(self, environ: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
         """Spark's JDBC URL and connection properties (user and password among them)."""
-        params = self.resolved(environ)
-        hosts = params.get("host") or ""
-        if not hosts or hosts.startswith("/"):
-            hosts = JDBC_DEFAULT_HOST  # JDBC has no Unix sockets: the same server over TCP
+        params = self._over_tcp(environ)
+        hosts = params["host"]
         ports = params["port"].split(",")
         addresses = [
             f"{_jdbc_host(host)}:{ports[i] if i < len(ports) else ports[-1]}"
@@ -193,6 +191,11 @@ class DatabaseUrl:
         """psycopg2's connect keywords for Spark's Python workers, which may run on another
         machine: libpq's defaults resolved here (as for JDBC), and the same server over TCP when
         the URL names a socket (as JDBC reaches it)."""
+        return self._over_tcp(environ)
+
+    def _over_tcp(self, environ: Mapping[str, str] | None) -> dict[str, str]:
+        """The resolved parameters, with the same server over TCP where the URL names a Unix
+        socket or no host: JDBC has no sockets, and Spark's workers may run elsewhere."""
         params = self.resolved(environ)
         if not params.get("host") or params["host"].startswith("/"):
             params["host"] = JDBC_DEFAULT_HOST
