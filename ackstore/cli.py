@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.store import AckStore
+from ackstore.report import REPORTS
 from ackstore.rules import errors
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
@@ -35,7 +36,21 @@ examples:
   ackstore result 3f0c…                 # {"status": 200, "body": …, "headers": …}
   ackstore search 'eq(attributes/on,true)'   # {"status": 200, "items": ["org.acme:lamp"]}
   ackstore report audit                 # what is not answered or settled yet, oldest first
+  ackstore report latency --since 7d --bucket 1d   # p50/p95/p99 per source and day
   ackstore demo                         # all of the above on a sample command
+"""
+
+
+REPORT_DESCRIPTION = """\
+settlement   per source: requests pending a settlement decision, decided, carried out
+audit        what is received but not yet answered or settled, oldest first
+latency      per source and bucket: p50/p95/p99 of received → decided → settlement → carried out
+watermarks   per source: every signal settled up to which one, and those after it that are not (why)
+late-acks    acks that came after their request was decided: how late, and what they would have changed
+labels       per label and issuer: 2xx / weak / 4xx / 408 / 5xx, and the p95 time to ack
+
+latency, watermarks, late-acks and labels read the signals received in a window (--since,
+--until; the last 24 hours by default); audit reads all unless a window is given.
 """
 
 
@@ -126,12 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="the run's id (default: a new one); a re-run may reuse it")
     run.set_defaults(run=_pipeline)
 
-    report = commands.add_parser("report", help="the SQL reports: settlement status per source, the QoS-1 audit")
-    report.add_argument("report", choices=("settlement", "audit"),
-                        help="settlement: status per source and decision; audit: what is not answered or settled yet")
+    report = commands.add_parser(
+        "report", help="the SQL reports: settlement, audit, latency, watermarks, late acks, labels",
+        description=REPORT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_argument("report", choices=REPORTS, metavar="REPORT", help=", ".join(REPORTS))
     report.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     report.add_argument("--source", help="only this source (a connection id, api or cli)")
-    report.add_argument("--limit", type=int, default=50, help="audit: at most this many signals (default 50)")
+    report.add_argument("--since", metavar="TIME",
+                        help="signals received from TIME: 2026-11-24, 2026-11-24T09:30[+01:00], now, or a duration "
+                             "before now such as 90m, 24h, 7d (windowed reports: default 24h)")
+    report.add_argument("--until", metavar="TIME", help="... and before TIME (default now)")
+    report.add_argument("--bucket", default="1h", metavar="DURATION",
+                        help="latency: the span of each row, such as 15m, 1h, 1d (default 1h)")
+    report.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     report.set_defaults(run=_with_store(_report))
 
     airflow = commands.add_parser(
@@ -233,7 +255,8 @@ def _result(store: AckStore, args: argparse.Namespace) -> int:
 def _report(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.report import run_report
 
-    return run_report(store, args.report, as_json=args.json, limit=args.limit, source=args.source)
+    return run_report(store, args.report, as_json=args.json, limit=args.limit, source=args.source,
+                      since=args.since, until=args.until, bucket=args.bucket)
 
 
 def _show(store: AckStore, args: argparse.Namespace) -> int:

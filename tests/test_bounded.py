@@ -172,3 +172,34 @@ def test_a_connector_scans_no_history_table(ledger, file: str, name: str) -> Non
     plan = _plan(engine, load(LEDGER_SQL / f"{file}.sql")[name], CONNECTOR_PARAMS)
     scanned = set(_scans(plan))
     assert not scanned & HISTORY_TABLES, f"{file}.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
+
+
+# The windowed reports (ackstore/ledger/sql/reports.sql): a window of the history (10 s of it:
+# 10 000 signals) and the last hour (the fresh commands). Each function must be inlined (no
+# Function Scan: PostgreSQL plans it with the window) and find its signals by received_at's index.
+WINDOWED_REPORTS = ["latency", "watermarks", "unsettled", "late_acks", "labels"]
+WINDOWS = {
+    "history": "SELECT now() - interval '30 days' + interval '50 seconds' AS since, "
+               "now() - interval '30 days' + interval '60 seconds' AS until",
+    "last hour": "SELECT now() - interval '1 hour' AS since, now() AS until",
+}
+
+
+def _function_scans(plan: dict[str, Any]) -> Iterator[str]:
+    if plan.get("Node Type") == "Function Scan":
+        yield plan.get("Function Name", "")
+    for child in plan.get("Plans", []):
+        yield from _function_scans(child)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("name", WINDOWED_REPORTS)
+def test_a_windowed_report_reads_its_window_alone(ledger, name: str, window: str) -> None:
+    engine, _ = ledger
+    with engine.connect() as conn:
+        bounds = conn.execute(text(WINDOWS[window])).one()._asdict()
+    params = {**bounds, "source": None, "limit": 50, "bucket": "1 hour"}
+    plan = _plan(engine, load(LEDGER_SQL / "reports.sql")[name], params)
+    scanned = set(_scans(plan))
+    assert not scanned & HISTORY_TABLES, f"reports.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
+    assert not {f for f in _function_scans(plan) if f.startswith(("report_", "signal"))}, f"not inlined: {plan}"

@@ -43,10 +43,10 @@ def test_the_views_are_the_schema_modules(migrated_engine: Engine) -> None:
 def test_the_functions_are_the_schema_modules(migrated_engine: Engine) -> None:
     from sqlalchemy import text
 
-    from ackstore.ledger.schema import LEDGER_FUNCTIONS
+    from ackstore.ledger.schema import LEDGER_FUNCTIONS, REPORT_FUNCTIONS
 
     with migrated_engine.connect() as conn:
-        for name, ddl in LEDGER_FUNCTIONS.items():
+        for name, ddl in {**LEDGER_FUNCTIONS, **REPORT_FUNCTIONS}.items():
             body, parallel = conn.execute(text("SELECT prosrc, proparallel FROM pg_proc WHERE proname = :n"),
                                           {"n": name}).one()
             assert body == ddl.split("$$")[1], name

@@ -8,6 +8,7 @@ import json
 import os
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
 import pytest
@@ -115,9 +116,20 @@ def test_each_component_works_as_its_own_role(engine: Engine, database_url: str,
         with reporter.engine.connect() as conn:
             assert {row["source"] for row in reports.settlement_status(conn)} == {SOURCE}
             assert [row["correlation_id"] for row in reports.qos1_audit(conn)] == []
+            assert {row["source"] for row in _windowed_reports(conn)} == {"api", SOURCE}
     finally:
         ingest.close()
         reporter.close()
+
+
+def _windowed_reports(conn) -> list[dict]:
+    """Every windowed report over the last day, as the caller's role; the watermarks returned."""
+    window = reports.Window(datetime.now(timezone.utc) - timedelta(days=1), datetime.now(timezone.utc))
+    reports.latency(conn, window, timedelta(hours=1), 50)
+    reports.unsettled(conn, window, 50)
+    reports.late_acks(conn, window, 50)
+    reports.labels(conn, window, 50)
+    return reports.watermarks(conn, window, 50)
 
 
 def test_the_reporter_cannot_write_anything(engine: Engine, database_url: str, logins) -> None:
@@ -315,6 +327,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
             with store.engine.connect() as conn:
                 reports.settlement_status(conn)
                 reports.qos1_audit(conn)
+                _windowed_reports(conn)
 
     phase("ackstore_ingest", ingest_first)
     phase("ackstore_pipeline", pipeline_run)

@@ -1,11 +1,19 @@
-"""The SQL reports (README, "Reports"): each is a view in the schema; these read them."""
+"""The SQL reports (README, "Reports"): settlement and audit are views in the schema; the
+windowed ones (latency, watermarks, late acks, labels) functions of a window (schema.REPORT_FUNCTIONS),
+read by the statements of ``sql/reports.sql``. Every reader of a report (the CLI, the Ledger page)
+reads it here."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
+
+from ackstore.ledger.named_sql import ledger_statement
+from ackstore.rules.acks import Ack
+from ackstore.rules.aggregation import Request, decide_with_late_ack
 
 SETTLEMENT_COLUMNS = ("source", "status", "decision", "requests", "oldest")
 AUDIT_COLUMNS = ("signal_id", "correlation_id", "source", "source_message_id", "attempt", "stuck_at", "detail",
@@ -25,14 +33,18 @@ def settlement_status(conn: Connection, source: str | None = None) -> list[dict[
     return [dict(row) for row in rows]
 
 
-def qos1_audit(conn: Connection, limit: int = 50, source: str | None = None) -> list[dict[str, Any]]:
-    """Signals received but not yet answered or settled, oldest first, with where they are stuck."""
+def qos1_audit(conn: Connection, limit: int = 50, source: str | None = None, since: datetime | None = None,
+               until: datetime | None = None) -> list[dict[str, Any]]:
+    """Signals received (in [since, until), when given) but not yet answered or settled, oldest
+    first, with where they are stuck."""
     rows = conn.execute(
         text(
             "SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail, received_at, age "
-            "FROM report_qos1_audit WHERE CAST(:source AS text) IS NULL OR source = :source LIMIT :limit"
+            "FROM report_qos1_audit WHERE (CAST(:source AS text) IS NULL OR source = :source) "
+            "AND (CAST(:since AS timestamptz) IS NULL OR received_at >= :since) "
+            "AND (CAST(:until AS timestamptz) IS NULL OR received_at < :until) LIMIT :limit"
         ),
-        {"source": source, "limit": limit},
+        {"source": source, "limit": limit, "since": since, "until": until},
     ).mappings()
     return [dict(row) for row in rows]
 
@@ -44,3 +56,80 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
         else value.isoformat() if hasattr(value, "isoformat") else value
         for key, value in row.items()
     }
+
+
+# --- the windowed reports ------------------------------------------------------------------------
+
+LATENCY_COLUMNS = ("source", "bucket_start", "measure", "signals", "measured", "p50", "p95", "p99")
+WATERMARK_COLUMNS = ("source", "signals", "settled", "unsettled", "watermark_signal_id", "watermark_message_id",
+                     "watermark_received_at")
+UNSETTLED_COLUMNS = ("source", "signal_id", "correlation_id", "source_message_id", "received_at", "attempt", "why")
+LATE_ACK_COLUMNS = ("signal_id", "correlation_id", "source", "attempt", "label", "status", "issuer", "received_at",
+                    "late_by", "answered", "would_have_answered", "changes_outcome")
+LABEL_COLUMNS = ("label", "issuer", "answered", "ok", "weak", "client_errors", "timeouts", "server_errors",
+                 "p95_seconds")
+# What the late-acks statement reads for the counterfactual decision, not shown.
+_DECISION_INPUTS = ("weak", "cause", "api", "requested_acks", "response_required", "timeout_ms", "counted")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The signals a windowed report reads: received in [since, until), from ``source`` or any."""
+
+    since: datetime
+    until: datetime
+    source: str | None = None
+
+    def params(self, limit: int) -> dict[str, Any]:
+        return {"since": self.since, "until": self.until, "source": self.source, "limit": limit}
+
+
+def _rows(conn: Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(row) for row in conn.execute(ledger_statement("reports", name), params).mappings()]
+
+
+def latency(conn: Connection, window: Window, bucket: timedelta, limit: int) -> list[dict[str, Any]]:
+    """Per source and bucket of received time: p50/p95/p99 seconds of received → decided, decided →
+    settlement decided, decided → carried out, received → carried out."""
+    return _rows(conn, "latency", {**window.params(limit), "bucket": bucket})
+
+
+def watermarks(conn: Connection, window: Window, limit: int) -> list[dict[str, Any]]:
+    """Per source: the last signal up to which every signal is settled, and how many are not."""
+    return _rows(conn, "watermarks", window.params(limit))
+
+
+def unsettled(conn: Connection, window: Window, limit: int) -> list[dict[str, Any]]:
+    """The signals not settled, by source in received order, with why."""
+    return _rows(conn, "unsettled", window.params(limit))
+
+
+def late_acks(conn: Connection, window: Window, limit: int) -> list[dict[str, Any]]:
+    """Acks that came after their attempt was decided: how late, what was answered, and what the
+    attempt would have answered had the ack come in time (the aggregation rule's own decision)."""
+    rows = _rows(conn, "late_acks", window.params(limit))
+    for row in rows:
+        would = _would_have_answered(row)
+        row["would_have_answered"] = would
+        row["changes_outcome"] = would is not None and would != row["answered"]
+        for name in _DECISION_INPUTS:
+            del row[name]
+    return rows
+
+
+def labels(conn: Connection, window: Window, limit: int) -> list[dict[str, Any]]:
+    """Per label and issuer: how the requested label was answered (2xx, weak, 4xx, 408, 5xx) and
+    the p95 seconds from the attempt's opening to its ack."""
+    return _rows(conn, "labels", window.params(limit))
+
+
+def _would_have_answered(row: dict[str, Any]) -> int | None:
+    """The status the late ack's attempt would have been answered with, had it come in time; None
+    for a failed twin command (its answer is the failure, whatever the acks: A.2.7)."""
+    if row["cause"] == "error":
+        return None
+    request = Request(correlation_id=row["correlation_id"], requested_acks=tuple(row["requested_acks"]),
+                      response_required=row["response_required"], timeout_ms=row["timeout_ms"], api=row["api"])
+    counted = [Ack(label=ack["label"], status=ack["status"], weak=ack["weak"]) for ack in row["counted"]]
+    late = Ack(label=row["label"], status=row["status"], weak=row["weak"])
+    return decide_with_late_ack(request, counted, late).status

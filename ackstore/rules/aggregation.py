@@ -135,6 +135,16 @@ def decide(
     return Result(status, http_body(reduced, request.correlation_id), headers, cause, statuses)
 
 
+def decide_with_late_ack(request: Request, counted: Sequence[Ack], late: Ack) -> Result:
+    """What :func:`decide` would have answered had ``late`` come in time, after the acks the
+    attempt counted (a late live response answers as the command's response). The late-acks
+    report compares it with what was answered."""
+    response = Response(late.status, late.payload) if late.label == labels.LIVE_RESPONSE else None
+    result = decide(request, acks=[*counted, late], response=response, deadline_passed=True)
+    assert result is not None, "past its deadline, every request is decided"
+    return result
+
+
 def _as_answered(ack: Ack, request: Request) -> Ack:
     """A collected ack as the answer shows it: over HTTP, a 201 ``twin-persisted`` entry carries
     the created resource's ``location`` (B.4.3)."""

@@ -211,6 +211,17 @@ def pull_max_invalid(value: object, maximum: int) -> DittoError:
     )
 
 
+def report_option_invalid(option: str, value: object, expected: str) -> DittoError:
+    return DittoError(
+        400,
+        "report:option.invalid",
+        f"The report's {option} <{_clip(str(value))}> is not {expected}.",
+        "Give --since and --until as a time (2026-11-24, 2026-11-24T09:30, 2026-11-24T09:30+01:00), 'now', "
+        "or a duration before now (90m, 24h, 7d); --bucket as a duration (15m, 1h, 1d); --limit as a "
+        "positive integer.",
+    )
+
+
 def request_timeout(timeout_ms: int) -> DittoError:
     """The payload of a 408 placeholder ack (B.5 item 1)."""
     return DittoError(

@@ -1,0 +1,442 @@
+"""The windowed reports (latency, watermarks, late acks, labels) on a hand-built ledger.
+
+Every fact is written with its own time, so the expectations are computed here from the seed
+itself — percentiles by linear interpolation in Python, watermarks by walking each source's
+signals in order — never by the views or functions under test. Windows: everything, one source,
+one bucket, an empty one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from ackstore.ledger import reports
+from ackstore.ledger.reports import Window
+from ackstore.report import parse_bucket, parse_instant, window_of
+from ackstore.rules import errors, settlement
+
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@dataclass
+class Attempt:
+    requested: list[str]
+    opened: float
+    deadline: float
+    decided: float | None = None
+    status: int | None = None
+    cause: str = "acks"
+    ack_statuses: dict[str, int] = field(default_factory=dict)
+    settlement: tuple[str, float, float | None] | None = None  # decision, decided, carried out
+    acks: list[tuple[str, int, str, float, str, bool]] = field(default_factory=list)  # label, status, issuer, at, disposition, weak
+
+
+@dataclass
+class Signal:
+    name: str
+    source: str
+    received: float
+    attempts: list[Attempt]
+
+    @property
+    def api(self) -> str:
+        return "http" if self.source == "api" else "connectivity"
+
+
+def _ack(label: str, status: int, issuer: str, seconds: float, disposition: str = "counted", weak: bool = False):
+    return (label, status, issuer, seconds, disposition, weak)
+
+
+SEED = [
+    Signal("a1", "plant-a", 0, [Attempt(["app:done"], 0, 60, 10, 200, "acks", {"app:done": 200}, ("ack", 70, 71),
+                                        [_ack("app:done", 200, "app", 4)])]),
+    Signal("p1", "api", 10, [Attempt([], 10, 70, 20, 202, "accepted")]),
+    Signal("b1", "plant-b", 30, [Attempt(["app:done"], 30, 90, 40, 200, "acks", {"app:done": 200}, ("ack", 50, 52),
+                                         [_ack("app:done", 200, "filtering", 31, weak=True)])]),
+    Signal("a2", "plant-a", 60, [
+        Attempt(["app:done"], 60, 80, 90, 408, "deadline", {"app:done": 408}, ("redeliver", 100, 101),
+                [_ack("app:done", 200, "app", 95, "late")]),
+        Attempt(["app:done"], 200, 260, 210, 200, "acks", {"app:done": 200}, ("ack", 220, None),
+                [_ack("app:done", 200, "app", 205)]),
+    ]),
+    Signal("a3", "plant-a", 120, [Attempt(["app:done"], 120, 180)]),
+    Signal("b2", "plant-b", 150, [Attempt(["app:done"], 150, 210, 160, 500, "acks", {"app:done": 500},
+                                          ("dead-letter", 170, 171), [_ack("app:done", 500, "app", 155)])]),
+    Signal("a4", "plant-a", 3700, [Attempt(["app:done", "app:more"], 3700, 3760, 3710, 424, "acks",
+                                           {"app:done": 200, "app:more": 503}, ("reject", 3715, 3720),
+                                           [_ack("app:done", 200, "app", 3702), _ack("app:more", 503, "other", 3703),
+                                            _ack("app:more", 200, "other", 3800, "late")])]),
+    Signal("p2", "api", 5000, [Attempt([], 5000, 5060, 5001, 202, "accepted")]),
+]
+ALL = Window(at(-1), at(6000))
+
+
+@pytest.fixture
+def seeded(engine: Engine) -> Engine:
+    seed(engine)
+    return engine
+
+
+def seed(engine: Engine) -> None:
+    """Write SEED into the ledger, every fact with its own time."""
+    with engine.begin() as conn:
+        for signal in SEED:
+            first = signal.attempts[0]
+            signal_id = conn.execute(text(
+                "INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "
+                "topic, path, value, headers, requested_acks, response_required, timeout_ms, received_at, deadline_at) "
+                "VALUES (:source, :name, :name, :api, 'twin', 'twin-command', 'modify', 'org.acme:t', "
+                "'org.acme/t/things/twin/commands/modify', '/attributes/n', '1', '{}', :requested, :required, "
+                ":timeout, :received, :deadline) RETURNING id"),
+                {"source": signal.source, "name": signal.name, "api": signal.api, "requested": first.requested,
+                 "required": bool(first.requested), "timeout": int((first.deadline - first.opened) * 1000),
+                 "received": at(signal.received), "deadline": at(first.deadline)}).scalar_one()
+            for number, attempt in enumerate(signal.attempts, 1):
+                if number > 1:
+                    conn.execute(text("INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at) "
+                                      "VALUES (:s, :n, :r, :o, :d)"),
+                                 {"s": signal_id, "n": number, "r": attempt.requested, "o": at(attempt.opened),
+                                  "d": at(attempt.deadline)})
+                for label, status, issuer, seconds, disposition, weak in attempt.acks:
+                    conn.execute(text("INSERT INTO acks (signal_id, attempt, label, status, headers, issuer, weak, "
+                                      "received_at, disposition) VALUES (:s, :n, :l, :st, '{}', :i, :w, :at, :d)"),
+                                 {"s": signal_id, "n": number, "l": label, "st": status, "i": issuer, "w": weak,
+                                  "at": at(seconds), "d": disposition})
+                if attempt.decided is not None:
+                    conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, "
+                                      "ack_statuses, decided_at, batch_id) VALUES (:s, :n, :st, '{}', :c, :a, :at, 1)"),
+                                 {"s": signal_id, "n": number, "st": attempt.status, "c": attempt.cause,
+                                  "a": json.dumps(attempt.ack_statuses), "at": at(attempt.decided)})
+                if attempt.settlement is not None:
+                    decision, decided, carried = attempt.settlement
+                    conn.execute(text("INSERT INTO settlements (signal_id, attempt, decision, decided_at, carried_out_at) "
+                                      "VALUES (:s, :n, :d, :at, :c)"),
+                                 {"s": signal_id, "n": number, "d": decision, "at": at(decided),
+                                  "c": None if carried is None else at(carried)})
+
+
+# --- the independent computation ------------------------------------------------------------------
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """PostgreSQL's percentile_cont: linear interpolation between the closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def in_window(window: Window) -> list[Signal]:
+    return [s for s in SEED if window.since <= at(s.received) < window.until
+            and (window.source is None or s.source == window.source)]
+
+
+def expected_state(needs_transport: bool, decided: bool, decision: str | None, carried: bool) -> str:
+    if not decided:
+        return "undecided"
+    if not needs_transport:
+        return "settled"
+    if decision is None:
+        return "settlement undecided"
+    if decision in ("redeliver", "dead-letter"):
+        return decision
+    return "settled" if carried else "not carried out"
+
+
+def state(signal: Signal) -> str:
+    """Where a signal stands, walked by hand: its newest attempt's decision and settlement."""
+    current = signal.attempts[-1]
+    decision, _, carried = current.settlement or (None, None, None)
+    return expected_state(settlement.needs_transport_settlement(signal.api, signal.source),
+                          current.decided is not None, decision, carried is not None)
+
+
+def expected_latency(window: Window, bucket: timedelta) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, datetime], list[Signal]] = {}
+    for signal in in_window(window):
+        origin = datetime(2000, 1, 1, tzinfo=timezone.utc)  # buckets count from midnight UTC
+        start = origin + (at(signal.received) - origin) // bucket * bucket
+        groups.setdefault((signal.source, start), []).append(signal)
+    rows = []
+    for (source, start), signals in sorted(groups.items()):
+        spans: dict[str, list[float]] = {name: [] for name in ("received_to_decided", "decided_to_settlement_decided",
+                                                               "decided_to_carried_out", "received_to_carried_out")}
+        for signal in signals:
+            current = signal.attempts[-1]
+            if current.decided is not None:
+                spans["received_to_decided"].append(current.decided - signal.received)
+            if current.settlement is not None:
+                _, settled, carried = current.settlement
+                spans["decided_to_settlement_decided"].append(settled - current.decided)
+                if carried is not None:
+                    spans["decided_to_carried_out"].append(carried - current.decided)
+                    spans["received_to_carried_out"].append(carried - signal.received)
+        for n, (measure, values) in enumerate(spans.items()):
+            if n == 0 or values:
+                rows.append({"source": source, "bucket_start": start, "measure": measure, "signals": len(signals),
+                             "measured": len(values), "p50": percentile(values, 0.5),
+                             "p95": percentile(values, 0.95), "p99": percentile(values, 0.99)})
+    return rows
+
+
+def expected_watermarks(window: Window) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
+    marks, pending = [], []
+    for source in sorted({s.source for s in in_window(window)}):
+        ours = [s for s in in_window(window) if s.source == source]
+        settled_prefix = []
+        for signal in ours:
+            if state(signal) != "settled":
+                break
+            settled_prefix.append(signal)
+        last = settled_prefix[-1] if settled_prefix else None
+        marks.append({"source": source, "signals": len(ours), "settled": sum(state(s) == "settled" for s in ours),
+                      "unsettled": sum(state(s) != "settled" for s in ours),
+                      "watermark_message_id": last.name if last else None,
+                      "watermark_received_at": at(last.received) if last else None})
+        pending += [(source, s.name, state(s)) for s in ours if state(s) != "settled"]
+    return marks, pending
+
+
+def _approx(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: (pytest.approx(v) if isinstance(v, float) else v) for k, v in row.items()} for row in rows]
+
+
+WINDOWS = {
+    "everything": ALL,
+    "one source": Window(at(-1), at(6000), "plant-a"),
+    "the second hour": Window(at(3600), at(7200)),
+    "empty": Window(at(-100), at(-1)),
+}
+
+
+# --- latency --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("window", WINDOWS.values(), ids=WINDOWS.keys())
+@pytest.mark.parametrize("bucket", [timedelta(hours=1), timedelta(minutes=1), timedelta(days=1)],
+                         ids=["hour", "minute", "day"])
+def test_latency_is_the_percentiles_of_each_sources_paths(seeded: Engine, window: Window, bucket: timedelta) -> None:
+    with seeded.connect() as conn:
+        rows = reports.latency(conn, window, bucket, 1000)
+    assert rows == _approx(expected_latency(window, bucket))
+
+
+def test_latency_by_hand(seeded: Engine) -> None:
+    """The seed's plant-a hour, computed on paper: a1 took 10 s to its decision, a2's current
+    attempt 150 s (a3 is undecided); only a1 was carried out."""
+    with seeded.connect() as conn:
+        rows = reports.latency(conn, Window(at(0), at(3600), "plant-a"), timedelta(hours=1), 100)
+    assert [(r["measure"], r["signals"], r["measured"], r["p50"], r["p95"], r["p99"]) for r in rows] == [
+        ("received_to_decided", 3, 2, 80.0, pytest.approx(143.0), pytest.approx(148.6)),
+        ("decided_to_settlement_decided", 3, 2, 35.0, pytest.approx(57.5), pytest.approx(59.5)),
+        ("decided_to_carried_out", 3, 1, 61.0, 61.0, 61.0),
+        ("received_to_carried_out", 3, 1, 71.0, 71.0, 71.0),
+    ]
+
+
+# --- watermarks -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("window", WINDOWS.values(), ids=WINDOWS.keys())
+def test_watermarks_are_the_settled_prefix_of_each_source(seeded: Engine, window: Window) -> None:
+    marks, pending = expected_watermarks(window)
+    with seeded.connect() as conn:
+        got = reports.watermarks(conn, window, 100)
+        unsettled = reports.unsettled(conn, window, 100)
+    assert [{k: row[k] for k in marks[0]} for row in got] == marks if marks else got == []
+    assert [(row["source"], row["correlation_id"], row["why"]) for row in unsettled] == pending
+
+
+def test_watermarks_by_hand(seeded: Engine) -> None:
+    with seeded.connect() as conn:
+        got = {row["source"]: (row["watermark_message_id"], row["settled"], row["unsettled"])
+               for row in reports.watermarks(conn, ALL, 100)}
+        why = {row["correlation_id"]: row["why"] for row in reports.unsettled(conn, ALL, 100)}
+    assert got == {"api": ("p2", 2, 0), "plant-a": ("a1", 2, 2), "plant-b": ("b1", 1, 1)}
+    assert why == {"a2": "not carried out", "a3": "undecided", "b2": "dead-letter"}
+
+
+def test_the_settlement_state_walks_every_case(engine: Engine) -> None:
+    """settlement_state and needs_transport_settlement in SQL against the rule in Python."""
+    cases = [(api, source, decided, decision, carried)
+             for api in ("http", "websocket", "connectivity") for source in ("api", "cli", "plant")
+             for decided in (False, True) for decision in (None, "ack", "reject", "redeliver", "dead-letter")
+             for carried in (None, T0)]
+    with engine.connect() as conn:
+        for api, source, decided, decision, carried in cases:
+            got = conn.execute(text("SELECT needs_transport_settlement(:a, :s), settlement_state("
+                                    "needs_transport_settlement(:a, :s), :d, :dec, :c)"),
+                               {"a": api, "s": source, "d": decided, "dec": decision, "c": carried}).one()
+            needs = settlement.needs_transport_settlement(api, source)
+            assert tuple(got) == (needs, expected_state(needs, decided, decision, carried is not None)), \
+                (api, source, decided, decision, carried)
+
+
+# --- late acks ------------------------------------------------------------------------------------
+
+def test_late_acks_say_how_late_and_what_they_would_have_changed(seeded: Engine) -> None:
+    with seeded.connect() as conn:
+        rows = reports.late_acks(conn, ALL, 100)
+    assert [(r["correlation_id"], r["attempt"], r["label"], r["status"], r["issuer"], r["late_by"], r["answered"],
+             r["would_have_answered"], r["changes_outcome"]) for r in rows] == [
+        # a2 timed out at 80 s (408); the ack came at 95 s: in time, it would have answered 200.
+        ("a2", 1, "app:done", 200, "app", timedelta(seconds=15), 408, 200, True),
+        # a4 counted app:more's 503 already: a second ack for it changes nothing (the first counts).
+        ("a4", 1, "app:more", 200, "other", timedelta(seconds=90), 424, 424, False),
+    ]
+    assert set(reports.LATE_ACK_COLUMNS) <= set(rows[0])
+    with seeded.connect() as conn:
+        assert reports.late_acks(conn, Window(at(0), at(3600), "plant-b"), 100) == []
+        assert [r["correlation_id"] for r in reports.late_acks(conn, ALL, 1)] == ["a2"]
+
+
+# --- labels ---------------------------------------------------------------------------------------
+
+def expected_labels(window: Window) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[tuple[int, bool, float | None]]] = {}
+    for signal in in_window(window):
+        for attempt in signal.attempts:
+            if attempt.decided is None or attempt.cause == "error":
+                continue
+            for label in attempt.requested:
+                counted = next((a for a in attempt.acks if a[0] == label and a[4] == "counted"), None)
+                status = attempt.ack_statuses.get(label, counted[1] if counted else 408)
+                issuer = counted[2] if counted else "(none arrived)"
+                took = max(counted[3] - attempt.opened, 0) if counted else None
+                groups.setdefault((label, issuer), []).append((status, bool(counted and counted[5]), took))
+    return [{"label": label, "issuer": issuer, "answered": len(entries),
+             "ok": sum(200 <= s < 300 and not weak for s, weak, _ in entries),
+             "weak": sum(weak for _, weak, _ in entries),
+             "client_errors": sum(400 <= s < 500 and s != 408 for s, _, _ in entries),
+             "timeouts": sum(s == 408 for s, _, _ in entries),
+             "server_errors": sum(s >= 500 for s, _, _ in entries),
+             "p95_seconds": percentile([t for _, _, t in entries if t is not None], 0.95)}
+            for (label, issuer), entries in sorted(groups.items())]
+
+
+@pytest.mark.parametrize("window", WINDOWS.values(), ids=WINDOWS.keys())
+def test_labels_count_each_outcome_per_label_and_issuer(seeded: Engine, window: Window) -> None:
+    with seeded.connect() as conn:
+        assert reports.labels(conn, window, 100) == _approx(expected_labels(window))
+
+
+def test_labels_by_hand(seeded: Engine) -> None:
+    with seeded.connect() as conn:
+        rows = {(r["label"], r["issuer"]): (r["answered"], r["ok"], r["weak"], r["client_errors"], r["timeouts"],
+                                            r["server_errors"], r["p95_seconds"]) for r in reports.labels(conn, ALL, 100)}
+    assert rows == {
+        ("app:done", "app"): (4, 3, 0, 0, 0, 1, 5.0),  # a1 4 s, a2's second attempt 5 s, a4 2 s, b2 5 s
+        ("app:done", "filtering"): (1, 0, 1, 0, 0, 0, 1.0),  # b1's weak ack
+        ("app:done", "(none arrived)"): (1, 0, 0, 0, 1, 0, None),  # a2's first attempt timed out
+        ("app:more", "other"): (1, 0, 0, 0, 0, 1, 3.0),
+    }
+
+
+# --- the window the user types ----------------------------------------------------------------------
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(("typed", "expected"), [
+    ("now", NOW),
+    ("90m", NOW - timedelta(minutes=90)),
+    ("24h", NOW - timedelta(hours=24)),
+    ("7d", NOW - timedelta(days=7)),
+    ("2026-11-24", datetime(2026, 11, 24, tzinfo=timezone.utc)),
+    ("2026-11-24T09:30", datetime(2026, 11, 24, 9, 30, tzinfo=timezone.utc)),
+    ("2026-11-24 09:30:15", datetime(2026, 11, 24, 9, 30, 15, tzinfo=timezone.utc)),
+    ("2026-11-24T09:30+01:00", datetime(2026, 11, 24, 8, 30, tzinfo=timezone.utc)),
+    ("2026-11-24T09:30:00Z", datetime(2026, 11, 24, 9, 30, tzinfo=timezone.utc)),
+])
+def test_every_form_of_a_time_a_user_types(typed: str, expected: datetime) -> None:
+    assert parse_instant(typed, NOW, "--since") == expected
+
+
+@pytest.mark.parametrize("typed", ["", "yesterday", "-5m", "2026-13-01", "5 minutes", "24H", "2026-11-24T25:00"])
+def test_a_time_that_is_none_is_refused_in_dittos_shape(typed: str) -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        parse_instant(typed, NOW, "--since")
+    assert refused.value.to_json()["error"] == "report:option.invalid"
+    assert refused.value.status == 400
+
+
+@pytest.mark.parametrize(("typed", "expected"), [("1h", timedelta(hours=1)), ("15m", timedelta(minutes=15)),
+                                                 ("1d", timedelta(days=1)), ("500ms", timedelta(milliseconds=500)),
+                                                 ("4w", timedelta(weeks=4))])
+def test_bucket_durations(typed: str, expected: timedelta) -> None:
+    assert parse_bucket(typed) == expected
+
+
+@pytest.mark.parametrize("typed", ["0s", "0", "1mo", "1y", "5w", "an hour", "-1h", "99999999999999999999999d"])
+def test_a_bucket_that_is_no_span_is_refused(typed: str) -> None:
+    with pytest.raises(errors.DittoError, match="--bucket"):
+        parse_bucket(typed)
+
+
+def test_a_window_ends_after_it_starts() -> None:
+    assert window_of(None, None, None, NOW) == Window(NOW - timedelta(hours=24), NOW)
+    assert window_of("7d", "1d", "plant-a", NOW) == Window(NOW - timedelta(days=7), NOW - timedelta(days=1), "plant-a")
+    with pytest.raises(errors.DittoError, match="before its --until"):
+        window_of("1h", "2h", None, NOW)
+
+
+# --- the command line, piped at 80 columns ---------------------------------------------------------
+
+def _cli(database_url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "80", "ACKSTORE_DATABASE_URL": database_url}
+    return subprocess.run([sys.executable, "-m", "ackstore.cli", "report", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+WINDOW_ARGS = ["--since", "2026-11-20T09:59", "--until", "2026-11-20T12:00"]
+
+
+@pytest.mark.parametrize(("name", "headers"), [
+    ("latency", ["from", "measure", "p50", "p95", "p99", "received → decided"]),
+    ("watermarks", ["source", "settled", "unsettled", "up to message", "correlation id", "not carried out"]),
+    ("late-acks", ["correlation id", "label", "late by", "answered", "if in time", "changed"]),
+    ("labels", ["label", "issuer", "2xx", "weak", "4xx", "408", "5xx", "p95 to ack"]),
+    # Nine columns do not fit at 80: one block per record, every header whole (it once printed "correl / ation").
+    ("audit", ["correlation id", "stuck at", "validate: decided, waiting for the validation gate"]),
+])
+def test_each_report_prints_whole_headers_at_80_columns(seeded: Engine, database_url: str, name: str,
+                                                        headers: list[str]) -> None:
+    done = _cli(database_url, name, *WINDOW_ARGS)
+    assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80, done.stdout
+    for header in headers:
+        assert header in done.stdout, (header, done.stdout)
+
+
+def test_the_json_of_a_report_is_its_rows(seeded: Engine, database_url: str) -> None:
+    done = _cli(database_url, "watermarks", "--json", *WINDOW_ARGS, "--source", "plant-a")
+    assert done.returncode == 0, done.stderr
+    (mark,) = json.loads(done.stdout)
+    assert (mark["watermark_message_id"], mark["settled"], mark["unsettled"]) == ("a1", 2, 2)
+    assert [(row["correlation_id"], row["why"]) for row in mark["unsettled_signals"]] == [
+        ("a2", "not carried out"), ("a3", "undecided")]
+    late = json.loads(_cli(database_url, "late-acks", "--json", *WINDOW_ARGS).stdout)
+    assert [(row["correlation_id"], row["late_by"], row["changes_outcome"]) for row in late] == [
+        ("a2", 15.0, True), ("a4", 90.0, False)]
+
+
+def test_bad_options_are_answered_in_dittos_shape(seeded: Engine, database_url: str) -> None:
+    for args in (["latency", "--since", "yesterday"], ["latency", "--bucket", "1mo"], ["labels", "--limit", "0"],
+                 ["settlement", "--since", "1h"]):
+        done = _cli(database_url, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        answer = json.loads(done.stdout)
+        assert answer["status"] == 400 and answer["error"] == "report:option.invalid", answer
+        assert answer["message"] and answer["description"]
