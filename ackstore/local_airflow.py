@@ -9,7 +9,9 @@ dag-processor, triggerer) run this project's ``dags/`` folder with:
 * a Spark Connect server, with ``SPARK_REMOTE`` pointing at it: a local Spark session costs a
   task about 26 s, four of them would not fit in a one-minute schedule (stack-notes.md);
 * the settings that make Airflow usable on two cores (stack-notes.md): 4 workers, DAG files
-  re-read every 10 s, no login locally.
+  re-read every 10 s;
+* a login: SimpleAuthManager with one user, ``admin``, whose password is generated on first start
+  and kept in the home (``.ackstore/airflow/passwords.json``), printed with the URL.
 
 Ctrl-C (or SIGTERM) stops everything it started: SIGINT to the standalone process alone (it
 stops its own children), then the Spark Connect server.
@@ -38,6 +40,8 @@ DAGS_FOLDER = PROJECT / "dags"
 DAG_ID = "ackstore_reconcile"
 METADATA_DATABASE = "ackstore_airflow"
 STOP_GRACE_SECONDS = 90
+ADMIN_USER = "admin"
+LEDGER_ROUTE = "ledger"  # ackstore.ui.plugin.URL_ROUTE (that module imports Airflow)
 
 
 @dataclass(frozen=True)
@@ -62,9 +66,36 @@ class LocalAirflow:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def passwords_file(self) -> Path:
+        return self.home / "passwords.json"
+
+    def admin_password(self) -> str:
+        """The password of the user ``admin`` (SimpleAuthManager's passwords file, readable by its
+        owner alone), generated on first start and kept in this deployment's home."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        try:
+            created = os.open(self.passwords_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(created, "w") as file:
+                json.dump({ADMIN_USER: secrets.token_urlsafe(18)}, file)
+        return json.loads(self.passwords_file.read_text())[ADMIN_USER]
+
+    def access_token(self) -> str:
+        """A JWT for the admin, from Airflow's ``/auth/token`` (what the UI's login does)."""
+        request = urllib.request.Request(f"{self.url}/auth/token", method="POST",
+                                         data=json.dumps({"username": ADMIN_USER,
+                                                          "password": self.admin_password()}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.load(answer)["access_token"]
+
     def environment(self, spark_remote: str | None) -> dict[str, str]:
         """The environment every Airflow process of this deployment runs with."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self.admin_password()  # the passwords file exists before Airflow reads it
         env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
         env.update(
             AIRFLOW_HOME=str(self.home),
@@ -73,7 +104,10 @@ class LocalAirflow:
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=database_url(self.metadata_url).sqlalchemy().render_as_string(hide_password=False),
             AIRFLOW__CORE__PARALLELISM="4",  # the default 32 forks ~1.5 GB of idle workers
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="10",  # new DAG files show up in seconds, not 5 min
-            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",  # local: no login
+            # A login: the user admin, whose password is generated on first start (admin_password).
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{ADMIN_USER}:admin",
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(self.passwords_file),
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
             AIRFLOW__API_AUTH__JWT_SECRET=_jwt_secret(self.home),
             AIRFLOW__API__HOST="127.0.0.1",
             AIRFLOW__API__PORT=str(self.port),
@@ -197,10 +231,12 @@ def health(url: str) -> dict[str, Any] | None:
 def _banner(local: LocalAirflow, remote: str | None) -> str:
     spark = f"Spark Connect at {remote}" if remote else "a local Spark session per task (slow: ~26 s each)"
     return (
-        f"\n  Airflow UI:  {local.url}  (no login needed locally: every user is an admin)\n"
+        f"\n  Airflow UI:  {local.url}  (log in as {ADMIN_USER}, password {local.admin_password()};\n"
+        f"               kept in {local.passwords_file})\n"
+        f"  Ledger page: {local.url}/plugin/{LEDGER_ROUTE}  (the QoS-1 audit: \"Ledger\" in the navigation)\n"
         f"  DAG:         {DAG_ID} — paused at first; unpause it in the UI to run every minute\n"
         f"  Spark:       {spark}\n"
-        f"  Reports:     ackstore report settlement | ackstore report audit\n"
+        f"  Reports:     ackstore report settlement|audit|latency|watermarks|late-acks|labels\n"
         f"  Stop:        Ctrl-C (stops Airflow and Spark Connect)\n"
     )
 

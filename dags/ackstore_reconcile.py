@@ -23,6 +23,10 @@ pipeline's run id, so a retried task's stats replace the first try's in `pipelin
 When `validate` fails, `settle` does not run and nothing is settled: the failing invariants
 and sample ids are in the `validate` task's log and in `pipeline_runs`.
 
+**The audit.** The [Ledger page](/plugin/ledger) (*Ledger* in the navigation) shows what this
+DAG settled: the settlement status per source, the watermarks, the open work oldest first, the
+latency per source over the last 24 hours, and any signal's timeline by its correlation id.
+
 **Where.** The ledger is the Airflow connection `ackstore_ledger`
 (`AIRFLOW_CONN_ACKSTORE_LEDGER`), else `$ACKSTORE_DATABASE_URL`. Spark is the Spark Connect
 server at `$SPARK_REMOTE` when set (about 2.6 s per task), else a local session (about 26 s);
@@ -64,9 +68,8 @@ def _run_step(name: str) -> dict[str, Any]:
         ledger = Connection.get(LEDGER_CONNECTION)
     except AirflowNotFoundException:
         url = None  # PipelineSettings falls back to $ACKSTORE_DATABASE_URL
-    else:  # its fields, not get_uri(): no URL quoting between Airflow's parser and libpq's
-        url = DatabaseUrl.from_parts(host=ledger.host, port=ledger.port, user=ledger.login, password=ledger.password,
-                                     dbname=ledger.schema, options=ledger.extra_dejson).text()
+    else:
+        url = DatabaseUrl.from_airflow_connection(ledger).text()
     run_id = get_current_context()["run_id"]
     settings = PipelineSettings.from_env(url, run_id=run_id, origin=f"the Airflow connection {LEDGER_CONNECTION}")
     return pipeline.run_step(name, settings)

@@ -17,20 +17,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
     touch "$stamp"
 fi
 
-jar=/usr/share/java/postgresql.jar
-if [ ! -f "$jar" ]; then
-    echo "bootstrap: installing Debian's libpostgresql-jdbc-java ($jar)"
+# apt_install PACKAGE WHY: a Debian package, with sudo unless we are root.
+apt_install() {
+    echo "bootstrap: installing Debian's $1 ($2)"
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libpostgresql-jdbc-java >/dev/null
-fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null
+}
 
+jar=/usr/share/java/postgresql.jar
+[ -f "$jar" ] || apt_install libpostgresql-jdbc-java "$jar"
 # Debian's docker-compose checks docker/compose.yaml offline (tests/test_docker.py); no engine runs here.
-if ! command -v docker-compose >/dev/null; then
-    echo "bootstrap: installing Debian's docker-compose (to validate docker/compose.yaml)"
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq docker-compose >/dev/null
-fi
+command -v docker-compose >/dev/null || apt_install docker-compose "to validate docker/compose.yaml"
+# Debian's Chromium, headless, looks at the Ledger page inside Airflow's UI (tests/test_airflow_running.py).
+command -v chromium >/dev/null || apt_install chromium "the browser test of the Ledger page"

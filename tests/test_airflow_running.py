@@ -1,7 +1,8 @@
 """Airflow for real: ``ackstore airflow`` (what ``make airflow`` runs) starts Airflow's own
 processes and a Spark Connect server; the DAG, unpaused through Airflow's REST API, runs on
 its **schedule**; the ledger ends as ``ackstore pipeline run`` would have left it; and on
-SIGINT every process it started is gone.
+SIGINT every process it started is gone. Airflow asks for a login (the admin's generated
+password), and the Ledger page shows the run's results inside Airflow's UI in a real browser.
 """
 
 from __future__ import annotations
@@ -12,20 +13,25 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
+from ackstore.ledger import reports
 from ackstore.ledger.database import database_url, drop_database, make_engine, scratch_database
 from ackstore.ledger.database_url import DatabaseUrl
-from ackstore.local_airflow import health
+from ackstore.local_airflow import LocalAirflow, health
 from ackstore.local_airflow import wait_until as wait_for
 from jobs import pipeline
 from jobs.settings import PipelineSettings
 from jobs.spark import free_port
+from tests.browser import Browser
 from tests.conftest import ADMIN_URL
 from tests.ledger import comparable_ledger, load_workload
 
@@ -35,10 +41,10 @@ DAG = "ackstore_reconcile"
 PASSWORD = "Airfl0w$ecret@:/%"
 
 
-def api(url: str, path: str, payload: dict[str, Any] | None = None, method: str = "GET") -> dict[str, Any]:
+def api(url: str, token: str, path: str, payload: dict[str, Any] | None = None, method: str = "GET") -> dict[str, Any]:
     body = None if payload is None else json.dumps(payload).encode()
     request = urllib.request.Request(f"{url}/api/v2{path}", data=body, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=60) as answer:  # the first calls can block for seconds
         return json.load(answer)
 
@@ -50,7 +56,7 @@ def session_processes(session_id: int) -> list[int]:
             if int(sid) == session_id and not stat.startswith("Z")]
 
 
-def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
+def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spark) -> None:
     metadata_database = f"ackstore_airflow_test_{os.getpid()}"
     with scratch_database(ADMIN_URL, "reference") as reference, scratch_database(ADMIN_URL, "scheduled") as ledger:
         load_workload(reference)
@@ -71,10 +77,14 @@ def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
             wait_for("Airflow's API answering", 300, lambda: health(url) or server.poll() is not None)
             assert server.poll() is None, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
             standalone_pid = int((home / "standalone.pid").read_text())
-            wait_for("the DAG parsed", 120, lambda: _dag_known(url))
-            api(url, f"/dags/{DAG}", {"is_paused": False}, method="PATCH")
+            local = LocalAirflow(home=home, ledger_url=ledger, metadata_url="", port=port)
+            with pytest.raises(urllib.error.HTTPError, match="401"):  # a login is needed
+                api(url, "", f"/dags/{DAG}")
+            token = local.access_token()  # the admin's, with the password generated on first start
+            wait_for("the DAG parsed", 120, lambda: _dag_known(url, token))
+            api(url, token, f"/dags/{DAG}", {"is_paused": False}, method="PATCH")
 
-            run = wait_for("a scheduled run that succeeded", 360, lambda: _succeeded_scheduled_run(url))
+            run = wait_for("a scheduled run that succeeded", 360, lambda: _succeeded_scheduled_run(url, token))
             assert run["run_type"] == "scheduled"
             assert comparable_ledger(ledger) == comparable_ledger(reference)
             engine = make_engine(ledger)
@@ -84,7 +94,8 @@ def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
                 ).scalars().all()
             engine.dispose()
             assert steps == list(pipeline.STEPS)  # the scheduled run's id is the pipeline's run id
-            api(url, f"/dags/{DAG}", {"is_paused": True}, method="PATCH")
+            api(url, token, f"/dags/{DAG}", {"is_paused": True}, method="PATCH")
+            _look_at_the_ledger_page(url, token, ledger)
             airflow_processes = session_processes(standalone_pid)
             assert airflow_processes, "Airflow's processes should be running"
         finally:
@@ -108,18 +119,49 @@ def test_a_scheduled_run_through_airflow(tmp_path: Path, spark) -> None:
         assert not _listening(spark_port)  # the Spark Connect server is stopped too
 
 
-def _dag_known(url: str) -> bool:
+def _dag_known(url: str, token: str) -> bool:
     try:
-        return api(url, f"/dags/{DAG}")["dag_id"] == DAG
+        return api(url, token, f"/dags/{DAG}")["dag_id"] == DAG
     except OSError:
         return False
 
 
-def _succeeded_scheduled_run(url: str) -> dict[str, Any] | None:
-    runs = api(url, f"/dags/{DAG}/dagRuns?run_type=scheduled&order_by=-run_after&limit=5")["dag_runs"]
+def _succeeded_scheduled_run(url: str, token: str) -> dict[str, Any] | None:
+    runs = api(url, token, f"/dags/{DAG}/dagRuns?run_type=scheduled&order_by=-run_after&limit=5")["dag_runs"]
     failed = [run for run in runs if run["state"] == "failed"]
     assert not failed, failed
     return next((run for run in runs if run["state"] == "success"), None)
+
+
+ARTIFACTS = Path(os.environ.get("ACKSTORE_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "build"))
+
+
+def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
+    """The Ledger page in a real browser, inside Airflow's UI (/plugin/ledger), logged in with
+    the token /auth/token gave (the cookie Airflow's UI keeps it in): a screenshot is saved as an
+    artifact, and the page's text shows the ledger's sources and counts."""
+    engine = make_engine(ledger)
+    with engine.connect() as conn:
+        now = datetime.now(timezone.utc)
+        marks = reports.watermarks(conn, reports.Window(now - timedelta(hours=24), now), 100)
+        settled = reports.settlement_status(conn)
+    engine.dispose()
+    assert marks and settled, "the scheduled run should have left signals and settlements"
+    frame = "document.querySelector('iframe') && document.querySelector('iframe').contentDocument"
+    with Browser() as browser:
+        browser.open(f"{url}/plugin/ledger")  # without a login: Airflow's login page, not the ledger
+        assert "Settlement status" not in browser.wait_for("document.readyState === 'complete' && document.body.innerText")
+        browser.set_cookie(url, "_token", token)
+        browser.open(f"{url}/plugin/ledger")
+        text = browser.wait_for(f"{frame} && {frame}.body && {frame}.body.innerText.includes('Open work') "
+                                f"&& {frame}.body.innerText")
+        time.sleep(1)  # the chart and the frame's layout settle
+        browser.screenshot(ARTIFACTS / "ledger-page.png")
+        assert "Ledger" in browser.evaluate("document.body.innerText")  # the nav entry, in Airflow's own UI
+    for mark in marks:
+        assert f"{mark['source']}\t{mark['signals']}\t{mark['settled']}\t{mark['unsettled']}" in text, text
+    for row in settled:
+        assert f"{row['source']}\t{row['status']}" in text, text
 
 
 def _listening(port: int) -> bool:

@@ -89,8 +89,12 @@ def seeded(engine: Engine) -> Engine:
     return engine
 
 
-def seed(engine: Engine) -> None:
-    """Write SEED into the ledger, every fact with its own time."""
+def seed(engine: Engine, origin: datetime = T0) -> None:
+    """Write SEED into the ledger, every fact with its own time (seconds after ``origin``)."""
+
+    def at(seconds: float) -> datetime:
+        return origin + timedelta(seconds=seconds)
+
     with engine.begin() as conn:
         for signal in SEED:
             first = signal.attempts[0]

@@ -108,6 +108,14 @@ class DatabaseUrl:
         given = {**extra, "host": host, "port": port, "user": user, "password": password, "dbname": dbname}
         return cls({key: str(value) for key, value in given.items() if value not in (None, "")})
 
+    @classmethod
+    def from_airflow_connection(cls, connection: Any) -> "DatabaseUrl":
+        """An Airflow connection's fields — not its ``get_uri()``: no URL quoting between Airflow's
+        parser and libpq's. The DAG's tasks and the Ledger page read the ledger so."""
+        return cls.from_parts(host=connection.host, port=connection.port, user=connection.login,
+                              password=connection.password, dbname=connection.schema,
+                              options=connection.extra_dejson)
+
     # --- what libpq itself reads ----------------------------------------------------------
 
     def libpq(self) -> dict[str, str]:
