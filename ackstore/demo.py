@@ -1,6 +1,13 @@
-"""``ackstore demo``: set up the ledger, submit sample signals, run the Airflow DAG once through
-Airflow (``airflow dags test``: its six tasks, in-process, on local Spark), and show what each
-task did, what the requesters are told, a search, and the settlement report.
+"""``ackstore demo``: set up the ledger, submit sample signals that between them meet every kind
+of outcome, run the Airflow DAG once through Airflow (``airflow dags test``: its six tasks,
+in-process, on local Spark), and show what each task did, what the requesters are told, one
+signal's timeline, and the audit: the settlement status, latency, watermarks and late acks.
+
+The scenario: a thing created and modified; a custom ack in time, and one late (after its
+request timed out: 408); a subscriber whose filter the signal does not pass (a weak ack); a live
+message answered by ``respond``; a command from a connection whose ack failed (503: redeliver),
+redelivered as attempt 2; and, when RabbitMQ answers on 127.0.0.1:5672, a message through the
+real connector, settled on the broker after the run.
 
 With nothing configured it all happens on the embedded PostgreSQL in ``./.ackstore`` — the
 ledger and Airflow's metadata database side by side.
@@ -11,12 +18,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from sqlalchemy import text
 
-from ackstore.ledger import migrate
+from ackstore.ledger import migrate, settlements
 from ackstore.ledger.database import (
     embedded_data_dir,
     make_engine,
@@ -27,11 +35,29 @@ from ackstore.ledger.store import AckStore
 
 SUBSCRIBER = "demo-auditor"
 CUSTOM_LABEL = "demo:audit"
-CONNECTION = "demo-amqp"
+FILTERED = "demo-filtered"  # its filter passes no lamp: its label is acknowledged weakly
+FILTERED_LABEL = "demo-filtered:seen"
+RESPONDER = "demo-responder"
+CONNECTION = "demo-amqp"  # a connection the demo plays itself (its redelivery)
+RABBITMQ = "demo-rabbitmq"  # the real connector, when the broker is up
+RABBITMQ_QUEUE = "ackstore-demo"
 
 
 def sample(name: str) -> bytes:
     return resources.files("ackstore").joinpath("samples", name).read_bytes()
+
+
+@dataclass
+class Scenario:
+    """The correlation ids of what the demo submitted, by what they show."""
+
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    ids: dict[str, str] = field(default_factory=dict)
+    redelivered_signal: int | None = None
+    broker: Any = None  # the RabbitMQ connection's config, when the broker is up
+
+    def cid(self, name: str) -> str:
+        return self.ids.setdefault(name, f"demo-{name}-{self.run}")
 
 
 def run_demo(database_url: str | None = None) -> int:
@@ -45,53 +71,137 @@ def run_demo(database_url: str | None = None) -> int:
     print(f"schema revision: {migrate.current_revision(engine)}")
     store = AckStore(engine)
     try:
-        created, correlation_id = _submit_samples(store)
-        print(f"\n== undecided until the DAG ran: {store.result(correlation_id)}")
+        scenario = Scenario()
+        _submit_samples(store, scenario)
+        print(f"\n== undecided until the DAG ran: {store.result(scenario.cid('modified'))}")
         if not _run_dag(url):
             return 1
         _print_tasks(store)
-        _step("what the first requester is told", store.result(created))
-        _step("what the second requester is told", store.result(correlation_id))
-        _step("search: eq(features/lamp/properties/on,true)", store.search("eq(features/lamp/properties/on,true)"))
-        from ackstore.report import render_timeline, run_report
-
-        print()
-        run_report(store, "settlement", as_json=False, limit=50, source=None)
-        print(f"\n== the timeline of the second command (ackstore show {correlation_id})")
-        render_timeline(store.stored_signal(correlation_id), store.timeline(correlation_id) or [])
-        print(f"\nits whole stored record: ackstore show {correlation_id} --json")
-        print(f"the QoS-1 audit: ackstore report audit      (demo took {time.perf_counter() - started:.0f} s)")
+        _after_the_run(store, scenario)
+        _print_audit(store, scenario)
+        print(f"\n(demo took {time.perf_counter() - started:.0f} s)")
     finally:
         store.close()
     return 0
 
 
-def _submit_samples(store: AckStore) -> tuple[str, str]:
-    """Two twin commands from the API (the second with a custom label, acknowledged), and one
-    from a broker connection, which the DAG's last task settles."""
-    _step("declare the subscriber's label", store.declare(SUBSCRIBER, [CUSTOM_LABEL]))
-    created = _step(
-        "submit the thing (modify at /: created if missing)",
-        store.submit(sample("create-lamp.json"), source="demo", source_message_id=str(uuid.uuid4())),
-    )
-    command = sample("modify-lamp.json")
-    print("\nsample command:\n" + command.decode())
-    answer = _step("submit it", store.submit(command, source="demo", source_message_id=str(uuid.uuid4())))
-    correlation_id = answer["correlationId"]
-    envelope = json.loads(command)
-    ack = {
-        "topic": envelope["topic"].replace("/commands/modify", f"/acks/{CUSTOM_LABEL}"),
-        "headers": {"correlation-id": correlation_id},
-        "path": "/",
-        "status": 200,
-        "value": {"audited": True},
-    }
-    _step(f"the subscriber acknowledges {CUSTOM_LABEL}", store.acknowledge(SUBSCRIBER, ack))
-    from_broker = {**envelope, "path": "/attributes/dimmed", "value": False,
-                   "headers": {"requested-acks": ["twin-persisted"]}}
-    _step(f"a command from the broker connection {CONNECTION!r} (QoS 1: twin-persisted)",
-          store.submit(from_broker, api="connectivity", source=CONNECTION, source_message_id=str(uuid.uuid4())))
-    return created["correlationId"], correlation_id
+def _submit_samples(store: AckStore, scenario: Scenario) -> None:
+    """Every kind of signal the audit shows, submitted before the DAG runs."""
+    _step("declare the subscribers: an auditor, one whose filter passes no lamp, a live responder", [
+        store.declare(SUBSCRIBER, [CUSTOM_LABEL]),
+        store.declare(FILTERED, [FILTERED_LABEL], filter="eq(attributes/room,\"cellar\")"),
+        store.declare(RESPONDER, [], channels=["live"]),
+    ])
+    created = json.loads(sample("create-lamp.json"))
+    created["headers"]["correlation-id"] = scenario.cid("created")
+    _step("submit the thing (modify at /: created if missing)", store.submit(created))
+    command = json.loads(sample("modify-lamp.json"))
+    command["headers"]["correlation-id"] = scenario.cid("modified")
+    print("\nsample command:\n" + json.dumps(command, indent=2))
+    _step("submit it", store.submit(command))
+    _step(f"the subscriber acknowledges {CUSTOM_LABEL} in time",
+          store.acknowledge(SUBSCRIBER, _ack(command, CUSTOM_LABEL, scenario.cid("modified"), 200)))
+    filtered = _modify(scenario.cid("filtered"), "/attributes/dimmed", True, ["twin-persisted", FILTERED_LABEL])
+    _step(f"a command asking for {FILTERED_LABEL} (the filter of {FILTERED} does not pass it: a weak ack)",
+          store.submit(filtered))
+    timed_out = _modify(scenario.cid("timed-out"), "/attributes/brightness", 40, [CUSTOM_LABEL], timeout="1s")
+    _step(f"a command whose {CUSTOM_LABEL} will come too late (timeout 1s)", store.submit(timed_out))
+    question = {"topic": "org.acme/lamp-1/things/live/messages/ask", "path": "/inbox/messages/ask",
+                "headers": {"correlation-id": scenario.cid("live"), "timeout": "2m"}, "value": {"on": "?"}}
+    _step("a live message to the lamp", store.submit(question))
+    (handed,) = [m for m in store.pull(RESPONDER) if m["headers"].get("correlation-id") == scenario.cid("live")]
+    _step(f"{RESPONDER} pulls it and responds", store.respond(RESPONDER, {
+        "topic": handed["topic"], "path": "/outbox/messages/ask", "status": 200, "value": {"on": True},
+        "headers": {"correlation-id": scenario.cid("live"), "ack-token": handed["headers"]["ack-token"]}}))
+    failing = _modify(scenario.cid("redelivered"), "/attributes/dimmed", False, [CUSTOM_LABEL])
+    (stored,) = store.ingest([failing], api="connectivity", source=CONNECTION,
+                             source_message_ids=[scenario.cid("redelivered")])
+    scenario.redelivered_signal = stored.signal_id
+    _step(f"a command from the connection {CONNECTION!r}, its {CONNECTION} ack failing (503: redeliver)",
+          store.acknowledge(SUBSCRIBER, _ack(failing, CUSTOM_LABEL, scenario.cid("redelivered"), 503)))
+    scenario.broker = _through_rabbitmq(store, scenario)
+
+
+def _after_the_run(store: AckStore, scenario: Scenario) -> None:
+    """What happens after the DAG run: answers read, a late ack, a redelivery, the broker settled."""
+    _step("what the first requester is told (the thing created)", store.result(scenario.cid("created")))
+    _step("what the second requester is told (the modify, its acks in time)", store.result(scenario.cid("modified")))
+    _step(f"the weak ack of {FILTERED_LABEL} (its subscriber would not have received the command)",
+          [ack for ack in store.stored_signal(scenario.cid("filtered"))["acks"] if ack["label"] == FILTERED_LABEL])
+    _step("the live message's requester: the response", store.result(scenario.cid("live")))
+    _step("the timed-out command: 408, its ack missing", store.result(scenario.cid("timed-out")))
+    timed_out = _modify(scenario.cid("timed-out"), "/attributes/brightness", 40, [CUSTOM_LABEL])
+    _step(f"{CUSTOM_LABEL} for it arrives now, late", store.acknowledge(
+        SUBSCRIBER, _ack(timed_out, CUSTOM_LABEL, scenario.cid("timed-out"), 200)))
+    with store.engine.begin() as conn:  # what the connector does with a redeliver decision
+        settlements.record_latest(conn, {scenario.redelivered_signal})
+    again = _modify(scenario.cid("redelivered"), "/attributes/dimmed", False, [CUSTOM_LABEL])
+    (copy,) = store.ingest([again], api="connectivity", source=CONNECTION,
+                           source_message_ids=[scenario.cid("redelivered")])
+    print(f"\n== {CONNECTION} redelivers the message: attempt 2 opened, waiting for a decision: "
+          f"{copy.awaits_decision}")
+    if scenario.broker is not None:
+        _step("the RabbitMQ connector settles its message on the broker", _connector_once(store, scenario.broker))
+    _step("search: eq(features/lamp/properties/on,true)", store.search("eq(features/lamp/properties/on,true)"))
+
+
+def _print_audit(store: AckStore, scenario: Scenario) -> None:
+    from ackstore.report import render_timeline, run_report
+
+    redelivered = scenario.cid("redelivered")
+    print(f"\n== the timeline of the redelivered command (ackstore show {redelivered})")
+    render_timeline(store.stored_signal(redelivered), store.timeline(redelivered) or [])
+    for name in ("settlement", "latency", "watermarks", "late-acks"):
+        print(f"\n== ackstore report {name}" + (" --since 1h" if name != "settlement" else ""))
+        run_report(store, name, as_json=False, since=None if name == "settlement" else "1h")
+    print(f"\nits whole stored record: ackstore show {redelivered} --json")
+    print("the open work: ackstore report audit; labels: ackstore report labels")
+    print("the Ledger page inside Airflow's UI: make airflow, log in as admin (the password is printed), "
+          "open Ledger in the navigation")
+
+
+def _modify(correlation_id: str, path: str, value: Any, requested: list[str], timeout: str = "2m") -> dict[str, Any]:
+    return {"topic": "org.acme/lamp-1/things/twin/commands/modify", "path": path, "value": value,
+            "headers": {"correlation-id": correlation_id, "requested-acks": requested, "timeout": timeout}}
+
+
+def _ack(command: dict[str, Any], label: str, correlation_id: str, status: int) -> dict[str, Any]:
+    return {"topic": command["topic"].replace("/commands/modify", f"/acks/{label}"),
+            "headers": {"correlation-id": correlation_id}, "path": "/", "status": status,
+            "value": {"audited": status < 300}}
+
+
+def _through_rabbitmq(store: AckStore, scenario: Scenario) -> Any:
+    """A message through RabbitMQ and the real connector, when the broker answers; None (and a
+    line saying why) when it does not."""
+    import pika
+
+    from ackstore.connectors import config
+    from ackstore.connectors.publish import publish_lines
+
+    connection = config.simple(RABBITMQ, RABBITMQ_QUEUE, ["twin-persisted"])
+    try:
+        broker = pika.BlockingConnection(pika.URLParameters(connection.uri + "?connection_attempts=1&socket_timeout=3"))
+    except pika.exceptions.AMQPError as error:
+        print(f"\n== RabbitMQ source skipped: no broker at {connection.uri} ({type(error).__name__})")
+        return None
+    try:
+        broker.channel().queue_declare(RABBITMQ_QUEUE, durable=True)
+    finally:
+        broker.close()
+    message = _modify(scenario.cid("rabbitmq"), "/attributes/floor", 3, ["twin-persisted"])
+    _step(f"publish a command to RabbitMQ's queue {RABBITMQ_QUEUE!r}",
+          publish_lines(connection.uri, RABBITMQ_QUEUE, [json.dumps(message).encode()]))
+    _step(f"the connector {RABBITMQ!r} stores it (held on the broker until decided)", _connector_once(store, connection))
+    return connection
+
+
+def _connector_once(store: AckStore, connection: Any) -> dict[str, Any]:
+    from ackstore.connectors.amqp import AmqpConnector, Options
+
+    connector = AmqpConnector(store, connection, Options(once=True, poll_s=0.5))
+    code = connector.run()
+    return {"exit": code, "received": connector.counts.received, "carried out": connector.counts.carried_out}
 
 
 def _run_dag(url: str) -> bool:

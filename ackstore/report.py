@@ -183,28 +183,39 @@ def render(title: str, columns: Sequence[Column], rows: list[dict[str, Any]], *,
 
     console = console or Console()
     cells = [[_shown(column, row[column.key]) for column in columns] for row in rows]
+    widths = _widths(columns, cells, console.width)
+    if widths is None:
+        return _render_blocks(console, title, columns, cells)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                   collapse_padding=True)
-    for column in columns:
-        table.add_column(column.header, min_width=len(column.header), overflow="fold",
-                         no_wrap=column.numeric, justify="right" if column.numeric else "left")
+    for column, width in zip(columns, widths):
+        table.add_column(column.header, width=width, overflow="fold", no_wrap=column.numeric,
+                         justify="right" if column.numeric else "left")
     for row in cells:
         table.add_row(*row)
-    if _narrowest(columns, cells) > console.width:
-        return _render_blocks(console, title, columns, cells)
     console.print(table)
     if not rows:
         console.print("(nothing)")
 
 
-def _narrowest(columns: Sequence[Column], cells: list[list[str]]) -> int:
-    """The width such a table needs with every header whole and every number unbroken (text may
-    fold): two spaces between columns."""
+GAP = 2  # the space between two columns of such a table
+
+
+def _widths(columns: Sequence[Column], cells: list[list[str]], room: int) -> list[int] | None:
+    """Each column's width so the table fits ``room``: numbers whole, every header whole, the
+    widest text columns folded first; None when even that does not fit."""
     from rich.cells import cell_len
 
-    needs = [max([cell_len(column.header), *(cell_len(row[i]) for row in cells if column.numeric)])
-             for i, column in enumerate(columns)]
-    return sum(needs) + 2 * (len(columns) - 1)
+    natural = [max([cell_len(column.header), *(cell_len(row[i]) for row in cells)]) for i, column in enumerate(columns)]
+    least = [natural[i] if column.numeric else cell_len(column.header) for i, column in enumerate(columns)]
+    room -= GAP * (len(columns) - 1)
+    if sum(least) > room:
+        return None
+    widths = list(natural)
+    while sum(widths) > room:  # fold the widest text column by one, down to its header
+        widest = max((i for i in range(len(widths)) if widths[i] > least[i]), key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
 
 
 def _render_blocks(console: Any, title: str, columns: Sequence[Column], cells: list[list[str]]) -> None:

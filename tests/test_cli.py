@@ -87,9 +87,9 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     output = completed.stdout.decode()
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
     assert f"data in {tmp_path / 'home' / 'pgdata'}" in output  # the embedded server, not 127.0.0.1:5432
-    told = output.split("== what the first requester is told")[1]
+    told = output.split("== what the first requester is told (the thing created)")[1]
     assert told.lstrip().startswith('{\n  "status": 201')
-    second = output.split("== what the second requester is told")[1].split("==")[0]
+    second = output.split("== what the second requester is told (the modify, its acks in time)")[1].split("==")[0]
     assert '"status": 200' in second and all(label in second for label in ("twin-persisted", "search-persisted", "demo:audit"))
     assert '"org.acme:lamp-1"' in output.split("== search")[1]
     assert "airflow dags test exited 0" in output
@@ -97,9 +97,22 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert [line.split()[0] for line in tasks.strip().splitlines()[1:]] == [
         "apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
     assert "manual__" in tasks  # a run Airflow made
+    weak = output.split(f"== the weak ack of")[1].split("==")[0]
+    assert '"weak": true' in weak and '"status": 200' in weak
+    assert '"on": true' in output.split("== the live message's requester")[1].split("==")[0]
+    assert '"status": 408' in output.split("== the timed-out command")[1].split("==")[0]
+    assert "attempt 2 opened, waiting for a decision: True" in output
+    rabbitmq = "the RabbitMQ connector settles its message on the broker" in output
+    assert rabbitmq or "RabbitMQ source skipped" in output
     report = output.split("Settlement status per source")[1]
-    assert "demo-amqp" in report and "ack" in report
-    timeline = output.split("== the timeline of the second command")[1]
-    checkpoints = ("received", "applied", "ack twin-persisted", "indexed", "ack search-persisted", "ack demo:audit",
-                   "decided", "validated")
+    assert "demo-amqp" in report and "redeliver" in report and (not rabbitmq or "demo-rabbitmq" in report)
+    for name in ("latency", "watermarks", "late-acks"):
+        assert f"== ackstore report {name} --since 1h" in output
+    late = output.split("== ackstore report late-acks")[1]
+    assert "demo-timed-out" in late and "408" in late and "yes" in late  # in time, it would have answered 200
+    watermarks = output.split("== ackstore report watermarks")[1].split("== ackstore report")[0]
+    assert "undecided" in watermarks  # the redelivered command's second attempt
+    timeline = output.split("== the timeline of the redelivered command")[1]
+    checkpoints = ("received", "attempt opened", "ack demo:audit", "applied", "indexed", "decided", "validated",
+                   "settlement decided", "carried out", "redeliver")
     assert all(checkpoint in timeline for checkpoint in checkpoints), timeline

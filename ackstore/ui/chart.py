@@ -31,7 +31,7 @@ def latency_svg(rows: Sequence[dict[str, Any]], since: datetime, until: datetime
              f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#ccc"/>',
              f'<text x="{LEFT - 6}" y="{TOP + 10}" text-anchor="end" font-size="11">{_seconds(top)}</text>',
              f'<text x="{LEFT - 6}" y="{TOP + plot_h}" text-anchor="end" font-size="11">0</text>']
-    for hours in range(0, int(span // 3600) + 1, 6):
+    for hours in range(0, int(span // 3600), 6):  # the last tick (now) would run off the plot
         at = since + timedelta(hours=hours)
         parts.append(f'<text x="{x(at):.1f}" y="{HEIGHT - 8}" text-anchor="middle" font-size="11">'
                      f'{at:%H:%M}</text>')
