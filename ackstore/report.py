@@ -23,6 +23,7 @@ WINDOWED = ("latency", "watermarks", "late-acks", "labels")
 REPORTS = ("settlement", "audit", *WINDOWED)
 DEFAULT_WINDOW = timedelta(hours=24)
 DEFAULT_BUCKET = "1h"
+MAX_LIMIT = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,10 @@ MEASURES = {
 def run_report(store: AckStore, name: str, *, as_json: bool, limit: int = 50, source: str | None = None,
                since: str | None = None, until: str | None = None, bucket: str = DEFAULT_BUCKET) -> int:
     """Print report ``name``: a table (or one block per record, when the table would not fit), or JSON."""
-    if limit < 1:
-        raise errors.report_option_invalid("--limit", limit, "a positive integer")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise errors.report_option_invalid("--limit", limit, f"an integer from 1 to {MAX_LIMIT:,}")
+    if source is not None and "\x00" in source:  # no stored source holds one; PostgreSQL refuses it as text
+        raise errors.report_option_invalid("--source", source.replace("\x00", "\\0"), "text without NUL characters")
     now = datetime.now(timezone.utc)
     with store.engine.connect() as conn:
         if name in WINDOWED:
@@ -86,8 +89,8 @@ def run_report(store: AckStore, name: str, *, as_json: bool, limit: int = 50, so
         elif name == "settlement":
             if since is not None or until is not None:
                 raise errors.report_option_invalid(
-                    "window", f"--since {since} --until {until}", "taken by the settlement report: it counts the "
-                    "whole ledger (the windowed reports are latency, watermarks, late-acks and labels)")
+                    "window", since if since is not None else until, "taken by the settlement report: it counts "
+                    "the whole ledger (the windowed reports are latency, watermarks, late-acks and labels)")
             rows, title = reports.settlement_status(conn, source), "Settlement status per source and decision"
         else:
             rows = reports.qos1_audit(conn, limit, source, *_audit_window(since, until, now))
@@ -141,16 +144,16 @@ def parse_instant(text: str, now: datetime, option: str) -> datetime:
     value = text.strip()
     if value == "now":
         return now
-    if _AGO.fullmatch(value):
-        return now - timedelta(milliseconds=parse_duration_ms(value))
     try:
+        if _AGO.fullmatch(value):
+            return now - timedelta(milliseconds=parse_duration_ms(value))
         parsed = datetime.fromisoformat(value) if "T" in value or " " in value else None
         if parsed is None:
             day = date.fromisoformat(value)
             parsed = datetime(day.year, day.month, day.day)
-    except ValueError:
+        return parsed.astimezone(timezone.utc) if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError, errors.DittoError):  # OverflowError: before year 1 in UTC
         raise errors.report_option_invalid(option, text, "a time, 'now' or a duration before now") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
 def parse_bucket(text: str) -> timedelta:
@@ -158,7 +161,7 @@ def parse_bucket(text: str) -> timedelta:
     a bucket is at most 4 weeks)."""
     try:
         bucket = timedelta(milliseconds=parse_duration_ms(text.strip())) if _AGO.fullmatch(text.strip()) else None
-    except errors.DittoError:
+    except (errors.DittoError, OverflowError):
         bucket = None
     if bucket is None or not timedelta(0) < bucket <= timedelta(weeks=4) or text.strip().endswith(("mo", "y")):
         raise errors.report_option_invalid("--bucket", text, "a duration from 1ms to 4w, such as 15m, 1h or 1d")

@@ -34,7 +34,7 @@ def main(password: str, correlation_id: str) -> None:
         "cookie_page_status": client.get(page, cookies={"_token": token.json()["access_token"]}).status_code,
         "search_status": found.status_code,
         "search": found.text,
-        "unknown": client.get(page, params={"correlation_id": "no\u0000such"}, headers=bearer).text,
+        "unknown": client.get(page, params={"correlation_id": "no\u0000such" + "x" * 5000}, headers=bearer).text,
         "plugins": [plugin for plugin in views["plugins"] if plugin["name"] == "ackstore"],
     }))
 

@@ -10,6 +10,7 @@ from ackstore.rules.aggregation import (
     collect,
     combined_status,
     decide,
+    decide_with_late_ack,
     timeout_placeholder,
 )
 
@@ -200,3 +201,28 @@ def test_no_labels_with_response_required_waits_for_the_response() -> None:
     assert answered is not None and (answered.status, answered.body) == (201, THING_CREATED)
     timed_out = decide(request(), deadline_passed=True)
     assert timed_out is not None and (timed_out.status, timed_out.body) == (408, command_timeout_payload("42,000"))
+
+
+# --- the late-acks report: what a late ack would have changed, had it come in time ---------------
+
+@pytest.mark.parametrize(("req", "counted", "late", "answered", "would"), [
+    # the only label: its 408 placeholder becomes the ack's status
+    (request("app:done"), [], Ack("app:done", 200), 408, 200),
+    (request("app:done"), [], Ack("app:done", 503), 408, 503),
+    # two labels, the other failed: 424 either way
+    (request("a:x", "b:y"), [Ack("a:x", 500)], Ack("b:y", 200), 424, 424),
+    # two labels, the other succeeded: 424 becomes 200
+    (request("a:x", "b:y"), [Ack("a:x", 200)], Ack("b:y", 200), 424, 200),
+    # response not required: all successful is 202, without a body
+    (request("a:x", "b:y", rr=False), [Ack("a:x", 200)], Ack("b:y", 204), 424, 202),
+    # the label was counted already (the first counts): nothing changes
+    (request("a:x", "b:y"), [Ack("a:x", 503), Ack("b:y", 200)], Ack("a:x", 200), 424, 424),
+    # twin-persisted alone (the built-in shortcut): the plain response
+    (request("twin-persisted"), [], Ack("twin-persisted", 204), 408, 204),
+    # a late live response to a live message that requested nothing: it answers as the response
+    (request(), [], Ack("live-response", 200, {"on": True}), 408, 200),
+])
+def test_a_late_ack_is_decided_as_if_in_time(req: Request, counted: list[Ack], late: Ack, answered: int,
+                                             would: int) -> None:
+    assert decide(req, acks=counted, deadline_passed=True).status == answered  # without it, by the deadline
+    assert decide_with_late_ack(req, counted, late).status == would

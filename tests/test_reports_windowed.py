@@ -363,12 +363,15 @@ NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
     ("2026-11-24 09:30:15", datetime(2026, 11, 24, 9, 30, 15, tzinfo=timezone.utc)),
     ("2026-11-24T09:30+01:00", datetime(2026, 11, 24, 8, 30, tzinfo=timezone.utc)),
     ("2026-11-24T09:30:00Z", datetime(2026, 11, 24, 9, 30, tzinfo=timezone.utc)),
+    ("0001-01-01T00:00-05:00", datetime(1, 1, 1, 5, 0, tzinfo=timezone.utc)),
 ])
 def test_every_form_of_a_time_a_user_types(typed: str, expected: datetime) -> None:
     assert parse_instant(typed, NOW, "--since") == expected
 
 
-@pytest.mark.parametrize("typed", ["", "yesterday", "-5m", "2026-13-01", "5 minutes", "24H", "2026-11-24T25:00"])
+@pytest.mark.parametrize("typed", ["", "yesterday", "-5m", "2026-13-01", "5 minutes", "24H", "2026-11-24T25:00",
+                                   "99999999d", "9999999999999999999h", "99999999999999999999999d", "0001-01-01T00:00"
+                                   "+05:00"])
 def test_a_time_that_is_none_is_refused_in_dittos_shape(typed: str) -> None:
     with pytest.raises(errors.DittoError) as refused:
         parse_instant(typed, NOW, "--since")
@@ -383,7 +386,8 @@ def test_bucket_durations(typed: str, expected: timedelta) -> None:
     assert parse_bucket(typed) == expected
 
 
-@pytest.mark.parametrize("typed", ["0s", "0", "1mo", "1y", "5w", "an hour", "-1h", "99999999999999999999999d"])
+@pytest.mark.parametrize("typed", ["0s", "0", "1mo", "1y", "5w", "an hour", "-1h", "99999999999999999999999d",
+                                   "9999999999999999d"])
 def test_a_bucket_that_is_no_span_is_refused(typed: str) -> None:
     with pytest.raises(errors.DittoError, match="--bucket"):
         parse_bucket(typed)
@@ -424,6 +428,13 @@ def test_each_report_prints_whole_headers_at_80_columns(seeded: Engine, database
         assert header in done.stdout, (header, done.stdout)
 
 
+@pytest.mark.parametrize("source", ["plant-a", "plant a", "pl'ant", "pl\"ant%", "植物", "a" * 5000])
+def test_any_source_a_user_types_is_a_filter(seeded: Engine, database_url: str, source: str) -> None:
+    done = _cli(database_url, "watermarks", "--json", *WINDOW_ARGS, "--source", source)
+    assert done.returncode == 0, done.stderr
+    assert [row["source"] for row in json.loads(done.stdout)] == (["plant-a"] if source == "plant-a" else [])
+
+
 def test_the_json_of_a_report_is_its_rows(seeded: Engine, database_url: str) -> None:
     done = _cli(database_url, "watermarks", "--json", *WINDOW_ARGS, "--source", "plant-a")
     assert done.returncode == 0, done.stderr
@@ -438,9 +449,20 @@ def test_the_json_of_a_report_is_its_rows(seeded: Engine, database_url: str) -> 
 
 def test_bad_options_are_answered_in_dittos_shape(seeded: Engine, database_url: str) -> None:
     for args in (["latency", "--since", "yesterday"], ["latency", "--bucket", "1mo"], ["labels", "--limit", "0"],
-                 ["settlement", "--since", "1h"]):
+                 ["settlement", "--since", "1h"], ["audit", "--limit", str(10**20)],
+                 ["late-acks", "--since", "2h", "--until", "3h"]):
         done = _cli(database_url, *args)
         assert done.returncode == 1, (args, done.stderr)
         answer = json.loads(done.stdout)
         assert answer["status"] == 400 and answer["error"] == "report:option.invalid", answer
         assert answer["message"] and answer["description"]
+
+
+def test_a_source_no_ledger_can_hold_is_refused(seeded: Engine) -> None:
+    """A NUL character cannot come through argv, but can through the function a caller uses."""
+    from ackstore.report import run_report
+    from ackstore.ledger.store import AckStore
+    from ackstore.rules.settings import Settings
+
+    with pytest.raises(errors.DittoError, match="NUL"):
+        run_report(AckStore(seeded, Settings()), "watermarks", as_json=True, source="a\x00b")

@@ -15,9 +15,6 @@ from ackstore.ledger.named_sql import ledger_statement
 from ackstore.rules.acks import Ack
 from ackstore.rules.aggregation import Request, decide_with_late_ack
 
-SETTLEMENT_COLUMNS = ("source", "status", "decision", "requests", "oldest")
-AUDIT_COLUMNS = ("signal_id", "correlation_id", "source", "source_message_id", "attempt", "stuck_at", "detail",
-                 "received_at", "age")
 
 
 def settlement_status(conn: Connection, source: str | None = None) -> list[dict[str, Any]]:
@@ -60,14 +57,9 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 # --- the windowed reports ------------------------------------------------------------------------
 
-LATENCY_COLUMNS = ("source", "bucket_start", "measure", "signals", "measured", "p50", "p95", "p99")
-WATERMARK_COLUMNS = ("source", "signals", "settled", "unsettled", "watermark_signal_id", "watermark_message_id",
-                     "watermark_received_at")
-UNSETTLED_COLUMNS = ("source", "signal_id", "correlation_id", "source_message_id", "received_at", "attempt", "why")
+# What a late-acks row holds (the rest of what its statement reads is the decision's input).
 LATE_ACK_COLUMNS = ("signal_id", "correlation_id", "source", "attempt", "label", "status", "issuer", "received_at",
                     "late_by", "answered", "would_have_answered", "changes_outcome")
-LABEL_COLUMNS = ("label", "issuer", "answered", "ok", "weak", "client_errors", "timeouts", "server_errors",
-                 "p95_seconds")
 # What the late-acks statement reads for the counterfactual decision, not shown.
 _DECISION_INPUTS = ("weak", "cause", "api", "requested_acks", "response_required", "timeout_ms", "counted")
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Query
+from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
@@ -50,7 +50,7 @@ def create_app() -> FastAPI:
                   openapi_url=None)
 
     @app.get("/", response_class=HTMLResponse)
-    def ledger(correlation_id: str | None = Query(default=None, max_length=4096)) -> HTMLResponse:
+    def ledger(correlation_id: str | None = None) -> HTMLResponse:
         store = _store(_ledger_url())
         now = datetime.now(timezone.utc)
         return HTMLResponse(render(gather(store, now, correlation_id)))
