@@ -77,6 +77,7 @@ class Window:
 
 
 def _rows(conn: Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    conn.execute(ledger_statement("reports", "settings"))
     return [dict(row) for row in conn.execute(ledger_statement("reports", name), params).mappings()]
 
 
