@@ -16,6 +16,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
 from ackstore.ledger import reports
@@ -89,14 +91,14 @@ def seeded(engine: Engine) -> Engine:
     return engine
 
 
-def seed(engine: Engine, origin: datetime = T0) -> None:
+def seed(engine: Engine, origin: datetime = T0, signals: list[Signal] | None = None) -> None:
     """Write SEED into the ledger, every fact with its own time (seconds after ``origin``)."""
 
     def at(seconds: float) -> datetime:
         return origin + timedelta(seconds=seconds)
 
     with engine.begin() as conn:
-        for signal in SEED:
+        for signal in SEED if signals is None else signals:
             first = signal.attempts[0]
             signal_id = conn.execute(text(
                 "INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "
@@ -144,8 +146,8 @@ def percentile(values: list[float], fraction: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def in_window(window: Window) -> list[Signal]:
-    return [s for s in SEED if window.since <= at(s.received) < window.until
+def in_window(window: Window, signals: list[Signal] | None = None) -> list[Signal]:
+    return [s for s in (SEED if signals is None else signals) if window.since <= at(s.received) < window.until
             and (window.source is None or s.source == window.source)]
 
 
@@ -197,10 +199,11 @@ def expected_latency(window: Window, bucket: timedelta) -> list[dict[str, Any]]:
     return rows
 
 
-def expected_watermarks(window: Window) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
+def expected_watermarks(window: Window, signals: list[Signal] | None = None,
+                        ) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
     marks, pending = [], []
-    for source in sorted({s.source for s in in_window(window)}):
-        ours = [s for s in in_window(window) if s.source == source]
+    for source in sorted({s.source for s in in_window(window, signals)}):
+        ours = [s for s in in_window(window, signals) if s.source == source]
         settled_prefix = []
         for signal in ours:
             if state(signal) != "settled":
@@ -270,6 +273,45 @@ def test_watermarks_by_hand(seeded: Engine) -> None:
         why = {row["correlation_id"]: row["why"] for row in reports.unsettled(conn, ALL, 100)}
     assert got == {"api": ("p2", 2, 0), "plant-a": ("a1", 2, 2), "plant-b": ("b1", 1, 1)}
     assert why == {"a2": "not carried out", "a3": "undecided", "b2": "dead-letter"}
+
+
+STANDINGS = {  # how a generated signal's only attempt ends
+    "undecided": (None, None),
+    "settlement undecided": (200, None),
+    "acked": (200, ("ack", 2, 3)),
+    "rejected": (400, ("reject", 2, 3)),
+    "not carried out": (200, ("ack", 2, None)),
+    "redeliver": (503, ("redeliver", 2, 3)),
+    "dead-letter": (503, ("dead-letter", 2, 3)),
+}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["api", "plant-a", "plant-b", "plant-c", "plant-d"]),
+                          st.sampled_from(sorted(STANDINGS))), max_size=40))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_watermarks_of_any_ledger_are_each_sources_settled_prefix(engine: Engine, drawn) -> None:
+    """Whatever the sources and the order of their outcomes, the watermark is the last signal of
+    the longest settled prefix of each source, and every signal after it that is not settled is
+    listed with why."""
+    signals = []
+    for n, (source, standing) in enumerate(drawn):
+        status, settled = STANDINGS[standing]
+        if source == "api" and settled is not None:
+            settled = None  # the API's signals are never settled on a broker
+        attempt = Attempt(["app:done"], n, n + 60, None if status is None else n + 1, status, "acks",
+                          {} if status is None else {"app:done": status},
+                          None if settled is None else (settled[0], n + settled[1],
+                                                        None if settled[2] is None else n + settled[2]))
+        signals.append(Signal(f"g{n}", source, n, [attempt]))
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE signals, attempts, acks, request_results, settlements RESTART IDENTITY CASCADE"))
+    seed(engine, T0, signals)
+    marks, pending = expected_watermarks(ALL, signals)
+    with engine.connect() as conn:
+        got = reports.watermarks(conn, ALL, 100)
+        unsettled = reports.unsettled(conn, ALL, 100)
+    assert [{k: row[k] for k in marks[0]} for row in got] == marks if marks else got == []
+    assert [(row["source"], row["correlation_id"], row["why"]) for row in unsettled] == pending
 
 
 def test_the_settlement_state_walks_every_case(engine: Engine) -> None:

@@ -904,7 +904,8 @@ CROSS JOIN LATERAL current_attempt_of(s.id) a
 LEFT JOIN LATERAL (SELECT x.decided_at FROM request_results x
                    WHERE x.signal_id = a.signal_id AND x.attempt = a.attempt LIMIT 1) r ON true
 LEFT JOIN LATERAL (SELECT x.decision, x.decided_at, x.carried_out_at FROM settlements x
-                   WHERE x.signal_id = a.signal_id AND x.attempt = a.attempt LIMIT 1) st ON true
+                   WHERE needs_transport_settlement(s.api, s.source)  -- else there is none: no look-up
+                     AND x.signal_id = a.signal_id AND x.attempt = a.attempt LIMIT 1) st ON true
 $$""",
     # Per source and time bucket (by received_at, from midnight UTC): how long the signals took
     # from one checkpoint to the next — p50, p95 and p99 in seconds over those that reached both;
@@ -953,19 +954,22 @@ RETURNS TABLE (source text, signals bigint, settled bigint, unsettled bigint, wa
                watermark_message_id text, watermark_received_at timestamptz)
 LANGUAGE sql STABLE AS $$
 WITH paths AS MATERIALIZED (
-    SELECT p.signal_id, p.source, p.source_message_id, p.received_at, p.settled = 'settled' AS settled
-    FROM signal_paths(since, until, only_source) p
+    SELECT p.signal_id, p.source, p.settled = 'settled' AS settled FROM signal_paths(since, until, only_source) p
 ), per_source AS (
     SELECT p.source, count(*) AS signals, count(*) FILTER (WHERE p.settled) AS settled,
            min(p.signal_id) FILTER (WHERE NOT p.settled) AS first_unsettled
     FROM paths p
     GROUP BY p.source
+), marks AS (  -- a second pass, whatever the number of sources
+    SELECT f.source, max(p.signal_id) AS signal_id
+    FROM per_source f
+    JOIN paths p ON p.source = f.source AND (f.first_unsettled IS NULL OR p.signal_id < f.first_unsettled)
+    GROUP BY f.source
 )
-SELECT f.source, f.signals, f.settled, f.signals - f.settled, w.signal_id, w.source_message_id, w.received_at
+SELECT f.source, f.signals, f.settled, f.signals - f.settled, m.signal_id, s.source_message_id, s.received_at
 FROM per_source f
-LEFT JOIN LATERAL (SELECT p.signal_id, p.source_message_id, p.received_at FROM paths p
-                   WHERE p.source = f.source AND (f.first_unsettled IS NULL OR p.signal_id < f.first_unsettled)
-                   ORDER BY p.signal_id DESC LIMIT 1) w ON true
+LEFT JOIN marks m ON m.source = f.source
+LEFT JOIN signals s ON s.id = m.signal_id
 ORDER BY f.source
 $$""",
     # The signals of the window not settled, by source in received order, with why.
