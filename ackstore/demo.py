@@ -41,6 +41,7 @@ RESPONDER = "demo-responder"
 CONNECTION = "demo-amqp"  # a connection the demo plays itself (its redelivery)
 RABBITMQ = "demo-rabbitmq"  # the real connector, when the broker is up
 RABBITMQ_QUEUE = "ackstore-demo"
+LAMP = "org.acme/lamp-1/things"  # the thing every sample signal is about (samples/*.json too)
 
 
 def sample(name: str) -> bytes:
@@ -100,13 +101,13 @@ def _submit_samples(store: AckStore, scenario: Scenario) -> None:
     print("\nsample command:\n" + json.dumps(command, indent=2))
     _step("submit it", store.submit(command))
     _step(f"the subscriber acknowledges {CUSTOM_LABEL} in time",
-          store.acknowledge(SUBSCRIBER, _ack(command, CUSTOM_LABEL, scenario.cid("modified"), 200)))
+          store.acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("modified"), 200)))
     filtered = _modify(scenario.cid("filtered"), "/attributes/dimmed", True, ["twin-persisted", FILTERED_LABEL])
     _step(f"a command asking for {FILTERED_LABEL} (the filter of {FILTERED} does not pass it: a weak ack)",
           store.submit(filtered))
     timed_out = _modify(scenario.cid("timed-out"), "/attributes/brightness", 40, [CUSTOM_LABEL], timeout="1s")
     _step(f"a command whose {CUSTOM_LABEL} will come too late (timeout 1s)", store.submit(timed_out))
-    question = {"topic": "org.acme/lamp-1/things/live/messages/ask", "path": "/inbox/messages/ask",
+    question = {"topic": f"{LAMP}/live/messages/ask", "path": "/inbox/messages/ask",
                 "headers": {"correlation-id": scenario.cid("live"), "timeout": "2m"}, "value": {"on": "?"}}
     _step("a live message to the lamp", store.submit(question))
     (handed,) = [m for m in store.pull(RESPONDER) if m["headers"].get("correlation-id") == scenario.cid("live")]
@@ -117,8 +118,8 @@ def _submit_samples(store: AckStore, scenario: Scenario) -> None:
     (stored,) = store.ingest([failing], api="connectivity", source=CONNECTION,
                              source_message_ids=[scenario.cid("redelivered")])
     scenario.redelivered_signal = stored.signal_id
-    _step(f"a command from the connection {CONNECTION!r}, its {CONNECTION} ack failing (503: redeliver)",
-          store.acknowledge(SUBSCRIBER, _ack(failing, CUSTOM_LABEL, scenario.cid("redelivered"), 503)))
+    _step(f"a command from the connection {CONNECTION!r}, its {CUSTOM_LABEL} ack failing (503: redeliver)",
+          store.acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("redelivered"), 503)))
     scenario.broker = _through_rabbitmq(store, scenario)
 
 
@@ -130,9 +131,8 @@ def _after_the_run(store: AckStore, scenario: Scenario) -> None:
           [ack for ack in store.stored_signal(scenario.cid("filtered"))["acks"] if ack["label"] == FILTERED_LABEL])
     _step("the live message's requester: the response", store.result(scenario.cid("live")))
     _step("the timed-out command: 408, its ack missing", store.result(scenario.cid("timed-out")))
-    timed_out = _modify(scenario.cid("timed-out"), "/attributes/brightness", 40, [CUSTOM_LABEL])
     _step(f"{CUSTOM_LABEL} for it arrives now, late", store.acknowledge(
-        SUBSCRIBER, _ack(timed_out, CUSTOM_LABEL, scenario.cid("timed-out"), 200)))
+        SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("timed-out"), 200)))
     with store.engine.begin() as conn:  # what the connector does with a redeliver decision
         settlements.record_latest(conn, {scenario.redelivered_signal})
     again = _modify(scenario.cid("redelivered"), "/attributes/dimmed", False, [CUSTOM_LABEL])
@@ -161,12 +161,12 @@ def _print_audit(store: AckStore, scenario: Scenario) -> None:
 
 
 def _modify(correlation_id: str, path: str, value: Any, requested: list[str], timeout: str = "2m") -> dict[str, Any]:
-    return {"topic": "org.acme/lamp-1/things/twin/commands/modify", "path": path, "value": value,
+    return {"topic": f"{LAMP}/twin/commands/modify", "path": path, "value": value,
             "headers": {"correlation-id": correlation_id, "requested-acks": requested, "timeout": timeout}}
 
 
-def _ack(command: dict[str, Any], label: str, correlation_id: str, status: int) -> dict[str, Any]:
-    return {"topic": command["topic"].replace("/commands/modify", f"/acks/{label}"),
+def _ack(label: str, correlation_id: str, status: int) -> dict[str, Any]:
+    return {"topic": f"{LAMP}/twin/acks/{label}",
             "headers": {"correlation-id": correlation_id}, "path": "/", "status": status,
             "value": {"audited": status < 300}}
 

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from sqlalchemy import create_engine, text
 from ackstore.ledger.database import ackstore_home, database_url, resolve_url
+from ackstore.ledger.database_url import LEDGER_CONNECTION
 
 PROJECT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = PROJECT / "dags"
@@ -41,7 +42,7 @@ DAG_ID = "ackstore_reconcile"
 METADATA_DATABASE = "ackstore_airflow"
 STOP_GRACE_SECONDS = 90
 ADMIN_USER = "admin"
-LEDGER_ROUTE = "ledger"  # ackstore.ui.plugin.URL_ROUTE (that module imports Airflow)
+LEDGER_ROUTE = "ledger"  # the Ledger page inside Airflow's UI, /plugin/ledger (ackstore.ui.plugin mounts it)
 
 
 @dataclass(frozen=True)
@@ -74,14 +75,8 @@ class LocalAirflow:
         """The password of the user ``admin`` (SimpleAuthManager's passwords file, readable by its
         owner alone), generated on first start and kept in this deployment's home."""
         self.home.mkdir(parents=True, exist_ok=True)
-        try:
-            created = os.open(self.passwords_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(created, "w") as file:
-                json.dump({ADMIN_USER: secrets.token_urlsafe(18)}, file)
-        return json.loads(self.passwords_file.read_text())[ADMIN_USER]
+        text = _private_file(self.passwords_file, lambda: json.dumps({ADMIN_USER: secrets.token_urlsafe(18)}))
+        return json.loads(text)[ADMIN_USER]
 
     def access_token(self) -> str:
         """A JWT for the admin, from Airflow's ``/auth/token`` (what the UI's login does)."""
@@ -113,11 +108,11 @@ class LocalAirflow:
             AIRFLOW__API__PORT=str(self.port),
             AIRFLOW__API__BASE_URL=self.url,
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.url}/execution/",
-            AIRFLOW_CONN_ACKSTORE_LEDGER=database_url(self.ledger_url).airflow_connection(),
             ACKSTORE_PARTITIONS=os.environ.get("ACKSTORE_PARTITIONS", "2"),
             PYSPARK_PYTHON=sys.executable,
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         )
+        env[f"AIRFLOW_CONN_{LEDGER_CONNECTION.upper()}"] = database_url(self.ledger_url).airflow_connection()
         env.pop("ACKSTORE_DATABASE_URL", None)  # the connection is the one place the ledger is named
         if spark_remote:
             env["SPARK_REMOTE"] = spark_remote
@@ -263,11 +258,20 @@ def _identifier(name: str) -> str:
 
 def _jwt_secret(home: Path) -> str:
     """A long, stable secret (the generated default is too short for SHA-512: stack-notes.md)."""
-    path = home / "jwt_secret"
-    if not path.exists():
-        path.write_text(secrets.token_hex(64))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return _private_file(home / "jwt_secret", lambda: secrets.token_hex(64)).strip()
+
+
+def _private_file(path: Path, make: Callable[[], str]) -> str:
+    """The text of a secret kept in ``path``, written by ``make()`` the first time: created
+    readable by its owner alone, never replaced once there."""
+    try:
+        created = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(created, "w") as file:
+            file.write(make())
+    return path.read_text()
 
 
 def _airflow_command() -> str:

@@ -96,7 +96,7 @@ def run_report(store: AckStore, name: str, *, as_json: bool, limit: int = 50, so
             rows = reports.qos1_audit(conn, limit, source, *_audit_window(since, until, now))
             title = "QoS-1 audit: received but not yet answered or settled, oldest first"
     if as_json:
-        print(json.dumps(_jsonable(rows), indent=2, ensure_ascii=False))
+        print(json.dumps([reports.jsonable(row) for row in rows], indent=2, ensure_ascii=False))
     elif name == "watermarks":
         render_watermarks(title, rows)
     elif name == "latency":
@@ -107,7 +107,7 @@ def run_report(store: AckStore, name: str, *, as_json: bool, limit: int = 50, so
 
 
 def _windowed(conn: Any, name: str, window: Window, limit: int, bucket: timedelta) -> tuple[list[dict[str, Any]], str]:
-    shown = f"signals received {_instant(window.since)} to {_instant(window.until)} UTC" + (
+    shown = f"signals received {instant(window.since)} to {instant(window.until)} UTC" + (
         f", from {window.source}" if window.source else "")
     if name == "latency":
         return reports.latency(conn, window, bucket, limit), f"Latency per source and {_span(bucket)} ({shown})"
@@ -133,7 +133,7 @@ def window_of(since: str | None, until: str | None, source: str | None, now: dat
     end = parse_instant(until, now, "--until") if until is not None else now
     start = parse_instant(since, now, "--since") if since is not None else end - DEFAULT_WINDOW
     if start >= end:
-        raise errors.report_option_invalid("window", f"{_instant(start)} to {_instant(end)}",
+        raise errors.report_option_invalid("window", f"{instant(start)} to {instant(end)}",
                                            "a window whose --since comes before its --until")
     return Window(start, end, source)
 
@@ -294,7 +294,7 @@ def render_timeline(state: dict[str, Any], timeline: list[dict[str, Any]]) -> No
 # --- values ----------------------------------------------------------------------------------------
 
 def _shown(column: Column, value: Any) -> str:
-    formats: dict[str, Callable[[Any], str]] = {"seconds": seconds, "time": _instant, "bucket": _bucket}
+    formats: dict[str, Callable[[Any], str]] = {"seconds": seconds, "time": instant, "bucket": _bucket}
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -317,7 +317,8 @@ def seconds(value: float | timedelta) -> str:
     return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
 
 
-def _instant(value: datetime) -> str:
+def instant(value: datetime) -> str:
+    """A time as every report shows it: UTC, to the second."""
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -330,19 +331,11 @@ def _span(bucket: timedelta) -> str:
         bucket, seconds(bucket))
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _jsonable(item) for key, item in reports.jsonable(value).items()}
-    return value
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, timedelta):
         return seconds(value)
     if isinstance(value, datetime):
-        return _instant(value)
+        return instant(value)
     return str(value)

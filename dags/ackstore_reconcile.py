@@ -44,7 +44,6 @@ import pendulum
 from airflow.sdk import Asset, dag, task
 
 SETTLEMENTS = Asset(name="ackstore_settlements", uri="ackstore://settlements")
-LEDGER_CONNECTION = "ackstore_ledger"
 
 DEFAULT_ARGS = {
     "owner": "ackstore",
@@ -62,7 +61,7 @@ def _run_step(name: str) -> dict[str, Any]:
     from jobs import pipeline
     from jobs.settings import PipelineSettings
 
-    from ackstore.ledger.database_url import DatabaseUrl
+    from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
 
     try:
         ledger = Connection.get(LEDGER_CONNECTION)

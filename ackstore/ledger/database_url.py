@@ -35,6 +35,8 @@ from sqlalchemy.engine import URL
 
 from ackstore.rules import errors
 
+LEDGER_CONNECTION = "ackstore_ledger"  # the Airflow connection that names the ledger: the DAG's and the Ledger page's
+
 DRIVER = "postgresql+psycopg2"
 _SCHEME = re.compile(r"^(postgres(?:ql)?)(?:\+[A-Za-z0-9_]+)?://", re.IGNORECASE)
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z0-9+]+://[^:/@?#]*:)[^/?#]*@")

@@ -47,12 +47,16 @@ def qos1_audit(conn: Connection, limit: int = 50, source: str | None = None, sin
 
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    """A report row for JSON: timestamps in ISO 8601, ages in seconds."""
-    return {
-        key: value.total_seconds() if isinstance(value, timedelta)
-        else value.isoformat() if hasattr(value, "isoformat") else value
-        for key, value in row.items()
-    }
+    """A report row for JSON: timestamps in ISO 8601, ages in seconds, nested rows likewise."""
+    return {key: _json_value(value) for key, value in row.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, list):
+        return [jsonable(item) if isinstance(item, dict) else _json_value(item) for item in value]
+    return value.isoformat() if hasattr(value, "isoformat") else value
 
 
 # --- the windowed reports ------------------------------------------------------------------------

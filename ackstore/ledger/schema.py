@@ -713,8 +713,8 @@ $$""",
 # The audit reads the work queues, which hold only pending work, and the settlements not carried
 # out (a partial index), so it stays cheap however long the history grows; the status view's
 # decided / carried-out counts tally all of settlements, by design. Which signals need a
-# transport settlement is ackstore.rules.settlement.needs_transport_settlement; a view cannot take
-# parameters, so its values ('connectivity'; 'api', 'cli') are spelled out here.
+# transport settlement is the SQL function needs_transport_settlement (REPORT_FUNCTIONS below:
+# ackstore.rules.settlement's rule, in SQL), which PostgreSQL inlines.
 
 REPORT_VIEWS: dict[str, str] = {
     # Per source: requests waiting for a settlement decision, decisions not carried out yet,
@@ -726,7 +726,7 @@ FROM (SELECT signal_id FROM queue_decide
       UNION SELECT signal_id FROM awaiting_validation()
       UNION SELECT signal_id FROM queue_settle) p
 JOIN signals s ON s.id = p.signal_id
-WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
+WHERE needs_transport_settlement(s.api, s.source)
 GROUP BY s.source
 UNION ALL
 SELECT s.source, CASE WHEN st.carried_out_at IS NULL THEN 'decided' ELSE 'carried out' END,
@@ -762,7 +762,7 @@ FROM (
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
         FROM awaiting_validation() q
         JOIN signals s ON s.id = q.signal_id
-        WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
+        WHERE needs_transport_settlement(s.api, s.source)
         UNION ALL
         SELECT q.signal_id, q.attempt, 4, 'settle: validated, waiting for a settlement decision', NULL
         FROM queue_settle q

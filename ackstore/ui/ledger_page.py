@@ -22,14 +22,13 @@ from markupsafe import Markup
 
 from ackstore.ledger import reports
 from ackstore.ledger.database import make_engine
-from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
 from ackstore.ledger.reports import Window
 from ackstore.ledger.store import AckStore
-from ackstore.report import MEASURES, seconds
+from ackstore.report import MEASURES, instant, seconds
 from ackstore.rules.settings import Settings
 from ackstore.ui.chart import latency_svg
 
-LEDGER_CONNECTION = "ackstore_ledger"  # the DAG's (dags/ackstore_reconcile.py)
 WINDOW = timedelta(hours=24)
 AUDIT_ROWS = 20
 CHARTED = "received_to_decided"
@@ -37,8 +36,7 @@ CHARTED = "received_to_decided"
 _templates = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                          autoescape=select_autoescape(["html"]))
 _templates.filters["seconds"] = lambda value: "" if value is None else seconds(value)
-_templates.filters["time"] = lambda value: "" if value is None else value.astimezone(timezone.utc).strftime(
-    "%Y-%m-%d %H:%M:%S")
+_templates.filters["time"] = lambda value: "" if value is None else instant(value)
 
 
 def create_app() -> FastAPI:

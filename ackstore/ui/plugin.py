@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from ackstore.local_airflow import LEDGER_ROUTE
 from ackstore.ui.ledger_page import create_app
 
 URL_PREFIX = "/ackstore/ledger"
-URL_ROUTE = "ledger"  # the page inside Airflow's UI: /plugin/ledger (local_airflow.LEDGER_ROUTE)
 
 
 class LedgerPlugin(AirflowPlugin):
     name = "ackstore"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "ackstore ledger"}]
-    external_views = [{"name": "Ledger", "href": f"{URL_PREFIX.lstrip('/')}/", "url_route": URL_ROUTE,
+    external_views = [{"name": "Ledger", "href": f"{URL_PREFIX.lstrip('/')}/", "url_route": LEDGER_ROUTE,
                        "destination": "nav", "category": None}]

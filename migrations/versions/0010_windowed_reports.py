@@ -9,7 +9,8 @@ Create Date: 2026-11-24 12:00:00
 * Functions (schema.REPORT_FUNCTIONS): ``needs_transport_settlement``, ``settlement_state``, the
   window ``signals_received``, each signal's path ``signal_paths``, and the reports
   ``report_latency``, ``report_watermarks``, ``report_unsettled``, ``report_late_acks`` and
-  ``report_labels``. EXECUTE on functions is PUBLIC's by default; they read as their caller, and
+  ``report_labels``; the report views call ``needs_transport_settlement`` instead of spelling
+  it out. EXECUTE on functions is PUBLIC's by default; they read as their caller, and
   the reporter may read every table they name.
 """
 
@@ -227,6 +228,71 @@ $$""",
 }
 
 
+# Frozen copies of schema.REPORT_VIEWS["report_settlement_status"] and ["report_qos1_audit"] as of
+# this revision: which signals need a transport settlement is now the function above, not spelled
+# out in each view. The views as 0009 left them follow by replacing the call with its body.
+SETTLEMENT_STATUS = """
+SELECT s.source, 'pending decision'::text AS status, NULL::text AS decision,
+       count(*) AS requests, min(s.received_at) AS oldest
+FROM (SELECT signal_id FROM queue_decide
+      UNION SELECT signal_id FROM awaiting_validation()
+      UNION SELECT signal_id FROM queue_settle) p
+JOIN signals s ON s.id = p.signal_id
+WHERE needs_transport_settlement(s.api, s.source)
+GROUP BY s.source
+UNION ALL
+SELECT s.source, CASE WHEN st.carried_out_at IS NULL THEN 'decided' ELSE 'carried out' END,
+       st.decision, count(*), min(st.decided_at)
+FROM settlements st
+JOIN signals s ON s.id = st.signal_id
+GROUP BY s.source, 2, st.decision
+"""
+QOS1_AUDIT = """
+SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
+       received_at, now() - received_at AS age
+FROM (
+    SELECT DISTINCT ON (w.signal_id) w.signal_id, s.correlation_id, s.source, s.source_message_id,
+           w.attempt, w.stuck_at, w.detail, s.received_at
+    FROM (
+        SELECT q.signal_id, 1 AS attempt, 1 AS stage, 'apply: the twin change is not persisted yet'::text AS stuck_at,
+               NULL::text AS detail
+        FROM queue_apply q
+        UNION ALL
+        SELECT q.signal_id, q.attempt, 2, 'decide: waiting for acks or the deadline',
+               'missing: ' || COALESCE((
+                   SELECT string_agg(l.label, ', ' ORDER BY l.n)
+                   FROM unnest(a.requested_acks) WITH ORDINALITY AS l(label, n)
+                   WHERE NOT EXISTS (SELECT 1 FROM request_acks k
+                                     WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
+                                       AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
+               || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
+        FROM queue_decide q
+        JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+        UNION ALL
+        SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
+        FROM awaiting_validation() q
+        JOIN signals s ON s.id = q.signal_id
+        WHERE needs_transport_settlement(s.api, s.source)
+        UNION ALL
+        SELECT q.signal_id, q.attempt, 4, 'settle: validated, waiting for a settlement decision', NULL
+        FROM queue_settle q
+        UNION ALL
+        SELECT st.signal_id, st.attempt, 5, 'connector: decided, not carried out yet', st.decision
+        FROM settlements st
+        WHERE st.carried_out_at IS NULL
+    ) w
+    JOIN signals s ON s.id = w.signal_id
+    ORDER BY w.signal_id, w.stage
+) stuck
+ORDER BY received_at, signal_id
+"""
+SPELLED_OUT = "s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')"
+VIEWS_0009 = {
+    "report_settlement_status": SETTLEMENT_STATUS.replace("needs_transport_settlement(s.api, s.source)", SPELLED_OUT),
+    "report_qos1_audit": QOS1_AUDIT.replace("needs_transport_settlement(s.api, s.source)", SPELLED_OUT),
+}
+
+
 SIGNATURES = {
     "report_labels": "timestamptz, timestamptz, text",
     "report_late_acks": "timestamptz, timestamptz, text",
@@ -254,9 +320,13 @@ def upgrade() -> None:
     for name, ddl in FUNCTIONS.items():
         op.execute(ddl)
         _owned_by_admin(f"{name}({SIGNATURES[name]})")
+    op.execute(f"CREATE OR REPLACE VIEW report_settlement_status AS {SETTLEMENT_STATUS}")
+    op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT}")
 
 
 def downgrade() -> None:
+    for view, query in VIEWS_0009.items():  # before the function they call goes
+        op.execute(f"CREATE OR REPLACE VIEW {view} AS {query}")
     for name, signature in SIGNATURES.items():  # callers first
         op.execute(f"DROP FUNCTION {name}({signature})")
     op.execute("DROP INDEX ix_signals_received_at")
