@@ -262,15 +262,14 @@ def _report(store: AckStore, args: argparse.Namespace) -> int:
 def _show(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.report import render_timeline
 
-    state = store.stored_signal(args.correlation_id)
-    timeline = store.timeline(args.correlation_id) if state is not None else None
+    shown = store.show(args.correlation_id)
     if args.json:
-        _print(None if state is None else {**state, "timeline": timeline})
-    elif state is None:
+        _print(shown)
+    elif shown is None:
         print(f"no signal has the correlation id {args.correlation_id!r}", file=sys.stderr)
     else:
-        render_timeline(state, timeline or [])
-    return EXIT_OK if state is not None else EXIT_ERROR_ANSWER
+        render_timeline(shown, shown["timeline"])
+    return EXIT_OK if shown is not None else EXIT_ERROR_ANSWER
 
 
 def _demo(args: argparse.Namespace) -> int:

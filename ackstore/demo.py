@@ -150,7 +150,8 @@ def _print_audit(store: AckStore, scenario: Scenario) -> None:
 
     redelivered = scenario.cid("redelivered")
     print(f"\n== the timeline of the redelivered command (ackstore show {redelivered})")
-    render_timeline(store.stored_signal(redelivered), store.timeline(redelivered) or [])
+    shown = store.show(redelivered)
+    render_timeline(shown, shown["timeline"])
     for name in ("settlement", "latency", "watermarks", "late-acks"):
         print(f"\n== ackstore report {name}" + (" --since 1h" if name != "settlement" else ""))
         run_report(store, name, as_json=False, since=None if name == "settlement" else "1h")

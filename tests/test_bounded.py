@@ -147,7 +147,7 @@ def test_pulling_scans_no_history_table(ledger, name: str) -> None:
     assert not scanned & HISTORY_TABLES, f"deliveries.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
 
 
-@pytest.mark.parametrize("view", ["report_settlement_status", "report_qos1_audit"])
+@pytest.mark.parametrize("view", ["report_settlement_status", "report_audit"])
 def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
     engine, _ = ledger
     scanned = set(_scans(_plan(engine, f"SELECT * FROM {view}")))

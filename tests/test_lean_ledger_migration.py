@@ -38,7 +38,14 @@ def test_every_answer_is_unchanged_after_the_upgrade(old_ledger: Engine, old: di
     migrate.upgrade(old_ledger)
     now = answers(AckStore(old_ledger, Settings()))
     for question, answer in old["answers"].items():
+        if question == "show":  # where a signal stands has its own words since 0011 (signal_state)
+            now[question], answer = _without_state(now[question]), _without_state(answer)
         assert now[question] == answer, question
+
+
+def _without_state(shown: dict[str, Any]) -> dict[str, Any]:
+    return {cid: None if state is None else {k: v for k, v in state.items() if k != "state"}
+            for cid, state in shown.items()}
 
 
 def test_the_upgrade_keeps_events_and_their_times_and_derives_nothing_twice(old_ledger: Engine) -> None:

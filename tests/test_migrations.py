@@ -1,11 +1,16 @@
-"""The schema module and the Alembic migrations describe the same database."""
+"""The schema module, the SQL object files and the Alembic migrations describe the same database."""
+
+import re
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine
 
-from ackstore.ledger import migrate
+from ackstore.ledger import migrate, objects
+from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.schema import metadata
+from tests.catalog import catalog, differences
+from tests.conftest import ADMIN_URL
 
 
 def test_migrations_reach_head(migrated_engine: Engine) -> None:
@@ -23,31 +28,45 @@ def test_upgrade_is_idempotent(migrated_engine: Engine) -> None:
     assert migrate.current_revision(migrated_engine) == migrate.head_revision()
 
 
-def test_the_views_are_the_schema_modules(migrated_engine: Engine) -> None:
-    """The migrations hold frozen copies of the views; PostgreSQL's own rendering of each must
-    equal its rendering of the schema module's query."""
-    from sqlalchemy import text
-
-    from ackstore.ledger.schema import LEDGER_VIEWS, REPORT_VIEWS
-
+def test_a_database_migrated_from_empty_equals_the_declared_one(migrated_engine: Engine) -> None:
+    """Replaying every migration gives the schema the current files declare — tables, columns,
+    constraints, indexes, triggers, views, functions, owners and privileges, read from the
+    catalog: so the migrations' versioned definitions end at the current ones."""
     with migrated_engine.connect() as conn:
-        for name, query in {**LEDGER_VIEWS, **REPORT_VIEWS}.items():
-            migrated = conn.execute(text("SELECT pg_get_viewdef(CAST(:v AS regclass))"), {"v": name}).scalar_one()
-            conn.execute(text(f"CREATE TEMP VIEW schema_module_view AS {query}"))  # our own constant SQL
-            expected = conn.execute(text("SELECT pg_get_viewdef('schema_module_view'::regclass)")).scalar_one()
-            conn.execute(text("DROP VIEW schema_module_view"))
-            assert migrated == expected, name
-        conn.rollback()
+        migrated = catalog(conn)
+    with scratch_database(ADMIN_URL, "declared") as url:
+        engine = make_engine(url)
+        try:
+            with engine.begin() as conn:
+                objects.declare(conn)
+            with engine.connect() as conn:
+                declared = catalog(conn)
+        finally:
+            engine.dispose()
+    assert differences(migrated, declared) == []
+    kinds = [item.kind for item in objects.current().values()]  # every file's object is there: not vacuous
+    assert (len(declared["views"]), len(declared["functions"]), len(declared["triggers"])) == (
+        kinds.count("view"), kinds.count("function"), kinds.count("trigger"))
 
 
-def test_the_functions_are_the_schema_modules(migrated_engine: Engine) -> None:
-    from sqlalchemy import text
+def test_every_migration_finds_the_versions_it_asks_for() -> None:
+    """Each stored version belongs to a migration that exists, and the current definition of an
+    object is its newest version (a definition edited without a migration would be one a
+    migrated database does not have: the catalog test above catches that for the newest)."""
+    revisions = {path.name[:4] for path in migrate.MIGRATIONS_DIR.glob("versions/0*.py")}
+    for name, item in objects.current().items():
+        stored = objects.versions(name)
+        assert set(stored) <= revisions, name
+        assert max(stored) == item.version, name
+    for folder in objects.HISTORY.iterdir():
+        assert {path.stem for path in folder.glob("*.sql")} <= revisions, folder.name
 
-    from ackstore.ledger.schema import LEDGER_FUNCTIONS, REPORT_FUNCTIONS
 
-    with migrated_engine.connect() as conn:
-        for name, ddl in {**LEDGER_FUNCTIONS, **REPORT_FUNCTIONS}.items():
-            body, parallel = conn.execute(text("SELECT prosrc, proparallel FROM pg_proc WHERE proname = :n"),
-                                          {"n": name}).one()
-            assert body == ddl.split("$$")[1], name
-            assert (parallel == "s") == ("PARALLEL SAFE" in ddl.split("$$")[0]), name
+def test_no_python_holds_a_view_or_function_body() -> None:
+    """The ledger's SQL lives in .sql files: no Python file of the project creates a view or a
+    function itself (the migrations ask ackstore.ledger.objects for a version)."""
+    root = migrate.MIGRATIONS_DIR.parent
+    pattern = re.compile(r"CREATE\s+(OR\s+REPLACE\s+)?(VIEW|FUNCTION|TRIGGER)\b", re.IGNORECASE)
+    found = [str(path.relative_to(root)) for folder in ("ackstore", "jobs", "migrations", "dags")
+             for path in (root / folder).rglob("*.py") if pattern.search(path.read_text())]
+    assert found == []

@@ -152,15 +152,9 @@ def in_window(window: Window, signals: list[Signal] | None = None) -> list[Signa
 
 
 def expected_state(needs_transport: bool, decided: bool, decision: str | None, carried: bool) -> str:
-    if not decided:
-        return "undecided"
-    if not needs_transport:
-        return "settled"
-    if decision is None:
-        return "settlement undecided"
-    if decision in ("redeliver", "dead-letter"):
-        return decision
-    return "settled" if carried else "not carried out"
+    """Where a seeded signal stands (the seed stores no command responses)."""
+    return settlement.signal_state(needs_transport=needs_transport, response_failed=None, decided=decided,
+                                   decision=decision, carried_out=carried).value
 
 
 def state(signal: Signal) -> str:
@@ -272,7 +266,7 @@ def test_watermarks_by_hand(seeded: Engine) -> None:
                for row in reports.watermarks(conn, ALL, 100)}
         why = {row["correlation_id"]: row["why"] for row in reports.unsettled(conn, ALL, 100)}
     assert got == {"api": ("p2", 2, 0), "plant-a": ("a1", 2, 2), "plant-b": ("b1", 1, 1)}
-    assert why == {"a2": "not carried out", "a3": "undecided", "b2": "dead-letter"}
+    assert why == {"a2": "settling", "a3": "received", "b2": "dead-lettered"}
 
 
 STANDINGS = {  # how a generated signal's only attempt ends
@@ -314,20 +308,31 @@ def test_watermarks_of_any_ledger_are_each_sources_settled_prefix(engine: Engine
     assert [(row["source"], row["correlation_id"], row["why"]) for row in unsettled] == pending
 
 
-def test_the_settlement_state_walks_every_case(engine: Engine) -> None:
-    """settlement_state and needs_transport_settlement in SQL against the rule in Python."""
-    cases = [(api, source, decided, decision, carried)
+def test_the_signal_state_walks_every_case(engine: Engine) -> None:
+    """signal_state and needs_transport_settlement in SQL against the rules in Python, case by case."""
+    cases = [(api, source, failed, decided, decision, carried)
              for api in ("http", "websocket", "connectivity") for source in ("api", "cli", "plant")
-             for decided in (False, True) for decision in (None, "ack", "reject", "redeliver", "dead-letter")
-             for carried in (None, T0)]
+             for failed in (None, False, True) for decided in (False, True)
+             for decision in (None, "ack", "reject", "redeliver", "dead-letter") for carried in (False, True)]
+    seen = set()
     with engine.connect() as conn:
-        for api, source, decided, decision, carried in cases:
-            got = conn.execute(text("SELECT needs_transport_settlement(:a, :s), settlement_state("
-                                    "needs_transport_settlement(:a, :s), :d, :dec, :c)"),
-                               {"a": api, "s": source, "d": decided, "dec": decision, "c": carried}).one()
+        for api, source, failed, decided, decision, carried in cases:
+            got = conn.execute(text("SELECT needs_transport_settlement(:a, :s), signal_state("
+                                    "needs_transport_settlement(:a, :s), :f, :d, :dec, :c)"),
+                               {"a": api, "s": source, "f": failed, "d": decided, "dec": decision, "c": carried}).one()
             needs = settlement.needs_transport_settlement(api, source)
-            assert tuple(got) == (needs, expected_state(needs, decided, decision, carried is not None)), \
-                (api, source, decided, decision, carried)
+            expected = settlement.signal_state(needs_transport=needs, response_failed=failed, decided=decided,
+                                               decision=decision, carried_out=carried)
+            assert tuple(got) == (needs, expected.value), (api, source, failed, decided, decision, carried)
+            seen.add(expected)
+    assert seen == set(settlement.SignalState)  # every state is reached
+
+
+def test_a_redelivery_or_dead_letter_is_never_settled() -> None:
+    for decision in ("redeliver", "dead-letter"):
+        for carried in (False, True):
+            assert settlement.signal_state(needs_transport=True, response_failed=None, decided=True,
+                                           decision=decision, carried_out=carried) is not settlement.SignalState.SETTLED
 
 
 # --- late acks ------------------------------------------------------------------------------------
@@ -455,7 +460,7 @@ WINDOW_ARGS = ["--since", "2026-11-20T09:59", "--until", "2026-11-20T12:00"]
 
 @pytest.mark.parametrize(("name", "headers"), [
     ("latency", ["from", "measure", "p50", "p95", "p99", "received → decided"]),
-    ("watermarks", ["source", "settled", "unsettled", "up to message", "correlation id", "not carried out"]),
+    ("watermarks", ["source", "settled", "unsettled", "up to message", "correlation id", "settling"]),
     ("late-acks", ["correlation id", "label", "late by", "answered", "if in time", "changed"]),
     ("labels", ["label", "issuer", "2xx", "weak", "4xx", "408", "5xx", "p95 to ack"]),
     # Nine columns do not fit at 80: one block per record, every header whole (it once printed "correl / ation").
@@ -483,7 +488,7 @@ def test_the_json_of_a_report_is_its_rows(seeded: Engine, database_url: str) -> 
     (mark,) = json.loads(done.stdout)
     assert (mark["watermark_message_id"], mark["settled"], mark["unsettled"]) == ("a1", 2, 2)
     assert [(row["correlation_id"], row["why"]) for row in mark["unsettled_signals"]] == [
-        ("a2", "not carried out"), ("a3", "undecided")]
+        ("a2", "settling"), ("a3", "received")]
     late = json.loads(_cli(database_url, "late-acks", "--json", *WINDOW_ARGS).stdout)
     assert [(row["correlation_id"], row["late_by"], row["changes_outcome"]) for row in late] == [
         ("a2", 15.0, True), ("a4", 90.0, False)]

@@ -15,10 +15,9 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import migrate, reports, settlements
+from ackstore.ledger import migrate, objects, reports, settlements
 from ackstore.ledger.database import drop_database, make_engine
 from ackstore.ledger.database_url import DatabaseUrl
-from ackstore.ledger.schema import LEDGER_VIEWS, REPORT_VIEWS
 from ackstore.ledger.store import AckStore
 from tests.conftest import ADMIN_URL
 from tests.ledger import ack_message, twin_command
@@ -112,7 +111,7 @@ def test_each_component_works_as_its_own_role(engine: Engine, database_url: str,
         # reporter: the reports and show
         assert ingest.result("t1")["status"] == 200
         shown = reporter.stored_signal("t1")
-        assert shown["state"] == "decided" and {a["label"] for a in shown["acks"]} >= {"twin-persisted", "app:done"}
+        assert shown["state"] == "settled" and {a["label"] for a in shown["acks"]} >= {"twin-persisted", "app:done"}
         with reporter.engine.connect() as conn:
             assert {row["source"] for row in reports.settlement_status(conn)} == {SOURCE}
             assert [row["correlation_id"] for row in reports.qos1_audit(conn)] == []
@@ -338,7 +337,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
     for group, evidence in used.items():
         # A view has no counters of its own (its tables' count the reads): a view grant is shown
         # in use by the component's statements naming it, which test_each_component_works_as_its_own_role runs.
-        views = {(view, "SELECT") for view in (*REPORT_VIEWS, *LEDGER_VIEWS)}
+        views = {(view, "SELECT") for view in objects.views()}
         extra = {(table, privilege) for table, privilege in _granted(engine, group) - evidence - views
                  if (group, table, privilege) not in UNMEASURABLE and (group, "*", privilege) not in UNMEASURABLE}
         if extra:

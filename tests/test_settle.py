@@ -150,7 +150,7 @@ def test_a_retransmission_before_the_decision_or_after_an_ack_is_plain(auditor: 
     assert decisions(auditor) == {"m1": [(1, "ack")]}
     assert from_connection(auditor, "m1", thing="org.acme/t1", path="/", value={}) == cid
     assert rows(auditor, "SELECT count(*) AS n FROM attempts WHERE attempt > 1")[0].n == 0  # no second attempt
-    assert auditor.stored_signal(cid)["state"] == "decided"
+    assert auditor.stored_signal(cid)["state"] == "settling"  # decided, not carried out
 
 
 def test_a_redelivered_message_opens_the_next_attempt_without_applying_twice(auditor: AckStore, run_pipeline) -> None:

@@ -254,4 +254,4 @@ def test_a_decided_result_round_trips_through_the_ledger(store: AckStore, reques
         # an aggregated answer carries the command's headers (none here) with response-required false (B.5)
         "headers": {"correlation-id": request_with_custom_ack, "response-required": False},
     }
-    assert stored(store, request_with_custom_ack)["state"] == "decided"
+    assert stored(store, request_with_custom_ack)["state"] == "settled"  # the API's answer is final (#71)

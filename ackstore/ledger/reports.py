@@ -1,5 +1,5 @@
-"""The SQL reports (README, "Reports"): settlement and audit are views in the schema; the
-windowed ones (latency, watermarks, late acks, labels) functions of a window (schema.REPORT_FUNCTIONS),
+"""The SQL reports (README, "Reports"): settlement and audit are views; the windowed ones
+(latency, watermarks, late acks, labels) functions of a window — all in ``sql/objects/reports/``,
 read by the statements of ``sql/reports.sql``. Every reader of a report (the CLI, the Ledger page)
 reads it here."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.rules.acks import Ack
@@ -19,31 +19,15 @@ from ackstore.rules.aggregation import Request, decide_with_late_ack
 
 def settlement_status(conn: Connection, source: str | None = None) -> list[dict[str, Any]]:
     """Per source: requests pending a settlement decision, decided, carried out — by decision."""
-    rows = conn.execute(
-        text(
-            "SELECT source, status, decision, requests, oldest FROM report_settlement_status "
-            "WHERE CAST(:source AS text) IS NULL OR source = :source "
-            "ORDER BY source, array_position(ARRAY['pending decision', 'decided', 'carried out'], status), decision"
-        ),
-        {"source": source},
-    ).mappings()
-    return [dict(row) for row in rows]
+    return [dict(row) for row in conn.execute(ledger_statement("reports", "settlement"), {"source": source}).mappings()]
 
 
 def qos1_audit(conn: Connection, limit: int = 50, source: str | None = None, since: datetime | None = None,
                until: datetime | None = None) -> list[dict[str, Any]]:
     """Signals received (in [since, until), when given) but not yet answered or settled, oldest
     first, with where they are stuck."""
-    rows = conn.execute(
-        text(
-            "SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail, received_at, age "
-            "FROM report_qos1_audit WHERE (CAST(:source AS text) IS NULL OR source = :source) "
-            "AND (CAST(:since AS timestamptz) IS NULL OR received_at >= :since) "
-            "AND (CAST(:until AS timestamptz) IS NULL OR received_at < :until) LIMIT :limit"
-        ),
-        {"source": source, "limit": limit, "since": since, "until": until},
-    ).mappings()
-    return [dict(row) for row in rows]
+    params = {"source": source, "limit": limit, "since": since, "until": until}
+    return [dict(row) for row in conn.execute(ledger_statement("reports", "audit"), params).mappings()]
 
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:

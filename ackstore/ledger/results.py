@@ -1,5 +1,5 @@
 """What the ledger answers about a signal: the requester's result, and the whole stored state
-``show`` prints — attempts, acks, hand-outs, the checkpoint reached (A.3). Statements:
+``show`` prints — attempts, acks, hand-outs, where it stands, its timeline (A.3). Statements:
 ``sql/results.sql``."""
 
 from __future__ import annotations
@@ -22,17 +22,27 @@ def latest(conn: Connection, correlation_id: str) -> Any:
     return conn.execute(_sql("latest_result"), {"correlation_id": correlation_id}).first()
 
 
-def stored_signal(conn: Connection, correlation_id: str) -> dict[str, Any] | None:
-    """The signal's row with its acks, attempts, hand-outs and checkpoint; None if unknown."""
+SHOWN = ("shown_state", "shown_status", "shown_body", "shown_headers")  # the signal statement's own columns
+
+
+def show(conn: Connection, correlation_id: str) -> dict[str, Any] | None:
+    """Everything ``show`` prints of a signal, read in the caller's one transaction: its row with
+    its attempts, acks, hand-outs, where it stands (``state``: the SQL function signal_state), the
+    current attempt's answer (``result``: None while undecided) and its ``timeline``; None for an
+    unknown correlation id. The transaction must be new: its parts are read in one snapshot."""
+    conn.execute(_sql("snapshot"))
     row = conn.execute(_sql("signal"), {"correlation_id": correlation_id}).mappings().first()
     if row is None:
         return None
-    state = {k: _jsonable(v) for k, v in row.items()}
-    state["acks"] = [dict(a) for a in conn.execute(_sql("acks_of"), {"signal_id": row["id"]}).mappings()]
-    state["attempts"] = _attempts(conn, row["id"])
-    state["deliveries"] = deliveries.handouts_of(conn, row["id"])
-    state["state"] = _checkpoint(conn, row["id"], state["attempts"][-1])
-    return state
+    shown = {k: _jsonable(v) for k, v in row.items() if k not in SHOWN}
+    shown["acks"] = [dict(a) for a in conn.execute(_sql("acks_of"), {"signal_id": row["id"]}).mappings()]
+    shown["attempts"] = _attempts(conn, row["id"])
+    shown["deliveries"] = deliveries.handouts_of(conn, row["id"])
+    shown["state"] = row["shown_state"]
+    shown["result"] = None if row["shown_status"] is None else {
+        "status": row["shown_status"], "body": row["shown_body"], "headers": row["shown_headers"]}
+    shown["timeline"] = timeline(conn, row["id"])
+    return shown
 
 
 def timeline(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
@@ -62,18 +72,6 @@ def _attempts(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
-
-
-def _checkpoint(conn: Connection, signal_id: int, latest: dict[str, Any]) -> str:
-    """The furthest checkpoint a signal reached: received, persisted / failed, decided, settled (A.3)."""
-    if latest["settlement"] is not None:
-        return "settled" if latest["settlement"]["carriedOutAt"] is not None else "decided"
-    if latest["result"] is not None:
-        return "decided"
-    is_error = conn.execute(_sql("response_failed"), {"signal_id": signal_id}).scalar()
-    if is_error is None:
-        return "received"
-    return "failed" if is_error else "persisted"
 
 
 def _jsonable(value: Any) -> Any:

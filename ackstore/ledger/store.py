@@ -263,23 +263,26 @@ class AckStore:
             return error.to_json()
         return {"status": 200, "items": items}
 
-    def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
-        """The stored state of one signal: the row, its requested labels, its acks and result."""
+    def show(self, correlation_id: str) -> dict[str, Any] | None:
+        """Everything stored of one signal, read in one transaction (one snapshot): its row,
+        attempts, acks, hand-outs, where it stands (``state``), its answer (``result``) and its
+        ``timeline``, oldest checkpoint first; None for an unknown correlation id."""
         if not _could_be_stored(correlation_id):
             return None
-        with self.engine.connect() as conn:
-            state = results.stored_signal(conn, correlation_id)
-        if state is not None:
-            state["result"] = self.result(correlation_id)
-        return state
+        with self.engine.connect() as conn, conn.begin():
+            return results.show(conn, correlation_id)
+
+    def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
+        """What ``show --json`` prints without the timeline."""
+        shown = self.show(correlation_id)
+        if shown is not None:
+            del shown["timeline"]
+        return shown
 
     def timeline(self, correlation_id: str) -> list[dict[str, Any]] | None:
         """Every checkpoint of one signal with its time (A.3), oldest first; None if unknown."""
-        if not _could_be_stored(correlation_id):
-            return None
-        with self.engine.connect() as conn:
-            found = results.latest(conn, correlation_id)
-            return None if found is None else results.timeline(conn, found.id)
+        shown = self.show(correlation_id)
+        return None if shown is None else shown["timeline"]
 
 
 def _could_be_stored(correlation_id: str) -> bool:

@@ -92,6 +92,42 @@ def needs_transport_settlement(api: str, source: str) -> bool:
     return api == TRANSPORT_API and source not in LOCAL_SOURCES
 
 
+# --- where a signal stands (docs/signal-states.md) -------------------------------------------
+
+
+class SignalState(str, Enum):
+    """Where a signal's current attempt stands; only SETTLED is final and settled (decision #71)."""
+
+    RECEIVED = "received"  # stored; not decided, no command response yet
+    PERSISTED = "persisted"  # its twin change persisted; waiting for acks or the deadline
+    FAILED = "failed"  # its twin command failed; the sweep decides it with that error (A.2.7)
+    DECIDED = "decided"  # a connection's message, waiting for its settlement decision
+    SETTLING = "settling"  # a settlement is decided; the connector has not carried it out
+    REDELIVERING = "redelivering"  # redelivery carried out: the next attempt decides (A.2.10)
+    DEAD_LETTERED = "dead-lettered"  # dead-letter carried out: the attempts are used up
+    SETTLED = "settled"  # answered (API, CLI), or acked or rejected on the broker (connection)
+
+
+def signal_state(*, needs_transport: bool, response_failed: bool | None, decided: bool, decision: str | None,
+                 carried_out: bool) -> SignalState:
+    """Where a signal stands, from its current attempt's facts: whether it needs a transport
+    settlement, whether its command failed (None: no response), whether it is decided, its
+    settlement decision (None: none yet) and whether that is carried out. The SQL function
+    ``signal_state`` is this rule, for every surface that shows it (a test compares them)."""
+    if not decided:
+        if response_failed is None:
+            return SignalState.RECEIVED
+        return SignalState.FAILED if response_failed else SignalState.PERSISTED
+    if not needs_transport:
+        return SignalState.SETTLED
+    if decision is None:
+        return SignalState.DECIDED
+    if not carried_out:
+        return SignalState.SETTLING
+    return {Settlement.REDELIVER.value: SignalState.REDELIVERING,
+            Settlement.DEAD_LETTER.value: SignalState.DEAD_LETTERED}.get(decision, SignalState.SETTLED)
+
+
 # --- a stored result as B.9's outcome, and what a redelivery asks for again (A.2.10) ----------
 
 
@@ -133,10 +169,12 @@ def labels_to_request_again(requested: Sequence[str], ack_statuses: Mapping[str,
 __all__ = [
     "Outcome",
     "Settlement",
+    "SignalState",
     "decide_settlement",
     "is_failed",
     "labels_to_request_again",
     "needs_transport_settlement",
     "outcome_of_result",
+    "signal_state",
     "wants_redelivery",
 ]

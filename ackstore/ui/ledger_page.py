@@ -77,8 +77,8 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
     page["charted"] = MEASURES[CHARTED]
     page["search"] = correlation_id
     if correlation_id:
-        page["signal"] = store.stored_signal(correlation_id)
-        page["timeline"] = store.timeline(correlation_id) or []
+        page["signal"] = store.show(correlation_id)
+        page["timeline"] = page["signal"]["timeline"] if page["signal"] else []
     return page
 
 

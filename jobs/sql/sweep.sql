@@ -21,7 +21,7 @@ WITH facts AS MATERIALIZED (
     JOIN signals s ON s.id = q.signal_id
     JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
     JOIN command_facts f ON f.signal_id = q.signal_id
-    WHERE a.requested_acks <@ ARRAY['twin-persisted', 'search-persisted'] AND a.requested_acks <> '{}'
+    WHERE a.requested_acks <@ ARRAY[twin_persisted(), search_persisted()] AND a.requested_acks <> '{}'
 ), decided AS (
     SELECT f.signal_id, f.attempt, f.correlation_id, f.response_required,
            CASE WHEN f.api = 'http' AND f.persisted_status = 201
@@ -29,16 +29,16 @@ WITH facts AS MATERIALIZED (
                                                     || CASE WHEN f.path IN ('', '/') THEN '' ELSE f.path END)
                 ELSE '{}'::jsonb END AS persisted_headers,
            cardinality(f.requested_acks) AS labels,
-           'twin-persisted' = ANY (f.requested_acks) AS persisted, 'search-persisted' = ANY (f.requested_acks) AS indexed,
+           twin_persisted() = ANY (f.requested_acks) AS persisted, search_persisted() = ANY (f.requested_acks) AS indexed,
            f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
     FROM facts f
     WHERE NOT (f.response_required AND cardinality(f.requested_acks) = 1
                AND f.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
-      AND ('twin-persisted' <> ALL (f.requested_acks)
+      AND (twin_persisted() <> ALL (f.requested_acks)
            OR (f.persisted_at <= f.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
-      AND ('search-persisted' <> ALL (f.requested_acks) OR f.indexed_at <= f.deadline_at)
+      AND (search_persisted() <> ALL (f.requested_acks) OR f.indexed_at <= f.deadline_at)
       AND NOT (f.api = 'http' AND f.response_required AND cardinality(f.requested_acks) >= 2
-               AND 'twin-persisted' = ANY (f.requested_acks) AND f.persisted_status = 201
+               AND twin_persisted() = ANY (f.requested_acks) AND f.persisted_status = 201
                AND NOT (f.thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$'
                         AND f.path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'))
 ), stored AS (
@@ -50,16 +50,16 @@ WITH facts AS MATERIALIZED (
            CASE WHEN NOT d.response_required THEN NULL
                 WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_payload ELSE d.indexed_payload END
                 ELSE jsonb_build_object(
-                         'twin-persisted', ack_entry(d.persisted_status, d.persisted_payload, d.persisted_headers, false,
+                         twin_persisted(), ack_entry(d.persisted_status, d.persisted_payload, d.persisted_headers, false,
                                                      d.correlation_id),
-                         'search-persisted', ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
+                         search_persisted(), ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
                                                        d.correlation_id)) END,
            NULL,
            'acks',
-           CASE WHEN d.persisted AND d.indexed THEN jsonb_build_object('twin-persisted', d.persisted_status,
-                                                                        'search-persisted', d.indexed_status)
-                WHEN d.persisted THEN jsonb_build_object('twin-persisted', d.persisted_status)
-                ELSE jsonb_build_object('search-persisted', d.indexed_status) END,
+           CASE WHEN d.persisted AND d.indexed THEN jsonb_build_object(twin_persisted(), d.persisted_status,
+                                                                        search_persisted(), d.indexed_status)
+                WHEN d.persisted THEN jsonb_build_object(twin_persisted(), d.persisted_status)
+                ELSE jsonb_build_object(search_persisted(), d.indexed_status) END,
            :batch_id
     FROM decided d
     RETURNING signal_id, attempt
@@ -88,9 +88,9 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
     LEFT JOIN command_responses r ON r.signal_id = q.signal_id
     LEFT JOIN LATERAL unnest(a.requested_acks) AS l(label) ON true
     LEFT JOIN builtin_acks b ON b.signal_id = q.signal_id AND b.attempt = q.attempt AND b.label = l.label
-                            AND b.disposition = 'counted' AND b.received_at <= a.deadline_at
+                            AND b.disposition = counted() AND b.received_at <= a.deadline_at
     LEFT JOIN acks k ON k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.label = l.label
-                    AND k.disposition = 'counted' AND k.received_at <= a.deadline_at
+                    AND k.disposition = counted() AND k.received_at <= a.deadline_at
     WHERE NOT COALESCE(r.is_error, false)
       AND (cardinality(a.requested_acks) > 0 OR NOT s.response_required)
       AND NOT (s.response_required AND cardinality(a.requested_acks) = 1
@@ -105,7 +105,7 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
     GROUP BY e.signal_id, e.attempt
     HAVING count(e.label) = count(e.status)
        AND COALESCE(bool_and(e.status BETWEEN 200 AND 299), true)
-       AND NOT COALESCE(bool_or(e.locates AND e.label = 'twin-persisted' AND e.status = 201), false)
+       AND NOT COALESCE(bool_or(e.locates AND e.label = twin_persisted() AND e.status = 201), false)
 ), stored AS (
     INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id)
     SELECT d.signal_id, d.attempt,
@@ -131,7 +131,7 @@ SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api, s.thing_id, s.path
        (SELECT jsonb_agg(jsonb_build_array(k.label, k.status, k.payload, k.payload IS NOT NULL,
                                            k.headers, k.weak) ORDER BY k.received_at, k.id)
           FROM request_acks k
-         WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'counted'
+         WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = counted()
            AND k.received_at <= a.deadline_at)::text AS acks,
        (SELECT k.reason FROM acks k  -- the last live response refused as not answering the command
          WHERE k.signal_id = s.id AND k.attempt = q.attempt AND k.disposition = 'invalid'
@@ -160,7 +160,7 @@ DELETE FROM stage_results x
 WHERE x.run_id = :run_id AND x.cause = 'deadline'
   AND x.acks_seen <> (SELECT count(*) FROM request_acks k
                       JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
-                      WHERE k.signal_id = x.signal_id AND k.attempt = x.attempt AND k.disposition = 'counted'
+                      WHERE k.signal_id = x.signal_id AND k.attempt = x.attempt AND k.disposition = counted()
                         AND k.received_at <= a.deadline_at)
 
 -- name: staged
@@ -182,8 +182,8 @@ ON CONFLICT (signal_id, attempt) DO NOTHING
 UPDATE acks k SET disposition = 'late'
 FROM stage_results x
 JOIN attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
-WHERE x.run_id = :run_id AND x.cause IN ('deadline', 'error') AND k.signal_id = x.signal_id
-  AND k.attempt = x.attempt AND k.disposition = 'counted'
+WHERE x.run_id = :run_id AND judged_by_deadline(x.cause) AND k.signal_id = x.signal_id
+  AND k.attempt = x.attempt AND k.disposition = counted()
   AND k.received_at > a.deadline_at
 
 -- name: dequeue

@@ -45,8 +45,8 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
        q.body_is_object, q.body_has_every_label, q.body_has_other_labels, q.body_entries_all_2xx,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
-                  FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY['twin-persisted'] END
-                                        || CASE WHEN b.indexed_in_time THEN ARRAY['search-persisted'] END) AS l(label))
+                  FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY[twin_persisted()] END
+                                        || CASE WHEN b.indexed_in_time THEN ARRAY[search_persisted()] END) AS l(label))
        END AS counted_in_time,
        COALESCE(cr.is_error, false) AS response_is_error,
        COALESCE(NOT cr.is_error AND cr.status BETWEEN 200 AND 299, false) AS response_success,
@@ -81,25 +81,25 @@ LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, b
                                                  AND k.label = ANY (a.requested_acks)) AS in_time,
            count(*) > count(DISTINCT k.label) AS duplicated,
            bool_or(k.label <> ALL (a.requested_acks)) AS unrequested,
-           bool_or(k.label = 'twin-persisted') AS persisted,
+           bool_or(k.label = twin_persisted()) AS persisted,
            bool_or(k.weak AND k.status <> 200) AS weak_not_200,
            bool_or(k.weak AND (k.headers ->> 'ditto-weak-ack') IS DISTINCT FROM 'true') AS weak_unmarked,
-           bool_or(k.weak AND k.label <> ALL (ARRAY['twin-persisted', 'search-persisted', 'live-response'])
+           bool_or(k.weak AND k.label <> ALL (builtin_labels())
                    AND NOT EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label)) AS weak_undeclared
     FROM {batch} AS r
-    JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = 'counted'
+    JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = counted()
     LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
     GROUP BY k.signal_id, k.attempt
 ) AS k ON k.signal_id = q.signal_id AND k.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
 LEFT JOIN command_facts f ON f.signal_id = q.signal_id
 CROSS JOIN LATERAL (
-    SELECT 'twin-persisted' = ANY (q.requested_acks)
+    SELECT twin_persisted() = ANY (q.requested_acks)
                AND builtin_disposition(f.persisted_at, q.opened_at, q.deadline_at, q.decided_at, q.cause,
-                                       q.next_opened_at) = 'counted' AS persisted,
-           'search-persisted' = ANY (q.requested_acks)
+                                       q.next_opened_at) = counted() AS persisted,
+           search_persisted() = ANY (q.requested_acks)
                AND builtin_disposition(f.indexed_at, q.opened_at, q.deadline_at, q.decided_at, q.cause,
-                                       q.next_opened_at) = 'counted' AS indexed
+                                       q.next_opened_at) = counted() AS indexed
 ) AS c
 CROSS JOIN LATERAL (
     SELECT COALESCE(c.persisted, false) AS persisted,

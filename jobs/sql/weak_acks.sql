@@ -27,7 +27,7 @@ CROSS JOIN LATERAL unnest(a.requested_acks) AS l(label)
 JOIN declared_labels d ON d.label = l.label
 WHERE (s.channel = 'live' OR e.id IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM acks k WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
-                                          AND k.label = l.label AND k.disposition = 'counted')
+                                          AND k.label = l.label AND k.disposition = counted())
 
 -- name: staged
 -- How many weak acks this run staged.
@@ -38,11 +38,11 @@ SELECT count(*) FROM stage_weak_acks WHERE run_id = :run_id
 -- subscriber acked after all) keeps that ack. The fact time is now, at the end of the merge.
 INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
 SELECT x.signal_id, x.attempt, x.label, 200, to_jsonb(x.reason), x.headers, :issuer, true, clock_timestamp(),
-       'counted'
+       counted()
 FROM stage_weak_acks x
 WHERE x.run_id = :run_id
   AND NOT EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = x.signal_id AND r.attempt = x.attempt)
-ON CONFLICT (signal_id, attempt, label) WHERE disposition = 'counted' DO NOTHING
+ON CONFLICT (signal_id, attempt, label) WHERE disposition = counted() DO NOTHING
 
 -- name: clear_staging
 -- TRUNCATE is transactional and instant; the step lock means no other run uses the table.

@@ -16,76 +16,16 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from ackstore.ledger import objects
+
 revision = '0003'
 down_revision = '0002'
 branch_labels = None
 depends_on = None
 
 
-# The report views as this revision defines them (a frozen copy of schema.REPORT_VIEWS).
-VIEWS: dict[str, str] = {
-    # Per source: requests waiting for a settlement decision, decisions not carried out yet,
-    # decisions carried out — by decision.
-    "report_settlement_status": """
-SELECT s.source, 'pending decision'::text AS status, NULL::text AS decision,
-       count(*) AS requests, min(s.received_at) AS oldest
-FROM (SELECT signal_id FROM queue_decide
-      UNION SELECT signal_id FROM queue_validate
-      UNION SELECT signal_id FROM queue_settle) p
-JOIN signals s ON s.id = p.signal_id
-WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
-GROUP BY s.source
-UNION ALL
-SELECT s.source, CASE WHEN st.carried_out_at IS NULL THEN 'decided' ELSE 'carried out' END,
-       st.decision, count(*), min(st.decided_at)
-FROM settlements st
-JOIN signals s ON s.id = st.signal_id
-GROUP BY s.source, 2, st.decision
-""",
-    # The QoS-1 audit: every signal received but not yet answered (API, CLI) or not yet settled
-    # (connections), oldest first, with its age and the checkpoint it is stuck before.
-    "report_qos1_audit": """
-SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
-       received_at, now() - received_at AS age
-FROM (
-    SELECT DISTINCT ON (w.signal_id) w.signal_id, s.correlation_id, s.source, s.source_message_id,
-           w.attempt, w.stuck_at, w.detail, s.received_at
-    FROM (
-        SELECT q.signal_id, 1 AS attempt, 1 AS stage, 'apply: the twin change is not persisted yet'::text AS stuck_at,
-               NULL::text AS detail
-        FROM queue_apply q
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 2, 'decide: waiting for acks or the deadline',
-               'missing: ' || COALESCE((
-                   SELECT string_agg(l.label, ', ' ORDER BY l.n)
-                   FROM unnest(COALESCE(a.requested_acks, s.requested_acks)) WITH ORDINALITY AS l(label, n)
-                   WHERE NOT EXISTS (SELECT 1 FROM acks k
-                                     WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
-                                       AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
-               || '; deadline ' || to_char(COALESCE(a.deadline_at, s.deadline_at) AT TIME ZONE 'UTC',
-                                           'YYYY-MM-DD HH24:MI:SS') || ' UTC'
-        FROM queue_decide q
-        JOIN signals s ON s.id = q.signal_id
-        LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
-        FROM queue_validate q
-        JOIN signals s ON s.id = q.signal_id
-        WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 4, 'settle: validated, waiting for a settlement decision', NULL
-        FROM queue_settle q
-        UNION ALL
-        SELECT st.signal_id, st.attempt, 5, 'connector: decided, not carried out yet', st.decision
-        FROM settlements st
-        WHERE st.carried_out_at IS NULL
-    ) w
-    JOIN signals s ON s.id = w.signal_id
-    ORDER BY w.signal_id, w.stage
-) stuck
-ORDER BY received_at, signal_id
-""",
-}
+# The report views this revision creates (ackstore/ledger/sql/objects/, as of this revision).
+VIEWS = ("report_settlement_status", "report_qos1_audit")
 
 
 def _staging(name: str, *columns: sa.Column) -> None:
@@ -218,8 +158,8 @@ def upgrade() -> None:
     )
 
     # --- report views ------------------------------------------------------------------------
-    for view, query in VIEWS.items():
-        op.execute(f'CREATE VIEW "{view}" AS {query}')
+    for view in VIEWS:
+        objects.create(op.get_bind(), view, revision)
 
 
 def downgrade() -> None:
@@ -242,12 +182,12 @@ def downgrade() -> None:
     op.execute('DELETE FROM request_results WHERE attempt > 1')
     op.drop_constraint('pk_request_results', 'request_results', type_='primary')
     op.create_primary_key('pk_request_results', 'request_results', ['signal_id'])
-    op.drop_constraint('ck_request_results_attempt', 'request_results', type_='check')
+    op.drop_constraint(op.f('ck_request_results_attempt'), 'request_results', type_='check')
     op.drop_column('request_results', 'ack_statuses')
     op.drop_column('request_results', 'attempt')
     op.drop_index('uq_acks_counted_signal_attempt_label', table_name='acks')
     op.execute("DELETE FROM acks WHERE attempt > 1")
     op.create_index('uq_acks_counted_signal_label', 'acks', ['signal_id', 'label'], unique=True, postgresql_where=sa.text("disposition = 'counted'"))
-    op.drop_constraint('ck_acks_attempt', 'acks', type_='check')
+    op.drop_constraint(op.f('ck_acks_attempt'), 'acks', type_='check')
     op.drop_column('acks', 'attempt')
     op.drop_table('attempts')

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from ackstore.ledger import objects
+
 revision = '0006'
 down_revision = '0005'
 branch_labels = None
@@ -77,13 +79,8 @@ EXCEPTION WHEN insufficient_privilege THEN
 END $$
 """
 
-IMMUTABLE_SIGNALS = """
-CREATE FUNCTION ackstore_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  RAISE EXCEPTION 'ackstore: % rows are immutable', TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
-END $$;
-CREATE TRIGGER signals_are_immutable BEFORE UPDATE ON signals FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
-"""
+# Signals are immutable: a trigger refuses any UPDATE (ackstore/ledger/sql/objects/signals.sql).
+IMMUTABLE_SIGNALS = ("ackstore_refuse_change", "signals_are_immutable")
 
 OWN_EVERYTHING = """
 DO $$
@@ -98,6 +95,7 @@ BEGIN
     EXECUTE format('ALTER %s %I OWNER TO ackstore_admin',
                    CASE object.relkind WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END, object.relname);
   END LOOP;
+  ALTER FUNCTION ackstore_refuse_change() OWNER TO ackstore_admin;  -- its downgrade runs as the admin role
   EXECUTE format('GRANT USAGE, CREATE ON SCHEMA %I TO ackstore_admin', current_schema());
 END $$
 """
@@ -110,7 +108,8 @@ def _roles_exist() -> bool:
 
 
 def upgrade() -> None:
-    op.execute(IMMUTABLE_SIGNALS)
+    for name in IMMUTABLE_SIGNALS:
+        objects.create(op.get_bind(), name, revision)
     op.execute(CREATE_ROLES)
     if not _roles_exist():
         return

@@ -35,6 +35,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from ackstore.ledger import objects
+
 revision = '0007'
 down_revision = '0006'
 branch_labels = None
@@ -56,184 +58,12 @@ FOREIGN_KEYS = (
      ["signal_id", "attempt"]),
 )
 
-# Frozen copies of schema.LEDGER_VIEWS and REPORT_VIEWS as of this revision (a migration must not
-# follow the module); tests/test_migrations.py compares PostgreSQL's rendering of both.
-VIEWS = {  # in the order they depend on each other
-    "request_attempts": """
-SELECT s.id AS signal_id, 1 AS attempt, s.requested_acks, s.received_at AS opened_at, s.deadline_at
-FROM signals s
-UNION ALL
-SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
-FROM attempts a
-""",
-    "current_attempts": """
-SELECT r.signal_id, r.attempt, r.requested_acks, r.opened_at, r.deadline_at
-FROM request_attempts r
-WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = r.signal_id AND later.attempt > r.attempt)
-""",
-    "thing_events": """
-SELECT r.event_id AS id, s.thing_id, r.revision, r.signal_id, r.event_action AS action, s.path,
-       CASE WHEN r.event_action = 'deleted' THEN NULL ELSE s.value END AS value,
-       s.headers || jsonb_build_object('requested-acks', to_jsonb(ARRAY(
-           SELECT u.label FROM unnest(s.requested_acks) WITH ORDINALITY AS u(label, n)
-           WHERE u.label <> ALL (ARRAY['twin-persisted', 'search-persisted', 'live-response']) ORDER BY u.n))) AS headers,
-       b.committed_at AS created_at
-FROM command_responses r
-JOIN signals s ON s.id = r.signal_id
-JOIN ledger_batches b ON b.id = r.batch_id
-WHERE r.event_id IS NOT NULL
-""",
-    "command_facts": """
-SELECT r.signal_id, s.correlation_id,
-       CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END AS persisted_at, r.status AS persisted_status,
-       r.payload AS persisted_payload,
-       mb.committed_at AS indexed_at, CASE WHEN m.changed THEN 204 ELSE 200 END AS indexed_status,
-       CASE WHEN NOT m.changed
-            THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text)
-       END AS indexed_payload,
-       NOT m.changed AS indexed_weak
-FROM command_responses r
-JOIN signals s ON s.id = r.signal_id
-JOIN ledger_batches rb ON rb.id = r.batch_id
-LEFT JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
-LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
-WHERE r.event_id IS NOT NULL
-""",
-    "builtin_facts": """
-SELECT c.signal_id, c.correlation_id, f.label, f.status, f.payload, f.weak, f.fact_at
-FROM command_facts c
-CROSS JOIN LATERAL (VALUES
-    ('twin-persisted'::text, c.persisted_status, c.persisted_payload, false, c.persisted_at),
-    ('search-persisted'::text, c.indexed_status, c.indexed_payload, c.indexed_weak, c.indexed_at)
-) AS f(label, status, payload, weak, fact_at)
-WHERE f.fact_at IS NOT NULL
-""",
-    "builtin_acks": """
-SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
-       jsonb_build_object('correlation-id', f.correlation_id)
-           || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
-       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
-FROM builtin_facts f
-JOIN request_attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
-LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
-CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
-                                               later.opened_at) AS disposition) d
-WHERE d.disposition IS NOT NULL
-""",
-    "request_acks": """
-SELECT k.id, k.signal_id, k.attempt, k.label, k.status, k.payload, k.headers, k.issuer, k.weak, k.received_at,
-       k.disposition, k.reason
-FROM acks k
-UNION ALL
-SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.headers, b.issuer, b.weak,
-       b.received_at, b.disposition, NULL::text
-FROM builtin_acks b
-""",
-}
-# A frozen copy of schema.LEDGER_FUNCTIONS as of this revision (created before the views that use them).
-FUNCTIONS = {
-    "builtin_disposition": """
-CREATE FUNCTION builtin_disposition(fact_at timestamptz, opened_at timestamptz, deadline_at timestamptz,
-                                    decided_at timestamptz, cause text, next_opened_at timestamptz)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
-SELECT CASE WHEN fact_at IS NULL OR next_opened_at <= fact_at THEN NULL
-            WHEN fact_at < opened_at THEN 'counted'
-            WHEN decided_at < fact_at OR (cause IN ('deadline', 'error') AND fact_at > deadline_at) THEN 'late'
-            ELSE 'counted' END
-$$""",
-    "awaiting_validation": """
-CREATE FUNCTION awaiting_validation() RETURNS TABLE (signal_id bigint, attempt integer)
-LANGUAGE plpgsql STABLE ROWS 1000 AS $$
-DECLARE
-  passed bigint := COALESCE((SELECT w.position FROM pipeline_watermarks w WHERE w.name = 'validated_results'), 0);
-BEGIN
-  RETURN QUERY EXECUTE 'SELECT r.signal_id, r.attempt FROM request_results r WHERE r.batch_id > $1' USING passed;
-END
-$$""",
-    "ack_entry": """
-CREATE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-SELECT jsonb_build_object('status', status)
-       || CASE WHEN payload IS NOT NULL THEN jsonb_build_object('payload', payload) ELSE '{}'::jsonb END
-       || jsonb_build_object('headers',
-              CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
-                   THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
-              || jsonb_build_object('correlation-id', correlation_id)
-              || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END)
-$$""",
-}
-
-# The report views as of this revision: what waits for validation is awaiting_validation.
-QOS1_AUDIT = """
-SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
-       received_at, now() - received_at AS age
-FROM (
-    SELECT DISTINCT ON (w.signal_id) w.signal_id, s.correlation_id, s.source, s.source_message_id,
-           w.attempt, w.stuck_at, w.detail, s.received_at
-    FROM (
-        SELECT q.signal_id, 1 AS attempt, 1 AS stage, 'apply: the twin change is not persisted yet'::text AS stuck_at,
-               NULL::text AS detail
-        FROM queue_apply q
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 2, 'decide: waiting for acks or the deadline',
-               'missing: ' || COALESCE((
-                   SELECT string_agg(l.label, ', ' ORDER BY l.n)
-                   FROM unnest(a.requested_acks) WITH ORDINALITY AS l(label, n)
-                   WHERE NOT EXISTS (SELECT 1 FROM request_acks k
-                                     WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
-                                       AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
-               || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
-        FROM queue_decide q
-        JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
-        FROM awaiting_validation() q
-        JOIN signals s ON s.id = q.signal_id
-        WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 4, 'settle: validated, waiting for a settlement decision', NULL
-        FROM queue_settle q
-        UNION ALL
-        SELECT st.signal_id, st.attempt, 5, 'connector: decided, not carried out yet', st.decision
-        FROM settlements st
-        WHERE st.carried_out_at IS NULL
-    ) w
-    JOIN signals s ON s.id = w.signal_id
-    ORDER BY w.signal_id, w.stage
-) stuck
-ORDER BY received_at, signal_id
-"""
-SETTLEMENT_STATUS = """
-SELECT s.source, 'pending decision'::text AS status, NULL::text AS decision,
-       count(*) AS requests, min(s.received_at) AS oldest
-FROM (SELECT signal_id FROM queue_decide
-      UNION SELECT signal_id FROM awaiting_validation()
-      UNION SELECT signal_id FROM queue_settle) p
-JOIN signals s ON s.id = p.signal_id
-WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
-GROUP BY s.source
-UNION ALL
-SELECT s.source, CASE WHEN st.carried_out_at IS NULL THEN 'decided' ELSE 'carried out' END,
-       st.decision, count(*), min(st.decided_at)
-FROM settlements st
-JOIN signals s ON s.id = st.signal_id
-GROUP BY s.source, 2, st.decision
-"""
-QOS1_AUDIT_0006 = QOS1_AUDIT.replace("FROM awaiting_validation() q", "FROM queue_validate q").replace(
-    "FROM request_acks k", "FROM acks k").replace(
-    "FROM unnest(a.requested_acks)", "FROM unnest(COALESCE(a.requested_acks, s.requested_acks))"
-).replace(
-    "to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'",
-    "to_char(COALESCE(a.deadline_at, s.deadline_at) AT TIME ZONE 'UTC',\n"
-    "                                           'YYYY-MM-DD HH24:MI:SS') || ' UTC'",
-).replace(
-    "        JOIN request_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt\n",
-    "        JOIN signals s ON s.id = q.signal_id\n"
-    "        LEFT JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt\n",
-)
-
-SETTLEMENT_STATUS_0006 = SETTLEMENT_STATUS.replace("FROM awaiting_validation()", "FROM queue_validate")
+# The views and functions this revision creates, in the order they depend on each other (their SQL:
+# ackstore/ledger/sql/objects/, as of this revision), and the report views it replaces.
+VIEWS = ("request_attempts", "current_attempts", "thing_events", "command_facts", "builtin_facts", "builtin_acks",
+         "request_acks")
+FUNCTIONS = ("builtin_disposition", "awaiting_validation", "ack_entry")
+REPLACED_VIEWS = ("report_qos1_audit", "report_settlement_status")
 FUNCTION_SIGNATURES = {
     "builtin_disposition": "builtin_disposition(timestamptz, timestamptz, timestamptz, timestamptz, text, timestamptz)",
     "awaiting_validation": "awaiting_validation()",
@@ -365,12 +195,8 @@ def upgrade() -> None:
     op.execute(MIGRATE_RESULTS)
     op.alter_column("request_results", "batch_id", nullable=False)
     op.create_index("ix_request_results_batch_id", "request_results", ["batch_id"], postgresql_using="brin")
-    for ddl in FUNCTIONS.values():
-        op.execute(ddl)
-    for name, query in VIEWS.items():
-        op.execute(f"CREATE VIEW {name} AS {query}")
-    op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT}")
-    op.execute(f"CREATE OR REPLACE VIEW report_settlement_status AS {SETTLEMENT_STATUS}")
+    for name in (*FUNCTIONS, *VIEWS, *REPLACED_VIEWS):
+        objects.create(op.get_bind(), name, revision)
     for table in ("queue_validate", *CHECK_TABLES):
         op.drop_table(table)  # the gate reads its slice where it lies
     if _roles_exist():
@@ -387,8 +213,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     _decided_queue("queue_validate")
     op.execute(RESTORE_VALIDATION_QUEUE)
-    op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT_0006}")
-    op.execute(f"CREATE OR REPLACE VIEW report_settlement_status AS {SETTLEMENT_STATUS_0006}")
+    for name in REPLACED_VIEWS:
+        objects.create(op.get_bind(), name, down_revision)
     _restore_check_tables()
     op.execute("ALTER VIEW thing_events RENAME TO thing_events_view")
     op.create_table(

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from ackstore.ledger import objects
+
 revision = '0008'
 down_revision = '0007'
 branch_labels = None
@@ -40,147 +42,13 @@ depends_on = None
 
 READERS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
 
-# Frozen copies of schema.LEDGER_VIEWS / REPORT_VIEWS / LEDGER_FUNCTIONS as of this revision (a
-# migration must not follow the module); tests/test_migrations.py compares them with the module.
-CURRENT_ATTEMPTS = """
-SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
-FROM attempts a
-WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = a.signal_id AND later.attempt > a.attempt)
-"""
-BUILTIN_ACKS = """
-SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
-       jsonb_build_object('correlation-id', f.correlation_id)
-           || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
-       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
-FROM builtin_facts f
-JOIN attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
-LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
-CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
-                                               later.opened_at) AS disposition) d
-WHERE d.disposition IS NOT NULL
-"""
-QOS1_AUDIT = """
-SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
-       received_at, now() - received_at AS age
-FROM (
-    SELECT DISTINCT ON (w.signal_id) w.signal_id, s.correlation_id, s.source, s.source_message_id,
-           w.attempt, w.stuck_at, w.detail, s.received_at
-    FROM (
-        SELECT q.signal_id, 1 AS attempt, 1 AS stage, 'apply: the twin change is not persisted yet'::text AS stuck_at,
-               NULL::text AS detail
-        FROM queue_apply q
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 2, 'decide: waiting for acks or the deadline',
-               'missing: ' || COALESCE((
-                   SELECT string_agg(l.label, ', ' ORDER BY l.n)
-                   FROM unnest(a.requested_acks) WITH ORDINALITY AS l(label, n)
-                   WHERE NOT EXISTS (SELECT 1 FROM request_acks k
-                                     WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
-                                       AND k.label = l.label AND k.disposition = 'counted')), 'nothing')
-               || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
-        FROM queue_decide q
-        JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
-        FROM awaiting_validation() q
-        JOIN signals s ON s.id = q.signal_id
-        WHERE s.api = 'connectivity' AND s.source NOT IN ('api', 'cli')
-        UNION ALL
-        SELECT q.signal_id, q.attempt, 4, 'settle: validated, waiting for a settlement decision', NULL
-        FROM queue_settle q
-        UNION ALL
-        SELECT st.signal_id, st.attempt, 5, 'connector: decided, not carried out yet', st.decision
-        FROM settlements st
-        WHERE st.carried_out_at IS NULL
-    ) w
-    JOIN signals s ON s.id = w.signal_id
-    ORDER BY w.signal_id, w.stage
-) stuck
-ORDER BY received_at, signal_id
-"""
-ACK_ENTRY_HEADERS = """
-CREATE FUNCTION ack_entry_headers(headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
-SELECT CASE WHEN headers = '{}' AND weak THEN jsonb_build_object('correlation-id', correlation_id, 'ditto-weak-ack', true)
-            WHEN headers = '{}' THEN jsonb_build_object('correlation-id', correlation_id)
-            ELSE CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
-                      THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
-                 || jsonb_build_object('correlation-id', correlation_id)
-                 || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END END
-$$"""
-REQUEST_ANSWERS = """
-SELECT r.signal_id, r.attempt, r.status, r.body,
-       COALESCE(r.headers, (s.headers - 'requested-acks')
-                           || jsonb_build_object('correlation-id', s.correlation_id, 'response-required', false))
-           AS headers,
-       r.cause, r.ack_statuses, r.decided_at, r.batch_id
-FROM request_results r
-LEFT JOIN signals s ON s.id = r.signal_id AND r.headers IS NULL
-"""
-REFRESH_STATISTICS = """
-CREATE FUNCTION refresh_statistics(target text, written bigint) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
-DECLARE
-  known real := (SELECT c.reltuples FROM pg_class c WHERE c.oid = to_regclass(target));
-BEGIN
-  IF target <> ALL (ARRAY['command_responses', 'things', 'queue_apply', 'queue_index', 'search_index', 'search_things', 'search_marks', 'acks', 'request_results', 'queue_decide', 'settlements', 'queue_settle', 'stage_twin_outcomes', 'stage_search_things', 'stage_search_rows', 'stage_weak_acks', 'stage_results', 'stage_settlements']) THEN
-    RAISE EXCEPTION 'refresh_statistics: % is not a table a merge writes', target;
-  END IF;
-  IF written < 10000 OR (known > 0 AND written * 10 < known) THEN
-    RETURN false;
-  END IF;
-  EXECUTE format('ANALYZE %I', target);
-  RETURN true;
-END
-$$"""
-ACK_ENTRY = """
-CREATE OR REPLACE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
-SELECT CASE WHEN payload IS NULL
-            THEN jsonb_build_object('status', status, 'headers', ack_entry_headers(headers, weak, correlation_id))
-            ELSE jsonb_build_object('status', status, 'payload', payload,
-                                    'headers', ack_entry_headers(headers, weak, correlation_id)) END
-$$"""
-
-# 0007's, for the downgrade.
-REQUEST_ATTEMPTS_0007 = """
-SELECT s.id AS signal_id, 1 AS attempt, s.requested_acks, s.received_at AS opened_at, s.deadline_at
-FROM signals s
-UNION ALL
-SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
-FROM attempts a
-"""
-CURRENT_ATTEMPTS_0007 = """
-SELECT r.signal_id, r.attempt, r.requested_acks, r.opened_at, r.deadline_at
-FROM request_attempts r
-WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = r.signal_id AND later.attempt > r.attempt)
-"""
-BUILTIN_ACKS_0007 = BUILTIN_ACKS.replace("JOIN attempts a ON", "JOIN request_attempts a ON")
-QOS1_AUDIT_0007 = QOS1_AUDIT.replace("JOIN attempts a ON", "JOIN request_attempts a ON")
-ACK_ENTRY_0007 = """
-CREATE OR REPLACE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-SELECT jsonb_build_object('status', status)
-       || CASE WHEN payload IS NOT NULL THEN jsonb_build_object('payload', payload) ELSE '{}'::jsonb END
-       || jsonb_build_object('headers',
-              CASE WHEN headers ->> 'content-type' = 'application/vnd.eclipse.ditto+json'
-                   THEN headers - 'requested-acks' - 'content-type' ELSE headers - 'requested-acks' END
-              || jsonb_build_object('correlation-id', correlation_id)
-              || CASE WHEN weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END)
-$$"""
-
-# Attempt 1 of every signal, written with it: one set-based insert per statement.
-FIRST_ATTEMPTS = """
-CREATE FUNCTION ackstore_open_first_attempts() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at)
-  SELECT s.id, 1, s.requested_acks, s.received_at, s.deadline_at FROM received s;
-  RETURN NULL;
-END $$;
-CREATE TRIGGER signals_open_first_attempts AFTER INSERT ON signals REFERENCING NEW TABLE AS received
-FOR EACH STATEMENT EXECUTE FUNCTION ackstore_open_first_attempts()
-"""
+# The objects this revision creates or replaces, in the order they depend on each other (their SQL:
+# ackstore/ledger/sql/objects/, as of this revision): attempt 1 of every signal, written with it by
+# a statement trigger; the views over attempts; the answers; the entries; the statistics.
+FIRST_ATTEMPTS = ("ackstore_open_first_attempts", "signals_open_first_attempts")
+REPLACED = ("current_attempts", "builtin_acks", "report_qos1_audit")
+CREATED = ("request_answers", "ack_entry_headers")
+REPLACED_FUNCTIONS = ("ack_entry", "builtin_disposition")  # builtin_disposition: now PARALLEL SAFE
 
 
 def _owned_by_admin(kind: str, name: str) -> None:
@@ -203,17 +71,12 @@ def upgrade() -> None:
     op.create_check_constraint(op.f("ck_attempts_attempt"), "attempts", "attempt > 0")
     op.execute("INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at) "
                "SELECT s.id, 1, s.requested_acks, s.received_at, s.deadline_at FROM signals s")
-    op.execute(FIRST_ATTEMPTS)
-    op.execute(f"CREATE OR REPLACE VIEW current_attempts AS {CURRENT_ATTEMPTS}")
-    op.execute(f"CREATE OR REPLACE VIEW builtin_acks AS {BUILTIN_ACKS}")
-    op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT}")
+    for name in (*FIRST_ATTEMPTS, *REPLACED):
+        objects.create(op.get_bind(), name, revision)
     op.execute("DROP VIEW request_attempts")
     op.alter_column("request_results", "headers", nullable=True)
-    op.execute(f"CREATE VIEW request_answers AS {REQUEST_ANSWERS}")
-    op.execute(ACK_ENTRY_HEADERS)
-    op.execute(ACK_ENTRY)
-    op.execute("ALTER FUNCTION builtin_disposition(timestamptz, timestamptz, timestamptz, timestamptz, text, timestamptz) PARALLEL SAFE")
-    op.execute(REFRESH_STATISTICS)
+    for name in (*CREATED, *REPLACED_FUNCTIONS, "refresh_statistics"):
+        objects.create(op.get_bind(), name, revision)
     op.execute("REVOKE EXECUTE ON FUNCTION refresh_statistics(text, bigint) FROM PUBLIC")
     op.execute("ALTER TABLE request_results ALTER COLUMN body SET STATISTICS 0, "
                "ALTER COLUMN headers SET STATISTICS 0, ALTER COLUMN ack_statuses SET STATISTICS 0")
@@ -235,13 +98,11 @@ def downgrade() -> None:
                "WHERE r.headers IS NULL AND a.signal_id = r.signal_id AND a.attempt = r.attempt")
     op.execute("DROP VIEW request_answers")
     op.alter_column("request_results", "headers", nullable=False)
-    op.execute(ACK_ENTRY_0007)
-    op.execute("ALTER FUNCTION builtin_disposition(timestamptz, timestamptz, timestamptz, timestamptz, text, timestamptz) PARALLEL UNSAFE")
+    for name in REPLACED_FUNCTIONS:
+        objects.create(op.get_bind(), name, down_revision)
     op.execute("DROP FUNCTION ack_entry_headers(jsonb, boolean, text)")
-    op.execute(f"CREATE VIEW request_attempts AS {REQUEST_ATTEMPTS_0007}")
-    op.execute(f"CREATE OR REPLACE VIEW current_attempts AS {CURRENT_ATTEMPTS_0007}")
-    op.execute(f"CREATE OR REPLACE VIEW builtin_acks AS {BUILTIN_ACKS_0007}")
-    op.execute(f"CREATE OR REPLACE VIEW report_qos1_audit AS {QOS1_AUDIT_0007}")
+    for name in ("request_attempts", *REPLACED):
+        objects.create(op.get_bind(), name, down_revision)
     if _roles_exist():
         _owned_by_admin("VIEW", "request_attempts")
         op.execute(f"GRANT SELECT ON request_attempts TO {', '.join(READERS)}")

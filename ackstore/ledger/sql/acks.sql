@@ -22,12 +22,12 @@ VALUES (:signal_id, :attempt, :label, :status, CAST(:payload AS jsonb), CAST(:he
 
 -- name: insert_counted_ack
 -- The first ack of its label for the request counts; another is refused here (no row returned)
--- by the partial unique index over counted acks ('counted': Disposition.COUNTED, spelled as the
--- index is, so that PostgreSQL infers it).
+-- by the partial unique index over counted acks (counted() folds into the index's literal, so
+-- PostgreSQL infers it).
 INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, disposition)
 VALUES (:signal_id, :attempt, :label, :status, CAST(:payload AS jsonb), CAST(:headers AS jsonb), :issuer,
-        'counted')
-ON CONFLICT (signal_id, attempt, label) WHERE disposition = 'counted' DO NOTHING
+        counted())
+ON CONFLICT (signal_id, attempt, label) WHERE disposition = counted() DO NOTHING
 RETURNING id
 
 -- name: insert_live_response

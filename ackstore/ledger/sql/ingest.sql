@@ -87,7 +87,7 @@ ON CONFLICT (signal_id) DO UPDATE SET attempt = EXCLUDED.attempt
 -- the ack that reported it, at the fact's own time.
 INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
 SELECT DISTINCT ON (a.label) a.signal_id, :attempt, a.label, a.status, a.payload, a.headers,
-       a.issuer, a.weak, a.received_at, 'counted'
+       a.issuer, a.weak, a.received_at, counted()
 FROM acks a
 WHERE a.signal_id = :signal_id AND a.issuer = :builtin_issuer
   AND a.label = ANY (CAST(:labels AS text[]))

@@ -1,5 +1,21 @@
--- The windowed reports (ackstore/ledger/reports.py): each reads its function in the schema
--- (schema.REPORT_FUNCTIONS), for the signals received in [:since, :until), of :source or all.
+-- The reports (ackstore/ledger/reports.py): each reads its view or function
+-- (sql/objects/reports/); a windowed one for the signals received in [:since, :until), of :source
+-- or all.
+
+-- name: settlement
+-- Per source: requests pending a settlement decision, decided, carried out — by decision.
+SELECT source, status, decision, requests, oldest FROM report_settlement_status
+WHERE CAST(:source AS text) IS NULL OR source = :source
+ORDER BY source, array_position(ARRAY['pending decision', 'decided', 'carried out'], status), decision
+
+-- name: audit
+-- The open work, oldest first, where each signal is stuck; of a window when one is given.
+SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail, received_at, age
+FROM report_audit
+WHERE (CAST(:source AS text) IS NULL OR source = :source)
+  AND (CAST(:since AS timestamptz) IS NULL OR received_at >= :since)
+  AND (CAST(:until AS timestamptz) IS NULL OR received_at < :until)
+LIMIT :limit
 
 -- name: settings
 -- For the transaction that reads a report: each signal's facts are looked up by a key no other

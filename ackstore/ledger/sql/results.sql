@@ -10,13 +10,24 @@ JOIN current_attempts a ON a.signal_id = s.id
 LEFT JOIN request_answers r ON r.signal_id = s.id AND r.attempt = a.attempt
 WHERE s.correlation_id = :correlation_id
 
--- name: signal
--- The stored signal, for `show`.
-SELECT s.* FROM signals s WHERE s.correlation_id = :correlation_id
+-- name: snapshot
+-- `show` reads a signal's parts in one snapshot: a checkpoint written between two reads would
+-- show a state its timeline does not have.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 
--- name: response_failed
--- Whether the signal's command failed (NULL: no response yet).
-SELECT r.is_error FROM command_responses r WHERE r.signal_id = :signal_id
+-- name: signal
+-- The stored signal, for `show`: its row, where it stands (signal_state) and its current
+-- attempt's answer (status NULL: undecided) — the correlation id resolved once.
+SELECT s.*,
+       signal_state(needs_transport_settlement(s.api, s.source), c.is_error, r.status IS NOT NULL, st.decision,
+                    st.carried_out_at IS NOT NULL) AS shown_state,
+       r.status AS shown_status, r.body AS shown_body, r.headers AS shown_headers
+FROM signals s
+CROSS JOIN LATERAL current_attempt_of(s.id) a
+LEFT JOIN request_answers r ON r.signal_id = s.id AND r.attempt = a.attempt
+LEFT JOIN settlements st ON st.signal_id = s.id AND st.attempt = a.attempt
+LEFT JOIN command_responses c ON c.signal_id = s.id
+WHERE s.correlation_id = :correlation_id
 
 -- name: attempts_of
 -- Every attempt of a signal with its result and settlement, for `show`.

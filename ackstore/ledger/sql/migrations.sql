@@ -1,0 +1,24 @@
+-- Statements the migrations share (migrations/versions/).
+
+-- name: own_everything
+-- Every table, view and function of the schema is the admin role's, whoever ran the migrations
+-- (a table's sequences follow it): a database migrated from empty by a superuser runs as that
+-- user until migration 0006 has made the roles, so its later objects were the superuser's, and
+-- the admin role could not replace them. Nothing happens for a user in no admin role.
+DO $$
+DECLARE object record;
+BEGIN
+  IF NOT pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN
+    RETURN;
+  END IF;
+  FOR object IN SELECT format('%s %I', CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END, c.relname) AS name
+                FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'p')
+                  AND pg_get_userbyid(c.relowner) <> 'ackstore_admin'
+                UNION ALL
+                SELECT format('FUNCTION %s', p.oid::regprocedure)
+                FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = current_schema() AND pg_get_userbyid(p.proowner) <> 'ackstore_admin' LOOP
+    EXECUTE format('ALTER %s OWNER TO ackstore_admin', object.name);
+  END LOOP;
+END $$

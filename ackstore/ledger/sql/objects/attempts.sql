@@ -1,0 +1,36 @@
+-- Attempts: every attempt of a request is a row of attempts (A.2.10); a signal's current
+-- attempt is its newest.
+
+-- name: ackstore_open_first_attempts
+-- Attempt 1 of every signal, written with it: one set-based insert per statement.
+-- version: 0008
+CREATE OR REPLACE FUNCTION ackstore_open_first_attempts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at)
+  SELECT s.id, 1, s.requested_acks, s.received_at, s.deadline_at FROM received s;
+  RETURN NULL;
+END $$;
+
+-- name: signals_open_first_attempts
+-- Every inserted signal opens its attempt 1 (the function above).
+-- version: 0008
+CREATE OR REPLACE TRIGGER signals_open_first_attempts AFTER INSERT ON signals REFERENCING NEW TABLE AS received
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_open_first_attempts();
+
+-- name: current_attempts
+-- A signal's current attempt: its newest. (Any attempt, by its number: the table attempts; one
+-- signal's, by its key: the function current_attempt_of.)
+-- version: 0008
+CREATE OR REPLACE VIEW current_attempts AS
+SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
+FROM attempts a
+WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = a.signal_id AND later.attempt > a.attempt);
+
+-- name: current_attempt_of
+-- A signal's current attempt (the view current_attempts), reached by the signal's key: a join
+-- with the view over a window of thousands is planned as a hash join over every attempt.
+-- version: 0010
+CREATE OR REPLACE FUNCTION current_attempt_of(signal bigint)
+RETURNS SETOF attempts LANGUAGE sql STABLE AS $$
+SELECT a.* FROM attempts a WHERE a.signal_id = signal ORDER BY a.attempt DESC LIMIT 1
+$$;

@@ -1,0 +1,86 @@
+-- Built-in acks are not stored: they are derived from the facts that make them true (the
+-- persisted response, the search index's marks), each with its disposition for an attempt.
+
+-- name: builtin_disposition
+-- How a built-in fact counts for an attempt that requested its label (A.2.5, A.2.10): counted
+-- if it came before the attempt opened or while it waited in time; late if the attempt was
+-- decided before it, or timed out (or failed) before it; NULL if there is no fact, or the next
+-- attempt had opened by then (that attempt counts it). ackstore.rules.acks's
+-- disposition_on_arrival, for facts. PARALLEL SAFE, as ack_entry and ack_entry_headers are:
+-- the planner judges a query's parallel safety before it inlines them, and one function left
+-- unsafe kept the gate's query over a backlog on one core.
+-- version: 0011
+CREATE OR REPLACE FUNCTION builtin_disposition(fact_at timestamptz, opened_at timestamptz, deadline_at timestamptz,
+                                    decided_at timestamptz, cause text, next_opened_at timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN fact_at IS NULL OR next_opened_at <= fact_at THEN NULL
+            WHEN fact_at < opened_at THEN counted()
+            WHEN decided_at < fact_at OR (judged_by_deadline(cause) AND fact_at > deadline_at) THEN 'late'
+            ELSE counted() END
+$$;
+
+-- name: command_facts
+-- What makes each built-in ack of a twin command true, and when it became visible (its batch's
+-- commit, A.2.1), one row per command whose change persisted: twin-persisted is the change
+-- apply_twin persisted; search-persisted the index reaching the command's revision — a weak 200
+-- when it already held that state (B.8, B.11). Responses from before the lean ledger (batch
+-- 'migrated') kept their twin-persisted acks as rows: no fact time here. Joins only (no UNION),
+-- so a statement joining it from a few requests reads their rows alone.
+-- version: 0007
+CREATE OR REPLACE VIEW command_facts AS
+SELECT r.signal_id, s.correlation_id,
+       CASE WHEN rb.step = 'apply_twin' THEN rb.committed_at END AS persisted_at, r.status AS persisted_status,
+       r.payload AS persisted_payload,
+       mb.committed_at AS indexed_at, CASE WHEN m.changed THEN 204 ELSE 200 END AS indexed_status,
+       CASE WHEN NOT m.changed
+            THEN to_jsonb('The search index already held this state of the thing: nothing needed writing.'::text)
+       END AS indexed_payload,
+       NOT m.changed AS indexed_weak
+FROM command_responses r
+JOIN signals s ON s.id = r.signal_id
+JOIN ledger_batches rb ON rb.id = r.batch_id
+LEFT JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
+LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
+WHERE r.event_id IS NOT NULL;
+
+-- name: builtin_facts
+-- The same facts, one row per (command, built-in label) that is true.
+-- version: 0011
+CREATE OR REPLACE VIEW builtin_facts AS
+SELECT c.signal_id, c.correlation_id, f.label, f.status, f.payload, f.weak, f.fact_at
+FROM command_facts c
+CROSS JOIN LATERAL (VALUES
+    (twin_persisted(), c.persisted_status, c.persisted_payload, false, c.persisted_at),
+    (search_persisted(), c.indexed_status, c.indexed_payload, c.indexed_weak, c.indexed_at)
+) AS f(label, status, payload, weak, fact_at)
+WHERE f.fact_at IS NOT NULL;
+
+-- name: builtin_acks
+-- The built-in acks of every attempt that requested them, as if stored (A.2.10), each with its
+-- disposition (the function builtin_disposition: counted, late, or not this attempt's).
+-- version: 0008
+CREATE OR REPLACE VIEW builtin_acks AS
+SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
+       jsonb_build_object('correlation-id', f.correlation_id)
+           || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
+       'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
+FROM builtin_facts f
+JOIN attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
+LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
+LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
+CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
+                                               later.opened_at) AS disposition) d
+WHERE d.disposition IS NOT NULL;
+
+-- name: request_acks
+-- Every ack of every request: the stored ones (custom, weak, live responses, and built-in acks
+-- from before the lean ledger) and the derived built-in ones (no id: they are not rows).
+-- version: 0007
+CREATE OR REPLACE VIEW request_acks AS
+SELECT k.id, k.signal_id, k.attempt, k.label, k.status, k.payload, k.headers, k.issuer, k.weak, k.received_at,
+       k.disposition, k.reason
+FROM acks k
+UNION ALL
+SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.headers, b.issuer, b.weak,
+       b.received_at, b.disposition, NULL::text
+FROM builtin_acks b;

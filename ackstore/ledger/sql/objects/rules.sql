@@ -1,0 +1,49 @@
+-- The spec's words every statement shares, each spelled once: which ack counts, the built-in
+-- labels, which decisions a deadline judged. Constants as IMMUTABLE SQL functions: PostgreSQL
+-- inlines and folds each into its literal when it plans, so the partial index over counted acks
+-- still serves `disposition = counted()`, and ON CONFLICT still finds it. Python has the same words (ackstore.rules.acks.Disposition, ackstore.rules.labels);
+-- tests/test_sql_rules.py compares them.
+
+-- name: counted
+-- The disposition of the ack an attempt counts: the first in time per label (A.2.8, A.2.10).
+-- version: 0011
+CREATE OR REPLACE FUNCTION counted() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT 'counted'::text
+$$;
+
+-- name: twin_persisted
+-- The built-in label of a twin command's persisted change (B.1).
+-- version: 0011
+CREATE OR REPLACE FUNCTION twin_persisted() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT 'twin-persisted'::text
+$$;
+
+-- name: search_persisted
+-- The built-in label of the search index reaching a twin command's change (B.1).
+-- version: 0011
+CREATE OR REPLACE FUNCTION search_persisted() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT 'search-persisted'::text
+$$;
+
+-- name: live_response
+-- The built-in label of a live command's or message's response (B.1).
+-- version: 0011
+CREATE OR REPLACE FUNCTION live_response() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT 'live-response'::text
+$$;
+
+-- name: builtin_labels
+-- Every built-in label: a subscriber never declares, issues or is handed one (B.1).
+-- version: 0011
+CREATE OR REPLACE FUNCTION builtin_labels() RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT ARRAY[twin_persisted(), search_persisted(), live_response()]
+$$;
+
+-- name: judged_by_deadline
+-- Whether a decision was the deadline's (a timeout) or a failure's, taken once the deadline
+-- passed or at once: an ack after the deadline is late for it, though it came before the
+-- decision was written (A.2.5, A.2.7).
+-- version: 0011
+CREATE OR REPLACE FUNCTION judged_by_deadline(cause text) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT cause IN ('deadline', 'error')
+$$;

@@ -1,0 +1,77 @@
+"""one home for the ledger's SQL: the spec's words named once, where a signal stands, one audit name
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-25 08:00:00
+
+* The views and functions are SQL files (ackstore/ledger/sql/objects/); this and every earlier
+  migration asks for an object as of its revision instead of pasting a copy.
+* The spec's words are functions PostgreSQL folds into literals when it plans: ``counted()``
+  (the disposition that counts), the built-in labels ``twin_persisted()``, ``search_persisted()``,
+  ``live_response()`` and ``builtin_labels()``, and ``judged_by_deadline(cause)``. The views and
+  functions that spelled them out call them (same plans, same answers).
+* ``signal_state`` is where a signal stands, for every surface; it replaces ``settlement_state``,
+  and ``signal_paths`` gives it as ``state`` (the reports' ``why`` is it): a carried-out
+  dead-letter or redelivery is no longer "settled" anywhere (decision #71).
+* ``report_qos1_audit`` is ``report_audit``, the name the CLI and the page use.
+* Every object is the admin role's (``own_everything``): a database migrated from empty kept
+  migration 0007's functions and 0006's trigger function as the migrating user's.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from ackstore.ledger import objects
+from ackstore.ledger.named_sql import ledger_statement
+
+revision = '0011'
+down_revision = '0010'
+branch_labels = None
+depends_on = None
+
+RULES = ("counted", "twin_persisted", "search_persisted", "live_response", "builtin_labels", "judged_by_deadline")
+# Replaced in place (same columns, same arguments), each after what it calls.
+REPLACED = ("builtin_disposition", "builtin_facts", "thing_events", "report_late_acks", "report_labels")
+# signal_paths gives ``state`` instead of ``settled``: a new result type is a new function. The
+# reports reading it are SQL functions, which PostgreSQL does not track: they are replaced after it.
+PATHS = "signal_paths(timestamptz, timestamptz, text)"
+PATH_READERS = ("report_watermarks", "report_unsettled")
+SETTLEMENT_STATE = "settlement_state(boolean, boolean, text, timestamptz)"
+
+
+def _roles_exist() -> bool:
+    found = op.get_bind().exec_driver_sql("SELECT count(*) FROM pg_roles WHERE rolname = 'ackstore_reporter'")
+    return found.scalar_one() == 1
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    for name in (*RULES, "signal_state", *REPLACED):
+        objects.create(bind, name, revision)
+    op.execute(f"DROP FUNCTION {PATHS}")
+    for name in ("signal_paths", *PATH_READERS):
+        objects.create(bind, name, revision)
+    op.execute(f"DROP FUNCTION {SETTLEMENT_STATE}")
+    op.execute("DROP VIEW report_qos1_audit")
+    objects.create(bind, "report_audit", revision)
+    if _roles_exist():
+        op.execute("GRANT SELECT ON report_audit TO ackstore_reporter")
+        op.execute("GRANT SELECT ON command_responses TO ackstore_reporter")  # signal_state: did it fail?
+    op.execute(ledger_statement("migrations", "own_everything"))
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    op.execute("DROP VIEW report_audit")
+    objects.create(bind, "report_qos1_audit", down_revision)
+    if _roles_exist():
+        op.execute("GRANT SELECT ON report_qos1_audit TO ackstore_reporter")
+        op.execute("REVOKE SELECT ON command_responses FROM ackstore_reporter")
+    objects.create(bind, "settlement_state", down_revision)
+    op.execute(f"DROP FUNCTION {PATHS}")
+    for name in ("signal_paths", *PATH_READERS, *reversed(REPLACED)):
+        objects.create(bind, name, down_revision)
+    op.execute("DROP FUNCTION signal_state(boolean, boolean, boolean, text, boolean)")
+    for name in reversed(RULES):
+        op.execute(f"DROP FUNCTION {name}({'text' if name == 'judged_by_deadline' else ''})")

@@ -1,0 +1,74 @@
+"""The spec's words named once in SQL (ackstore/ledger/sql/objects/rules.sql) are Python's words,
+and no statement spells them out again."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from ackstore.rules.acks import Disposition
+from ackstore.rules.labels import BUILTIN_LABELS, LIVE_RESPONSE, SEARCH_PERSISTED, TWIN_PERSISTED
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(("function", "python"), [
+    ("counted()", Disposition.COUNTED.value),
+    ("twin_persisted()", TWIN_PERSISTED),
+    ("search_persisted()", SEARCH_PERSISTED),
+    ("live_response()", LIVE_RESPONSE),
+])
+def test_each_named_word_is_pythons(migrated_engine: Engine, function: str, python: str) -> None:
+    with migrated_engine.connect() as conn:
+        assert conn.execute(text(f"SELECT {function}")).scalar_one() == python
+
+
+def test_the_builtin_labels_are_pythons(migrated_engine: Engine) -> None:
+    with migrated_engine.connect() as conn:
+        assert set(conn.execute(text("SELECT builtin_labels()")).scalar_one()) == BUILTIN_LABELS
+
+
+@pytest.mark.parametrize(("cause", "judged"), [("deadline", True), ("error", True), ("acks", False),
+                                               ("response", False), ("accepted", False)])
+def test_which_decisions_a_deadline_judged(migrated_engine: Engine, cause: str, judged: bool) -> None:
+    with migrated_engine.connect() as conn:
+        assert conn.execute(text("SELECT judged_by_deadline(:c)"), {"c": cause}).scalar_one() is judged
+
+
+def test_a_named_word_folds_into_a_literal_where_an_index_needs_it(migrated_engine: Engine) -> None:
+    """The partial unique index over counted acks still serves, and arbitrates, `= counted()`."""
+    with migrated_engine.connect() as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(conn.execute(text(
+            "EXPLAIN SELECT 1 FROM acks WHERE signal_id = 1 AND attempt = 1 AND label = 'x' "
+            "AND disposition = counted()")).scalars())
+        conn.rollback()
+    assert "uq_acks_counted_signal_attempt_label" in plan
+
+
+def _live_sql() -> dict[Path, str]:
+    """Every statement and current definition the project runs (not the migrations' history)."""
+    files = [*(ROOT / "ackstore").rglob("*.sql"), *(ROOT / "jobs").rglob("*.sql"), *(ROOT / "ackstore").rglob("*.py"),
+             *(ROOT / "jobs").rglob("*.py"), *(ROOT / "dags").rglob("*.py")]
+    return {path: path.read_text() for path in files if "history" not in path.parts}
+
+
+@pytest.mark.parametrize("literal", ["'counted'", "'twin-persisted'", "'search-persisted'", "'live-response'",
+                                     "('deadline', 'error')"])
+def test_a_word_is_spelled_in_one_place(literal: str) -> None:
+    found = [f"{path.relative_to(ROOT)}:{n}" for path, source in _live_sql().items()
+             for n, line in enumerate(source.splitlines(), 1) if literal in line]
+    assert found == [f"ackstore/ledger/sql/objects/rules.sql:{_line_of(literal)}"], found
+
+
+def _line_of(literal: str) -> int:
+    lines = (ROOT / "ackstore/ledger/sql/objects/rules.sql").read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if literal in line and not line.startswith("--"))
+
+
+def test_no_statement_spells_the_builtin_labels_as_a_list() -> None:
+    pattern = re.compile(r"ARRAY\['(twin|search|live)-")
+    assert [path.name for path, source in _live_sql().items() if pattern.search(source)] == []
