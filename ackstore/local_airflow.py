@@ -7,8 +7,8 @@ dag-processor, triggerer) run this project's ``dags/`` folder with:
   the machine's, or the embedded one when nothing is configured — never SQLite;
 * the ledger as the Airflow connection ``ackstore_ledger``;
 * a Spark Connect server, with ``SPARK_REMOTE`` pointing at it: a local Spark session costs a
-  task about 26 s, four of them would not fit in a one-minute schedule (stack-notes.md);
-* the settings that make Airflow usable on two cores (stack-notes.md): 4 workers, DAG files
+  task about 26 s, four of them would not fit in a one-minute schedule (docs/stack-notes.md);
+* the settings that make Airflow usable on two cores (docs/stack-notes.md): 4 workers, DAG files
   re-read every 10 s;
 * a login: SimpleAuthManager with one user, ``admin``, whose password is generated on first start
   and kept in the home (``.ackstore/airflow/passwords.json``), printed with the URL.
@@ -257,7 +257,7 @@ def _identifier(name: str) -> str:
 
 
 def _jwt_secret(home: Path) -> str:
-    """A long, stable secret (the generated default is too short for SHA-512: stack-notes.md)."""
+    """A long, stable secret (the generated default is too short for SHA-512: docs/stack-notes.md)."""
     return _private_file(home / "jwt_secret", lambda: secrets.token_hex(64)).strip()
 
 

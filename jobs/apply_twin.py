@@ -3,7 +3,7 @@
 Spark runs one task per partition of the things: it reads that partition's pending commands
 with their thing's state from PostgreSQL, each thing's commands together in ingestion order
 (sorted by PostgreSQL), streams them through :func:`ackstore.rules.twin.fold` (one plain Python
-loop: stack-notes.md), and stages one row per command. One transaction then writes the new thing
+loop: docs/stack-notes.md), and stages one row per command. One transaction then writes the new thing
 states and the responses — the persisted facts, with their events — as one ledger batch, whose
 commit time is the fact time of the ``twin-persisted`` acks derived from them.
 """

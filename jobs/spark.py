@@ -105,7 +105,7 @@ def _wait_for_port(port: int, seconds: float) -> None:
 
 class LazySession:
     """A Spark session opened on first use, so that a step with nothing to do never pays for
-    one (a local session costs a task ~26 s, a Spark Connect one ~1.3 s: stack-notes.md)."""
+    one (a local session costs a task ~26 s, a Spark Connect one ~1.3 s: docs/stack-notes.md)."""
 
     def __init__(self, app_name: str, *, remote: str | None = None, cores: int | None = None) -> None:
         self._options = {"app_name": app_name, "remote": remote, "cores": cores}
@@ -210,7 +210,7 @@ class Postgres:
     def append(self, frame: Any, table: str) -> int:
         """Append ``frame``'s rows to a staging table (not atomic: the merge that follows is);
         how many. Each Python worker COPYs its partition in (about 7× the rows per second of
-        Spark's JDBC writer, stack-notes.md), in one transaction per partition."""
+        Spark's JDBC writer, docs/stack-notes.md), in one transaction per partition."""
         from pyspark.sql import functions as F
 
         workers, columns = self.workers, tuple(frame.columns)

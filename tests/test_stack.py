@@ -1,4 +1,4 @@
-"""The stack imports for real (stack-notes trap 2: importing GX could silently end the process)."""
+"""The stack imports for real (docs/stack-notes.md, trap 2: importing GX could silently end the process)."""
 
 
 def test_great_expectations_imports_and_validates() -> None:

@@ -185,7 +185,7 @@ class DatabaseUrl:
             for i, host in enumerate(hosts.split(","))
         ]
         # stringtype=unspecified lets text columns land in jsonb; batched inserts are rewritten
-        # into multi-row INSERTs (stack-notes.md).
+        # into multi-row INSERTs (docs/stack-notes.md).
         url = (f"jdbc:postgresql://{','.join(addresses)}/{quote(params['dbname'], safe='')}"
                "?stringtype=unspecified&reWriteBatchedInserts=true")
         properties = {"user": params["user"]}
