@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, Callable, Sequence
 
 from ackstore.ledger.database import make_engine, resolve_url
 from ackstore.ledger.store import AckStore
-from ackstore.report import REPORTS
+from ackstore.reporting.registry import REPORTS, described
+from ackstore.reporting.text import json_text
 from ackstore.rules import errors
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
@@ -41,17 +41,7 @@ examples:
 """
 
 
-REPORT_DESCRIPTION = """\
-settlement   per source: requests pending a settlement decision, decided, carried out
-audit        what is received but not yet answered or settled, oldest first
-latency      per source and bucket: p50/p95/p99 of received → decided → settlement → carried out
-watermarks   per source: every signal settled up to which one, and those after it that are not (why)
-late-acks    acks that came after their request was decided: how late, and what they would have changed
-labels       per label and issuer: 2xx / weak / 4xx / 408 / 5xx, and the p95 time to ack
-
-latency, watermarks, late-acks and labels read the signals received in a window (--since,
---until; the last 24 hours by default); audit reads all unless a window is given.
-"""
+REPORT_DESCRIPTION = described()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,9 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(run=_pipeline)
 
     report = commands.add_parser(
-        "report", help="the SQL reports: settlement, audit, latency, watermarks, late acks, labels",
+        "report", help=f"the SQL reports: {', '.join(REPORTS)}",
         description=REPORT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    report.add_argument("report", choices=REPORTS, metavar="REPORT", help=", ".join(REPORTS))
+    report.add_argument("report", choices=list(REPORTS), metavar="REPORT", help=", ".join(REPORTS))
     report.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     report.add_argument("--source", help="only this source (a connection id, api or cli)")
     report.add_argument("--since", metavar="TIME",
@@ -240,7 +230,7 @@ def _pull(store: AckStore, args: argparse.Namespace) -> int:
     except errors.DittoError as error:
         return _answer(error.to_json())
     for message in messages:  # one JSON message per line: ready for `jq -c` or a pipe
-        print(json.dumps(message, ensure_ascii=False, default=str))
+        print(json_text(message, indent=None))
     return EXIT_OK
 
 
@@ -253,14 +243,12 @@ def _result(store: AckStore, args: argparse.Namespace) -> int:
 
 
 def _report(store: AckStore, args: argparse.Namespace) -> int:
-    from ackstore.report import run_report
-
-    return run_report(store, args.report, as_json=args.json, limit=args.limit, source=args.source,
-                      since=args.since, until=args.until, bucket=args.bucket)
+    return REPORTS[args.report].run(store, as_json=args.json, limit=args.limit, source=args.source,
+                                    since=args.since, until=args.until, bucket=args.bucket)
 
 
 def _show(store: AckStore, args: argparse.Namespace) -> int:
-    from ackstore.report import render_timeline
+    from ackstore.reporting.terminal import render_timeline
 
     shown = store.show(args.correlation_id)
     if args.json:
@@ -371,7 +359,7 @@ def _answer(answer: dict[str, Any]) -> int:
 
 
 def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    print(json_text(value))
 
 
 if __name__ == "__main__":

@@ -146,7 +146,8 @@ def _after_the_run(store: AckStore, scenario: Scenario) -> None:
 
 
 def _print_audit(store: AckStore, scenario: Scenario) -> None:
-    from ackstore.report import render_timeline, run_report
+    from ackstore.reporting.registry import REPORTS
+    from ackstore.reporting.terminal import render_timeline
 
     redelivered = scenario.cid("redelivered")
     print(f"\n== the timeline of the redelivered command (ackstore show {redelivered})")
@@ -154,7 +155,7 @@ def _print_audit(store: AckStore, scenario: Scenario) -> None:
     render_timeline(shown, shown["timeline"])
     for name in ("settlement", "latency", "watermarks", "late-acks"):
         print(f"\n== ackstore report {name}" + (" --since 1h" if name != "settlement" else ""))
-        run_report(store, name, as_json=False, since=None if name == "settlement" else "1h")
+        REPORTS[name].run(store, as_json=False, since=None if name == "settlement" else "1h")
     print(f"\nits whole stored record: ackstore show {redelivered} --json")
     print("the open work: ackstore report audit; labels: ackstore report labels")
     print("the Ledger page inside Airflow's UI: make airflow, log in as admin (the password is printed), "

@@ -35,6 +35,8 @@ from typing import Any, Callable
 from sqlalchemy import create_engine, text
 from ackstore.ledger.database import ackstore_home, database_url, resolve_url
 from ackstore.ledger.database_url import LEDGER_CONNECTION
+from ackstore.reporting.registry import REPORTS
+from ackstore.ui.routes import LEDGER_ROUTE
 
 PROJECT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = PROJECT / "dags"
@@ -42,7 +44,6 @@ DAG_ID = "ackstore_reconcile"
 METADATA_DATABASE = "ackstore_airflow"
 STOP_GRACE_SECONDS = 90
 ADMIN_USER = "admin"
-LEDGER_ROUTE = "ledger"  # the Ledger page inside Airflow's UI, /plugin/ledger (ackstore.ui.plugin mounts it)
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def _banner(local: LocalAirflow, remote: str | None) -> str:
         f"  Ledger page: {local.url}/plugin/{LEDGER_ROUTE}  (the QoS-1 audit: \"Ledger\" in the navigation)\n"
         f"  DAG:         {DAG_ID} — paused at first; unpause it in the UI to run every minute\n"
         f"  Spark:       {spark}\n"
-        f"  Reports:     ackstore report settlement|audit|latency|watermarks|late-acks|labels\n"
+        f"  Reports:     ackstore report {'|'.join(REPORTS)}\n"
         f"  Stop:        Ctrl-C (stops Airflow and Spark Connect)\n"
     )
 

@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 from sqlalchemy import text
 
-from ackstore.ledger import reports
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.reports import Window
+from ackstore.reporting.asked import Asked
+from ackstore.reporting.registry import REPORTS, WINDOWED_NAMES, Report
 from benchmarks.history import add_commands, seed, vacuum_analyze
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 
@@ -34,14 +35,12 @@ LIMIT = 50
 
 
 def _reports(bucket: timedelta) -> dict[str, Callable[[Any, Window], Any]]:
-    """What each ``ackstore report NAME`` reads (watermarks: with the unsettled after them)."""
-    return {
-        "latency": lambda conn, window: reports.latency(conn, window, bucket, LIMIT),
-        "watermarks": lambda conn, window: (reports.watermarks(conn, window, LIMIT),
-                                            reports.unsettled(conn, window, LIMIT)),
-        "late-acks": lambda conn, window: reports.late_acks(conn, window, LIMIT),
-        "labels": lambda conn, window: reports.labels(conn, window, LIMIT),
-    }
+    """What each windowed ``ackstore report NAME`` reads (watermarks: with the unsettled after them)."""
+
+    def reader(report: Report) -> Callable[[Any, Window], Any]:
+        return lambda conn, window: report.read(conn, Asked(LIMIT, window.source, window.since, window.until, bucket))
+
+    return {name: reader(REPORTS[name]) for name in WINDOWED_NAMES}
 
 
 def _baseline(conn: Any, window: Window) -> int:

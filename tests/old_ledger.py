@@ -29,8 +29,8 @@ def answers(store: AckStore) -> dict[str, Any]:
     """Everything a user can ask of the ledger that must survive the migration."""
     with store.engine.connect() as conn:
         correlation_ids = list(conn.execute(text("SELECT correlation_id FROM signals ORDER BY id")).scalars())
-        status = reports.settlement_status(conn)
-        audit = [{k: v for k, v in row.items() if k != "age"} for row in reports.qos1_audit(conn, limit=1000)]
+        status = reports.settlement(conn)
+        audit = [{k: v for k, v in row.items() if k != "age"} for row in reports.audit(conn, limit=1000)]
         events = [dict(row) for row in conn.execute(text(
             "SELECT id, thing_id, revision, signal_id, action, path, value, headers, created_at "
             "FROM thing_events ORDER BY id")).mappings()]

@@ -144,7 +144,7 @@ def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
     with engine.connect() as conn:
         now = datetime.now(timezone.utc)
         marks = reports.watermarks(conn, reports.Window(now - timedelta(hours=24), now), 100)
-        settled = reports.settlement_status(conn)
+        settled = reports.settlement(conn)
     engine.dispose()
     assert marks and settled, "the scheduled run should have left signals and settlements"
     frame = "document.querySelector('iframe') && document.querySelector('iframe').contentDocument"

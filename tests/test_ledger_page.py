@@ -106,8 +106,8 @@ def test_the_pages_numbers_are_the_reports(probed, engine: Engine) -> None:
     window = Window(now - timedelta(hours=24), now)
     with engine.connect() as conn:
         marks = reports.watermarks(conn, window, 100)
-        settlement = reports.settlement_status(conn)
-        audit = reports.qos1_audit(conn, 20)
+        settlement = reports.settlement(conn)
+        audit = reports.audit(conn, 20)
         unsettled = reports.unsettled(conn, window, 20)
     assert [row[:5] for row in page.tables["watermarks"][1:]] == [
         [m["source"], str(m["signals"]), str(m["settled"]), str(m["unsettled"]), m["watermark_message_id"]]

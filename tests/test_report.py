@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +32,12 @@ def _submit(store: AckStore, message_id: str, thing: str, *, connection: bool = 
 def _audit(store: AckStore) -> dict[str, tuple[str, str | None]]:
     with store.engine.connect() as conn:
         return {row["source_message_id"]: (row["stuck_at"].split(":")[0], row["detail"])
-                for row in reports.qos1_audit(conn, limit=100)}
+                for row in reports.audit(conn, limit=100)}
 
 
 def _status(store: AckStore) -> list[tuple[str, str, str | None, int]]:
     with store.engine.connect() as conn:
-        return [(r["source"], r["status"], r["decision"], r["requests"]) for r in reports.settlement_status(conn)]
+        return [(r["source"], r["status"], r["decision"], r["requests"]) for r in reports.settlement(conn)]
 
 
 def test_the_audit_follows_each_signal_until_it_is_answered_or_settled(store: AckStore) -> None:
@@ -81,8 +82,9 @@ def test_reports_after_the_pipeline(store: AckStore, run_pipeline, database_url:
     assert {(r["status"], r["decision"]) for r in json.loads(as_json.stdout)} == {
         ("pending decision", None), ("carried out", "ack"), ("decided", "reject"),
     }
+    pythonpath = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}  # the code under test
     table = subprocess.run([*cli, "audit", "--source", SOURCE], capture_output=True, text=True, timeout=120,
-                           env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+                           env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", **pythonpath})
     assert table.returncode == 0, table.stderr
     assert "QoS-1 audit" in table.stdout and "waits-for-ack" in table.stdout and "reject" in table.stdout
     assert "from-api" not in table.stdout

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, text
 
 from ackstore.ledger import reports
 from ackstore.ledger.reports import Window
-from ackstore.report import parse_bucket, parse_instant, window_of
+from ackstore.reporting.asked import parse_bucket, parse_instant, window_of
 from ackstore.rules import errors, settlement
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
@@ -507,9 +507,9 @@ def test_bad_options_are_answered_in_dittos_shape(seeded: Engine, database_url: 
 
 def test_a_source_no_ledger_can_hold_is_refused(seeded: Engine) -> None:
     """A NUL character cannot come through argv, but can through the function a caller uses."""
-    from ackstore.report import run_report
     from ackstore.ledger.store import AckStore
+    from ackstore.reporting.registry import REPORTS
     from ackstore.rules.settings import Settings
 
     with pytest.raises(errors.DittoError, match="NUL"):
-        run_report(AckStore(seeded, Settings()), "watermarks", as_json=True, source="a\x00b")
+        REPORTS["watermarks"].run(AckStore(seeded, Settings()), as_json=True, source="a\x00b")

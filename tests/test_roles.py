@@ -113,8 +113,8 @@ def test_each_component_works_as_its_own_role(engine: Engine, database_url: str,
         shown = reporter.stored_signal("t1")
         assert shown["state"] == "settled" and {a["label"] for a in shown["acks"]} >= {"twin-persisted", "app:done"}
         with reporter.engine.connect() as conn:
-            assert {row["source"] for row in reports.settlement_status(conn)} == {SOURCE}
-            assert [row["correlation_id"] for row in reports.qos1_audit(conn)] == []
+            assert {row["source"] for row in reports.settlement(conn)} == {SOURCE}
+            assert [row["correlation_id"] for row in reports.audit(conn)] == []
             assert {row["source"] for row in _windowed_reports(conn)} == {"api", SOURCE}
     finally:
         ingest.close()
@@ -324,8 +324,8 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
         with AckStore.connect(url) as store:
             assert store.stored_signal("t1") is not None
             with store.engine.connect() as conn:
-                reports.settlement_status(conn)
-                reports.qos1_audit(conn)
+                reports.settlement(conn)
+                reports.audit(conn)
                 _windowed_reports(conn)
 
     phase("ackstore_ingest", ingest_first)

@@ -17,13 +17,13 @@ from ackstore.rules.aggregation import Request, decide_with_late_ack
 
 
 
-def settlement_status(conn: Connection, source: str | None = None) -> list[dict[str, Any]]:
+def settlement(conn: Connection, source: str | None = None) -> list[dict[str, Any]]:
     """Per source: requests pending a settlement decision, decided, carried out — by decision."""
     return [dict(row) for row in conn.execute(ledger_statement("reports", "settlement"), {"source": source}).mappings()]
 
 
-def qos1_audit(conn: Connection, limit: int = 50, source: str | None = None, since: datetime | None = None,
-               until: datetime | None = None) -> list[dict[str, Any]]:
+def audit(conn: Connection, limit: int = 50, source: str | None = None, since: datetime | None = None,
+          until: datetime | None = None) -> list[dict[str, Any]]:
     """Signals received (in [since, until), when given) but not yet answered or settled, oldest
     first, with where they are stuck."""
     params = {"source": source, "limit": limit, "since": since, "until": until}

@@ -1,15 +1,17 @@
 """The Ledger page: the QoS-1 audit inside Airflow's UI (a FastAPI app mounted by the plugin).
 
 It reads the ledger through the Airflow connection the DAG uses (``ackstore_ledger``), and every
-number on it comes from the reports' own functions (ackstore.ledger.reports): the settlement status
-per source, the watermarks of the last 24 hours and what is not settled after them, the open-work
-audit (oldest first), the latency per source and hour, and one signal's timeline found by its
-correlation id. Every route requires an authenticated Airflow user: plugin routes are not
-authenticated by Airflow by default.
+number on it comes from the reports of ackstore.reporting.registry, in their columns and cells: the
+settlement status per source, the watermarks of the last 24 hours and what is not settled after
+them, the open-work audit (oldest first), the latency per source and hour, and one signal's
+timeline found by its correlation id. Stored text is shown as the terminal shows it (text.shown;
+Jinja escapes HTML), and long values wrap. Every route requires an authenticated Airflow user:
+plugin routes are not authenticated by Airflow by default.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -20,23 +22,25 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from ackstore.ledger import reports
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
-from ackstore.ledger.reports import Window
 from ackstore.ledger.store import AckStore
-from ackstore.report import MEASURES, instant, seconds
+from ackstore.reporting.asked import DEFAULT_WINDOW, Asked
+from ackstore.reporting.registry import AUDIT, LATENCY, SETTLEMENT, UNSETTLED, WATERMARKS
+from ackstore.reporting.tables import PAGE, Table, on
+from ackstore.reporting.text import shown
+from ackstore.reporting.timeline import TIMELINE, described
+from ackstore.reporting.values import MEASURES, instant
 from ackstore.rules.settings import Settings
 from ackstore.ui.chart import latency_svg
 
-WINDOW = timedelta(hours=24)
 AUDIT_ROWS = 20
 CHARTED = "received_to_decided"
 
 _templates = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                          autoescape=select_autoescape(["html"]))
-_templates.filters["seconds"] = lambda value: "" if value is None else seconds(value)
-_templates.filters["time"] = lambda value: "" if value is None else instant(value)
+_templates.filters["time"] = instant
+_templates.filters["shown"] = shown
 
 
 def create_app() -> FastAPI:
@@ -57,28 +61,29 @@ def create_app() -> FastAPI:
 
 
 def gather(store: AckStore, now: datetime, correlation_id: str | None = None) -> dict[str, Any]:
-    """What the page shows, each part read by its report."""
-    window = Window(now - WINDOW, now)
+    """What the page shows, each part read by its report: its tables in the page's columns."""
+    day = Asked(since=now - DEFAULT_WINDOW, until=now)
+    window = day.window
     with store.engine.connect() as conn:
-        latency = reports.latency(conn, window, timedelta(hours=1), 10_000)
+        latency = LATENCY.query(conn, replace(day, limit=10_000, bucket=timedelta(hours=1)))
         page = {
             "now": now, "window": window,
-            "settlement": reports.settlement_status(conn),
-            "watermarks": reports.watermarks(conn, window, 1_000),
-            "unsettled": reports.unsettled(conn, window, AUDIT_ROWS),
-            "audit": reports.qos1_audit(conn, AUDIT_ROWS),
+            "settlement": SETTLEMENT.table(SETTLEMENT.query(conn, Asked())),
+            "watermarks": WATERMARKS.table(WATERMARKS.query(conn, replace(day, limit=1_000))),
+            "unsettled": UNSETTLED.table(UNSETTLED.query(conn, replace(day, limit=AUDIT_ROWS))),
+            "audit": AUDIT.table(AUDIT.query(conn, Asked(limit=AUDIT_ROWS))),
             "latency": latency,
         }
     sources = list(dict.fromkeys(row["source"] for row in latency))
     page["charts"] = [{"source": source, "rows": [r for r in latency if r["source"] == source]} for source in sources]
     for chart in page["charts"]:
         chart["svg"] = Markup(latency_svg(chart["rows"], window.since, window.until, CHARTED))
-    page["measures"] = MEASURES
     page["charted"] = MEASURES[CHARTED]
     page["search"] = correlation_id
     if correlation_id:
         page["signal"] = store.show(correlation_id)
-        page["timeline"] = page["signal"]["timeline"] if page["signal"] else []
+        page["described"] = described(page["signal"]) if page["signal"] else ""
+        page["timeline"] = Table("", on(PAGE, TIMELINE), page["signal"]["timeline"] if page["signal"] else [])
     return page
 
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ackstore.local_airflow import LEDGER_ROUTE
 from ackstore.ui.ledger_page import create_app
-
-URL_PREFIX = "/ackstore/ledger"
+from ackstore.ui.routes import LEDGER_ROUTE, URL_PREFIX
 
 
 class LedgerPlugin(AirflowPlugin):
