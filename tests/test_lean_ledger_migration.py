@@ -13,6 +13,7 @@ from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
+from tests.catalog import catalog, differences
 from tests.conftest import ADMIN_URL
 from tests.ledger import twin_command
 from tests.old_ledger import REVISION, answers, dump, fixture, load
@@ -129,3 +130,19 @@ def _rows(data: dict[str, Any], table: str) -> list[str]:
     surrogate = {"acks": "id", "settlements": "id", "pipeline_runs": "id"}.get(table)
     return sorted(json.dumps({k: v for k, v in row.items() if k != surrogate}, sort_keys=True)
                   for row in data["rows"][table])
+
+
+def test_a_seeded_ledger_goes_down_to_base_and_back_up(old_ledger: Engine) -> None:
+    """Every downgrade runs on a ledger that holds rows of every kind (the data moves of 0007 and
+    0008 included), down to an empty database, and every upgrade after it ends at the same schema."""
+    migrate.upgrade(old_ledger)
+    with old_ledger.connect() as conn:
+        before = catalog(conn)
+        assert conn.execute(text("SELECT count(*) FROM signals")).scalar_one() > 0
+    migrate.downgrade(old_ledger, "base")
+    with old_ledger.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() "
+                                 "AND tablename <> 'alembic_version'")).scalar_one() == 0
+    migrate.upgrade(old_ledger)
+    with old_ledger.connect() as conn:
+        assert differences(before, catalog(conn)) == []

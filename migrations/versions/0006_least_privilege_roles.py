@@ -25,13 +25,13 @@ from __future__ import annotations
 from alembic import op
 
 from ackstore.ledger import objects
+from migrations.roles import ROLES, roles_exist
 
 revision = '0006'
 down_revision = '0005'
 branch_labels = None
 depends_on = None
 
-ROLES = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter", "ackstore_admin")
 QUEUES = ("queue_apply", "queue_index", "queue_decide", "queue_validate", "queue_settle")
 STAGING = ("stage_twin_outcomes", "stage_search_things", "stage_search_rows", "stage_results", "stage_weak_acks",
            "stage_settlements", "stage_check_results", "stage_check_acks", "stage_check_settlements")
@@ -101,17 +101,11 @@ END $$
 """
 
 
-def _roles_exist() -> bool:
-    bind = op.get_bind()
-    found = bind.exec_driver_sql("SELECT count(*) FROM pg_roles WHERE rolname = ANY (%(r)s)", {"r": list(ROLES)})
-    return found.scalar_one() == len(ROLES)
-
-
 def upgrade() -> None:
     for name in IMMUTABLE_SIGNALS:
         objects.create(op.get_bind(), name, revision)
     op.execute(CREATE_ROLES)
-    if not _roles_exist():
+    if not roles_exist():
         return
     for role in ROLES[:3]:
         op.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
@@ -122,7 +116,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if _roles_exist():
+    if roles_exist():
         for role, grants in GRANTS.items():
             for _, tables in grants:
                 op.execute(f"REVOKE ALL ON {', '.join(tables)} FROM {role}")

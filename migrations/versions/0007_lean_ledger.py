@@ -36,6 +36,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from ackstore.ledger import objects
+from migrations.roles import READERS, owned_by_admin, roles_exist
 
 revision = '0007'
 down_revision = '0006'
@@ -69,22 +70,6 @@ FUNCTION_SIGNATURES = {
     "awaiting_validation": "awaiting_validation()",
     "ack_entry": "ack_entry(integer, jsonb, jsonb, boolean, text)",
 }
-
-READERS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
-
-
-def _roles_exist() -> bool:
-    found = op.get_bind().exec_driver_sql(
-        "SELECT count(*) FROM pg_roles WHERE rolname = ANY (%(r)s)", {"r": [*READERS, "ackstore_admin"]})
-    return found.scalar_one() == len(READERS) + 1
-
-
-def _owned_by_admin(kind: str, name: str) -> None:
-    """New objects belong to the admin role, as 0006 made every object (when its user may)."""
-    op.execute(f"""
-DO $$ BEGIN
-  IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN ALTER {kind} {name} OWNER TO ackstore_admin; END IF;
-END $$""")
 
 
 EVENT_ACTIONS = "event_action IN ('created', 'modified', 'merged', 'deleted')"
@@ -199,11 +184,11 @@ def upgrade() -> None:
         objects.create(op.get_bind(), name, revision)
     for table in ("queue_validate", *CHECK_TABLES):
         op.drop_table(table)  # the gate reads its slice where it lies
-    if _roles_exist():
+    if roles_exist():
         for table in ("ledger_batches", "search_marks"):
-            _owned_by_admin("TABLE", table)
+            owned_by_admin("TABLE", table)
         for view in VIEWS:
-            _owned_by_admin("VIEW", view)
+            owned_by_admin("VIEW", view)
             op.execute(f"GRANT SELECT ON {view} TO {', '.join(READERS)}")
         op.execute("GRANT SELECT, INSERT ON ledger_batches, search_marks TO ackstore_pipeline")
         op.execute("GRANT USAGE ON SEQUENCE ledger_batches_id_seq TO ackstore_pipeline")  # a batch's id, taken first
@@ -268,9 +253,9 @@ def downgrade() -> None:
                "ON CONFLICT DO NOTHING")
     for table, name, columns, referred, referred_columns in FOREIGN_KEYS:
         op.create_foreign_key(name, table, referred, columns, referred_columns, ondelete="CASCADE")
-    if _roles_exist():
+    if roles_exist():
         for table in ("ack_requests", "thing_events"):
-            _owned_by_admin("TABLE", table)
+            owned_by_admin("TABLE", table)
         op.execute("GRANT INSERT ON ack_requests TO ackstore_ingest")
         op.execute("GRANT SELECT ON thing_events TO ackstore_ingest")
         op.execute("GRANT SELECT, INSERT ON thing_events TO ackstore_pipeline")
@@ -278,7 +263,7 @@ def downgrade() -> None:
         op.execute("GRANT SELECT, INSERT, DELETE ON queue_validate TO ackstore_pipeline")
         op.execute(f"GRANT SELECT, INSERT, TRUNCATE ON {', '.join(CHECK_TABLES)} TO ackstore_pipeline")
         for table in ("queue_validate", *CHECK_TABLES):
-            _owned_by_admin("TABLE", table)
+            owned_by_admin("TABLE", table)
 
 
 # --- what the gate used before it read its slice where it lies (0003, 0004), for the downgrade ---

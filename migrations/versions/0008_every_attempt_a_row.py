@@ -34,13 +34,13 @@ from __future__ import annotations
 from alembic import op
 
 from ackstore.ledger import objects
+from migrations.roles import READERS, owned_by_admin, roles_exist
 
 revision = '0008'
 down_revision = '0007'
 branch_labels = None
 depends_on = None
 
-READERS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
 
 # The objects this revision creates or replaces, in the order they depend on each other (their SQL:
 # ackstore/ledger/sql/objects/, as of this revision): attempt 1 of every signal, written with it by
@@ -49,20 +49,6 @@ FIRST_ATTEMPTS = ("ackstore_open_first_attempts", "signals_open_first_attempts")
 REPLACED = ("current_attempts", "builtin_acks", "report_qos1_audit")
 CREATED = ("request_answers", "ack_entry_headers")
 REPLACED_FUNCTIONS = ("ack_entry", "builtin_disposition")  # builtin_disposition: now PARALLEL SAFE
-
-
-def _owned_by_admin(kind: str, name: str) -> None:
-    """New objects belong to the admin role, as 0006 made every object (when its user may)."""
-    op.execute(f"""
-DO $$ BEGIN
-  IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN ALTER {kind} {name} OWNER TO ackstore_admin; END IF;
-END $$""")
-
-
-def _roles_exist() -> bool:
-    found = op.get_bind().exec_driver_sql(
-        "SELECT count(*) FROM pg_roles WHERE rolname = ANY (%(r)s)", {"r": [*READERS, "ackstore_admin"]})
-    return found.scalar_one() == len(READERS) + 1
 
 
 def upgrade() -> None:
@@ -80,12 +66,12 @@ def upgrade() -> None:
     op.execute("REVOKE EXECUTE ON FUNCTION refresh_statistics(text, bigint) FROM PUBLIC")
     op.execute("ALTER TABLE request_results ALTER COLUMN body SET STATISTICS 0, "
                "ALTER COLUMN headers SET STATISTICS 0, ALTER COLUMN ack_statuses SET STATISTICS 0")
-    if _roles_exist():
-        _owned_by_admin("FUNCTION", "ackstore_open_first_attempts()")
-        _owned_by_admin("FUNCTION", "ack_entry_headers(jsonb, boolean, text)")
-        _owned_by_admin("FUNCTION", "refresh_statistics(text, bigint)")  # it analyzes as its owner
+    if roles_exist():
+        owned_by_admin("FUNCTION", "ackstore_open_first_attempts()")
+        owned_by_admin("FUNCTION", "ack_entry_headers(jsonb, boolean, text)")
+        owned_by_admin("FUNCTION", "refresh_statistics(text, bigint)")  # it analyzes as its owner
         op.execute("GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline")
-        _owned_by_admin("VIEW", "request_answers")
+        owned_by_admin("VIEW", "request_answers")
         op.execute(f"GRANT SELECT ON request_answers TO {', '.join(READERS)}")
     op.execute("ANALYZE attempts")  # its statistics are what this revision is for
 
@@ -103,8 +89,8 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION ack_entry_headers(jsonb, boolean, text)")
     for name in ("request_attempts", *REPLACED):
         objects.create(op.get_bind(), name, down_revision)
-    if _roles_exist():
-        _owned_by_admin("VIEW", "request_attempts")
+    if roles_exist():
+        owned_by_admin("VIEW", "request_attempts")
         op.execute(f"GRANT SELECT ON request_attempts TO {', '.join(READERS)}")
     op.execute("DROP TRIGGER signals_open_first_attempts ON signals")
     op.execute("DROP FUNCTION ackstore_open_first_attempts()")

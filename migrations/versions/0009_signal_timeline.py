@@ -17,26 +17,12 @@ import sqlalchemy as sa
 from alembic import op
 
 from ackstore.ledger import objects
+from migrations.roles import owned_by_admin, roles_exist
 
 revision = '0009'
 down_revision = '0008'
 branch_labels = None
 depends_on = None
-
-READERS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
-
-def _owned_by_admin(kind: str, name: str) -> None:
-    """New objects belong to the admin role, as 0006 made every object (when its user may)."""
-    op.execute(f"""
-DO $$ BEGIN
-  IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN ALTER {kind} {name} OWNER TO ackstore_admin; END IF;
-END $$""")
-
-
-def _roles_exist() -> bool:
-    found = op.get_bind().exec_driver_sql(
-        "SELECT count(*) FROM pg_roles WHERE rolname = ANY (%(r)s)", {"r": [*READERS, "ackstore_admin"]})
-    return found.scalar_one() == len(READERS) + 1
 
 
 def upgrade() -> None:
@@ -53,9 +39,9 @@ def upgrade() -> None:
     # the invalid ones had an index of their own).
     op.create_index("ix_acks_signal_id", "acks", ["signal_id", "attempt"])
     objects.create(op.get_bind(), "signal_timeline", revision)  # ackstore/ledger/sql/objects/
-    if _roles_exist():
-        _owned_by_admin("TABLE", "validation_passes")
-        _owned_by_admin("VIEW", "signal_timeline")
+    if roles_exist():
+        owned_by_admin("TABLE", "validation_passes")
+        owned_by_admin("VIEW", "signal_timeline")
         op.execute("GRANT SELECT, INSERT ON validation_passes TO ackstore_pipeline")
         op.execute("GRANT SELECT ON signal_timeline TO ackstore_reporter")
 

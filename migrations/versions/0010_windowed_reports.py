@@ -19,6 +19,7 @@ from __future__ import annotations
 from alembic import op
 
 from ackstore.ledger import objects
+from migrations.roles import owned_by_admin
 
 revision = '0010'
 down_revision = '0009'
@@ -44,19 +45,11 @@ SIGNATURES = {
 }
 
 
-def _owned_by_admin(signature: str) -> None:
-    """New objects belong to the admin role, as 0006 made every object (when its user may)."""
-    op.execute(f"""
-DO $$ BEGIN
-  IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN ALTER FUNCTION {signature} OWNER TO ackstore_admin; END IF;
-END $$""")
-
-
 def upgrade() -> None:
     op.execute("CREATE INDEX ix_signals_received_at ON signals USING brin (received_at)")
     for name in reversed(SIGNATURES):
         objects.create(op.get_bind(), name, revision)
-        _owned_by_admin(f"{name}({SIGNATURES[name]})")
+        owned_by_admin("FUNCTION", f"{name}({SIGNATURES[name]})")
     for view in VIEWS:
         objects.create(op.get_bind(), view, revision)
 

@@ -24,6 +24,7 @@ from alembic import op
 
 from ackstore.ledger import objects
 from ackstore.ledger.named_sql import ledger_statement
+from migrations.roles import roles_exist
 
 revision = '0011'
 down_revision = '0010'
@@ -40,11 +41,6 @@ PATH_READERS = ("report_watermarks", "report_unsettled")
 SETTLEMENT_STATE = "settlement_state(boolean, boolean, text, timestamptz)"
 
 
-def _roles_exist() -> bool:
-    found = op.get_bind().exec_driver_sql("SELECT count(*) FROM pg_roles WHERE rolname = 'ackstore_reporter'")
-    return found.scalar_one() == 1
-
-
 def upgrade() -> None:
     bind = op.get_bind()
     for name in (*RULES, "signal_state", *REPLACED):
@@ -55,7 +51,7 @@ def upgrade() -> None:
     op.execute(f"DROP FUNCTION {SETTLEMENT_STATE}")
     op.execute("DROP VIEW report_qos1_audit")
     objects.create(bind, "report_audit", revision)
-    if _roles_exist():
+    if roles_exist():
         op.execute("GRANT SELECT ON report_audit TO ackstore_reporter")
         op.execute("GRANT SELECT ON command_responses TO ackstore_reporter")  # signal_state: did it fail?
     op.execute(ledger_statement("migrations", "own_everything"))
@@ -65,7 +61,7 @@ def downgrade() -> None:
     bind = op.get_bind()
     op.execute("DROP VIEW report_audit")
     objects.create(bind, "report_qos1_audit", down_revision)
-    if _roles_exist():
+    if roles_exist():
         op.execute("GRANT SELECT ON report_qos1_audit TO ackstore_reporter")
         op.execute("REVOKE SELECT ON command_responses FROM ackstore_reporter")
     objects.create(bind, "settlement_state", down_revision)

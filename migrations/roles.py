@@ -1,0 +1,24 @@
+"""What the migrations share about the least-privilege roles of migration 0006 (docs/roles.md)."""
+
+from __future__ import annotations
+
+from alembic import op
+
+READERS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
+ROLES = (*READERS, "ackstore_admin")
+
+
+def roles_exist() -> bool:
+    """Whether the group roles exist: a user that may not create roles gets none, nor grants."""
+    found = op.get_bind().exec_driver_sql("SELECT count(*) FROM pg_roles WHERE rolname = ANY (%(r)s)",
+                                          {"r": list(ROLES)})
+    return found.scalar_one() == len(ROLES)
+
+
+def owned_by_admin(kind: str, name: str) -> None:
+    """A new object belongs to the admin role, as 0006 made every object (when its user may).
+    ``kind`` and ``name`` are a migration's own words (e.g. 'FUNCTION', 'f(text)'), never input."""
+    op.execute(f"""
+DO $$ BEGIN
+  IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN ALTER {kind} {name} OWNER TO ackstore_admin; END IF;
+END $$""")
