@@ -70,3 +70,15 @@ def test_no_python_holds_a_view_or_function_body() -> None:
     found = [str(path.relative_to(root)) for folder in ("ackstore", "jobs", "migrations", "dags")
              for path in (root / folder).rglob("*.py") if pattern.search(path.read_text())]
     assert found == []
+
+
+def test_a_released_version_never_changes() -> None:
+    """Every stored version is in versions.lock with its digest: editing a definition a migration
+    has released (instead of adding a migration and a new version) fails here, as would a version
+    nobody locked."""
+    lines = [line.split() for line in objects.VERSIONS_LOCK.read_text().splitlines() if line and line[0] != "#"]
+    locked = {(name, version): digest for name, version, digest in lines}
+    found = {key: objects.digest(item) for key, item in objects.stored().items()}
+    changed = sorted(f"{name} {version}" for (name, version), digest in found.items() if locked.get((name, version)) != digest)
+    assert changed == [], "changed or new versions: add a migration and a versions.lock line, never edit a released one"
+    assert locked.keys() == found.keys()

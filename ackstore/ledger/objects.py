@@ -15,13 +15,14 @@ empty equals one declared from the current files (:func:`declare`), catalog agai
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from sqlalchemy import Connection
 
+from ackstore.ledger.migrate import ADMIN_ROLE
 from ackstore.ledger.named_sql import LEDGER_SQL, load
 from ackstore.ledger.schema import metadata
 
@@ -50,7 +51,8 @@ CONCEPTS = (
 # What the table declarations cannot say (statistics targets), and the grants of the current schema.
 TABLE_SETTINGS = OBJECTS / "tables.sql"
 GRANTS = OBJECTS / "grants.sql"
-ADMIN_ROLE = "ackstore_admin"
+# A digest of every stored version: a released version never changes (a change is a new version).
+VERSIONS_LOCK = OBJECTS / "versions.lock"
 
 _VERSION = re.compile(r"^-- version: ([0-9]{4})$", re.MULTILINE)
 _KIND = re.compile(r"^CREATE OR REPLACE (VIEW|FUNCTION|TRIGGER) ", re.MULTILINE)
@@ -102,6 +104,19 @@ def versions(name: str) -> dict[str, Definition]:
     if now is not None:
         stored[now.version] = now
     return stored
+
+
+def stored() -> dict[tuple[str, str], Definition]:
+    """Every stored version of every object, current and superseded, by (object, revision)."""
+    names = {*current(), *(folder.name for folder in HISTORY.iterdir() if folder.is_dir())}
+    return {(name, version): item for name in sorted(names) for version, item in versions(name).items()}
+
+
+def digest(item: Definition) -> str:
+    """A version's fingerprint for ``versions.lock``: its statement from ``CREATE`` on (the comment
+    above it is documentation, free to change), spacing folded."""
+    statement = item.ddl[_KIND.search(item.ddl).start():] if _KIND.search(item.ddl) else item.ddl
+    return hashlib.sha256(re.sub(r"\s+", " ", statement).strip().encode()).hexdigest()[:16]
 
 
 def definition(name: str, revision: str) -> str:
