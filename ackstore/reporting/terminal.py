@@ -83,7 +83,7 @@ def _print_blocks(console: Console, table: Table, cells: list[list[Cell]]) -> No
 
 def print_rows(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
     """One table of the report's rows."""
-    print_table(Table(heading, on(TERMINAL, report.columns), rows), console)
+    print_table(Table(on(TERMINAL, report.columns), rows, heading), console)
 
 
 def print_per_source(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
@@ -93,7 +93,7 @@ def print_per_source(report: Report, heading: str, rows: list[dict[str, Any]], c
         console.print(Text(NOTHING))
     for source in dict.fromkeys(row["source"] for row in rows):
         ours = [row for row in rows if row["source"] == source]
-        print_table(Table(f"{heading}\nsource {shown(source)}", on(TERMINAL, report.columns), ours), console)
+        print_table(Table(on(TERMINAL, report.columns), ours, f"{heading}\nsource {shown(source)}"), console)
 
 
 def print_with_carried(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
@@ -103,8 +103,8 @@ def print_with_carried(report: Report, heading: str, rows: list[dict[str, Any]],
     assert carried is not None, f"{report.name} carries no report"
     for row in rows:
         if row[carried.key]:
-            print_table(Table(f"{shown(row['source'])}: {carried.title}", on(TERMINAL, carried.columns),
-                              row[carried.key]), console)
+            print_table(Table(on(TERMINAL, carried.columns), row[carried.key],
+                              f"{shown(row['source'])}: {carried.title}"), console)
 
 
 # --- ackstore show --------------------------------------------------------------------------------

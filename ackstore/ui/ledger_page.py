@@ -101,7 +101,7 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
             correlation_id = unshown(correlation_id)
             page["signal"] = store.stored_signal(correlation_id)
         page["described"] = described(page["signal"]) if page["signal"] else ""
-        page["timeline"] = Table("", on(PAGE, TIMELINE), store.timeline(correlation_id) or [])
+        page["timeline"] = Table(on(PAGE, TIMELINE), store.timeline(correlation_id) or [])
     return page
 
 
