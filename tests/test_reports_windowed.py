@@ -51,6 +51,7 @@ class Signal:
     source: str
     received: float
     attempts: list[Attempt]
+    message_id: str | None = None  # the source's message id: its name when None
 
     @property
     def api(self) -> str:
@@ -103,10 +104,10 @@ def seed(engine: Engine, origin: datetime = T0, signals: list[Signal] | None = N
             signal_id = conn.execute(text(
                 "INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "
                 "topic, path, value, headers, requested_acks, response_required, timeout_ms, received_at, deadline_at) "
-                "VALUES (:source, :name, :name, :api, 'twin', 'twin-command', 'modify', 'org.acme:t', "
+                "VALUES (:source, :message, :name, :api, 'twin', 'twin-command', 'modify', 'org.acme:t', "
                 "'org.acme/t/things/twin/commands/modify', '/attributes/n', '1', '{}', :requested, :required, "
                 ":timeout, :received, :deadline) RETURNING id"),
-                {"source": signal.source, "name": signal.name, "api": signal.api, "requested": first.requested,
+                {"source": signal.source, "name": signal.name, "message": signal.message_id or signal.name, "api": signal.api, "requested": first.requested,
                  "required": bool(first.requested), "timeout": int((first.deadline - first.opened) * 1000),
                  "received": at(signal.received), "deadline": at(first.deadline)}).scalar_one()
             for number, attempt in enumerate(signal.attempts, 1):

@@ -32,15 +32,18 @@ WINDOWED = "windowed"  # a window: the last 24 hours by default
 
 @dataclass(frozen=True)
 class Report:
+    """One report, everything about it: what it is called and says it is, how it reads the ledger,
+    which window it takes, its columns, and how the terminal prints it."""
+
     name: str
     summary: str  # its line in `ackstore report --help`
-    title: str  # a windowed report's names its window ({window}) and latency its bucket ({span})
+    title: str  # a windowed one names its window ({window}), latency its bucket ({span})
     query: Callable[[Connection, Asked], Rows]
     columns: tuple[Column, ...]
     window: str = WHOLE
     render: Callable[["Report", str, Rows, Console], None] = terminal.print_rows  # in the terminal
-    carries: "Report | None" = None  # a report read with this one, nested in each row under its name
-    key: str = ""  # the key a carried report's rows are nested under
+    carries: "Report | None" = None  # a report read with this one, its rows nested in each row by source
+    key: str = ""  # the key this report's rows are nested under when carried
 
     def read(self, conn: Connection, asked: Asked) -> Rows:
         """The report's rows, with what it carries nested per source."""
@@ -60,8 +63,9 @@ class Report:
             f", from {shown(window.source)}" if window.source else "")
         return self.title.format(window=described, span=span(asked.bucket))
 
-    def table(self, rows: Rows, surface: str = PAGE, title: str | None = None) -> Table:
-        return Table(self.title if title is None else title, on(surface, self.columns), rows)
+    def table(self, rows: Rows, surface: str = PAGE) -> Table:
+        """Its rows in its columns on ``surface`` (the page titles them itself)."""
+        return Table(on(surface, self.columns), rows)
 
     def asked(self, *, limit: int = 50, source: str | None = None, since: str | None = None,
               until: str | None = None, bucket: str = DEFAULT_BUCKET, now: datetime) -> Asked:

@@ -45,12 +45,12 @@ class Cell:
 
 @dataclass(frozen=True)
 class Table:
-    """Rows under a title (already shown: whoever writes stored text into it passes it through
-    ``text.shown``), in the columns of one surface."""
+    """Rows in the columns of one surface, under a title (already shown: whoever writes stored
+    text into a title passes it through ``text.shown``)."""
 
-    title: str
     columns: tuple[Column, ...]
     rows: Sequence[dict[str, Any]]
+    title: str = ""
 
     def cells(self) -> list[list[Cell]]:
         return [[Cell(column, row.get(column.key), column.text(row.get(column.key))) for column in self.columns]

@@ -35,8 +35,8 @@ def print_table(table: Table, console: Console | None = None) -> None:
     widths = _widths(table.columns, cells, console.width)
     if widths is None:
         return _print_blocks(console, table, cells)
-    grid = RichTable(title=Text(table.title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-                     pad_edge=False, collapse_padding=True)
+    console.print(Text(table.title))  # wrapped at the console's width, not the (narrower) table's
+    grid = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for column, width in zip(table.columns, widths):
         grid.add_column(Text(column.header), width=width, overflow="fold", no_wrap=column.numeric,
                         justify="right" if column.numeric else "left")
@@ -83,7 +83,7 @@ def _print_blocks(console: Console, table: Table, cells: list[list[Cell]]) -> No
 
 def print_rows(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
     """One table of the report's rows."""
-    print_table(Table(heading, on(TERMINAL, report.columns), rows), console)
+    print_table(Table(on(TERMINAL, report.columns), rows, heading), console)
 
 
 def print_per_source(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
@@ -93,7 +93,7 @@ def print_per_source(report: Report, heading: str, rows: list[dict[str, Any]], c
         console.print(Text(NOTHING))
     for source in dict.fromkeys(row["source"] for row in rows):
         ours = [row for row in rows if row["source"] == source]
-        print_table(Table(f"{heading}\nsource {shown(source)}", on(TERMINAL, report.columns), ours), console)
+        print_table(Table(on(TERMINAL, report.columns), ours, f"{heading}\nsource {shown(source)}"), console)
 
 
 def print_with_carried(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
@@ -103,8 +103,8 @@ def print_with_carried(report: Report, heading: str, rows: list[dict[str, Any]],
     assert carried is not None, f"{report.name} carries no report"
     for row in rows:
         if row[carried.key]:
-            print_table(Table(f"{shown(row['source'])}: {carried.title}", on(TERMINAL, carried.columns),
-                              row[carried.key]), console)
+            print_table(Table(on(TERMINAL, carried.columns), row[carried.key],
+                              f"{shown(row['source'])}: {carried.title}"), console)
 
 
 # --- ackstore show --------------------------------------------------------------------------------
@@ -119,7 +119,9 @@ def render_timeline(state: dict[str, Any], timeline: list[dict[str, Any]], conso
              + (f"; times on {next(iter(days))} (UTC)" if len(days) == 1 else "; times in UTC"))
     columns = [replace(column, kind="clock") if column.kind == "moment" and len(days) == 1 else column
                for column in on(TERMINAL, TIMELINE)]
-    grid = RichTable(title=Text(title), title_justify="left", box=None, pad_edge=False)
+    console = console or Console()
+    console.print(Text(title))
+    grid = RichTable(box=None, pad_edge=False)
     for column in columns:
         folds = column.key == "detail"
         grid.add_column(Text(column.header), justify="right" if column.numeric else "left", no_wrap=not folds,
@@ -127,4 +129,4 @@ def render_timeline(state: dict[str, Any], timeline: list[dict[str, Any]], conso
     for row in timeline:
         labelled = {**row, "checkpoint": f"{row['checkpoint']} {row['label']}" if row["label"] else row["checkpoint"]}
         grid.add_row(*(Text(column.text(labelled[column.key])) for column in columns))
-    (console or Console()).print(grid)
+    console.print(grid)

@@ -12,6 +12,7 @@ JSON keeps the stored text exactly (``json_text``): ``json.loads`` gives back wh
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 # Acted on rather than drawn: every C0 and C1 control and DEL (ESC opens CSI/OSC sequences: clear
@@ -32,6 +33,20 @@ _JSON_ESCAPES = {code: f"\\u{code:04x}" for code in UNSHOWN if code >= 0x20}
 def shown(text: str) -> str:
     """``text`` with each character in UNSHOWN written as its code point (``\\x1b``, ``\\u202e``)."""
     return text.translate(_VISIBLE)
+
+
+_CODE_POINT = re.compile(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})")
+
+
+def unshown(text: str) -> str:
+    """The stored text ``shown`` wrote: each ``\\x1b`` or ``\\u202e`` of a character in UNSHOWN
+    back to that character (a search box takes an id as a table showed it)."""
+
+    def character(match: re.Match[str]) -> str:
+        code = int(match.group(1) or match.group(2), 16)
+        return chr(code) if code in UNSHOWN else match.group(0)
+
+    return _CODE_POINT.sub(character, text)
 
 
 def json_text(value: Any, *, indent: int | None = 2) -> str:

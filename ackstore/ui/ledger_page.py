@@ -27,8 +27,8 @@ from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.asked import DEFAULT_WINDOW, Asked
 from ackstore.reporting.registry import AUDIT, LATENCY, SETTLEMENT, UNSETTLED, WATERMARKS
-from ackstore.reporting.tables import PAGE, Table, on
-from ackstore.reporting.text import shown
+from ackstore.reporting.tables import PAGE, Cell, Table, on
+from ackstore.reporting.text import shown, unshown
 from ackstore.reporting.timeline import TIMELINE, described
 from ackstore.reporting.values import MEASURES, instant
 from ackstore.rules.settings import Settings
@@ -36,11 +36,26 @@ from ackstore.ui.chart import latency_svg
 
 AUDIT_ROWS = 20
 CHARTED = "received_to_decided"
+LONG_WORD = 20  # characters: a cell with a longer word may break it anywhere (others wrap at spaces)
 
 _templates = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                          autoescape=select_autoescape(["html"]))
 _templates.filters["time"] = instant
 _templates.filters["shown"] = shown
+
+
+def _layout(cell: Cell) -> str:
+    """A cell's class: numbers and times whole, a word longer than LONG_WORD broken anywhere.
+    Only those may break mid-word: were every cell allowed to, a table squeezed by one long value
+    would break times and labels too."""
+    if cell.column.numeric:
+        return "n"
+    if cell.column.kind in ("time", "moment"):
+        return "t"
+    return "long" if max(map(len, cell.text.split()), default=0) > LONG_WORD else ""
+
+
+_templates.filters["layout"] = _layout
 
 
 def create_app() -> FastAPI:
@@ -82,8 +97,10 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
     page["search"] = correlation_id
     if correlation_id:
         page["signal"] = store.show(correlation_id)
+        if page["signal"] is None:  # typed as a table shows it (\x1b for ESC), as the search box holds it
+            page["signal"] = store.show(unshown(correlation_id))
         page["described"] = described(page["signal"]) if page["signal"] else ""
-        page["timeline"] = Table("", on(PAGE, TIMELINE), page["signal"]["timeline"] if page["signal"] else [])
+        page["timeline"] = Table(on(PAGE, TIMELINE), page["signal"]["timeline"] if page["signal"] else [])
     return page
 
 
