@@ -26,6 +26,8 @@ import pytest
 from ackstore.ledger import reports
 from ackstore.ledger.database import database_url, drop_database, make_engine, scratch_database
 from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.ledger.store import AckStore
+from ackstore.rules.settings import Settings
 from ackstore.local_airflow import LocalAirflow, health
 from ackstore.local_airflow import wait_until as wait_for
 from jobs import pipeline
@@ -162,6 +164,38 @@ def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
         assert f"{mark['source']}\t{mark['signals']}\t{mark['settled']}\t{mark['unsettled']}" in text, text
     for row in settled:
         assert f"{row['source']}\t{row['status']}" in text, text
+    _look_at_a_dead_letter(url, token, ledger)
+
+
+DEAD_LETTER = "dl-browser-1"
+
+
+def _look_at_a_dead_letter(url: str, token: str, ledger: str) -> None:
+    """A carried-out dead-letter is "dead-lettered", never settled, on the page in the browser:
+    its search's title, the unsettled list after its source's watermark, the watermark's count —
+    the state show gives (docs/signal-states.md)."""
+    engine = make_engine(ledger)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "WITH s AS (INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, "
+            "thing_id, topic, path, value, headers, requested_acks, response_required, timeout_ms, deadline_at) "
+            "VALUES ('plant-dl', 'm1', %(c)s, 'connectivity', 'live', 'live-message', 'alarm', 'org.acme:dl', "
+            "'org.acme/dl/things/live/messages/alarm', '/outbox/messages/alarm', '1', '{}', '{}', false, 0, now()) "
+            "RETURNING id), r AS (INSERT INTO request_results (signal_id, attempt, status, headers, cause, batch_id) "
+            "SELECT id, 1, 503, '{}', 'response', 0 FROM s RETURNING signal_id) "
+            "INSERT INTO settlements (signal_id, attempt, decision, carried_out_at) "
+            "SELECT signal_id, 1, 'dead-letter', now() FROM r", {"c": DEAD_LETTER})
+    engine.dispose()
+    assert AckStore(make_engine(ledger), Settings()).show(DEAD_LETTER)["state"] == "dead-lettered"
+    with Browser() as browser:
+        browser.set_cookie(url, "_token", token)
+        browser.open(f"{url}/ackstore/ledger/?correlation_id={DEAD_LETTER}")
+        text = browser.wait_for("document.readyState === 'complete' && document.body.innerText.includes('Open work') "
+                                "&& document.body.innerText")
+        title = browser.evaluate("document.getElementById('signal-title').innerText")
+    assert title.startswith(DEAD_LETTER) and "— dead-lettered" in title, title
+    assert "plant-dl\t1\t0\t1" in text, text  # its source's watermark: 1 signal, 0 settled, 1 not
+    assert f"{DEAD_LETTER}\t" in text and "dead-lettered" in text.split("Not settled")[1], text
 
 
 def _listening(port: int) -> bool:
