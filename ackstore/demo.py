@@ -32,6 +32,7 @@ from ackstore.ledger.database import (
     uses_embedded,
 )
 from ackstore.ledger.store import AckStore
+from ackstore.rules.labels import TWIN_PERSISTED
 
 SUBSCRIBER = "demo-auditor"
 CUSTOM_LABEL = "demo:audit"
@@ -102,7 +103,7 @@ def _submit_samples(store: AckStore, scenario: Scenario) -> None:
     _step("submit it", store.submit(command))
     _step(f"the subscriber acknowledges {CUSTOM_LABEL} in time",
           store.acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("modified"), 200)))
-    filtered = _modify(scenario.cid("filtered"), "/attributes/dimmed", True, ["twin-persisted", FILTERED_LABEL])
+    filtered = _modify(scenario.cid("filtered"), "/attributes/dimmed", True, [TWIN_PERSISTED, FILTERED_LABEL])
     _step(f"a command asking for {FILTERED_LABEL} (the filter of {FILTERED} does not pass it: a weak ack)",
           store.submit(filtered))
     timed_out = _modify(scenario.cid("timed-out"), "/attributes/brightness", 40, [CUSTOM_LABEL], timeout="1s")
@@ -181,7 +182,7 @@ def _through_rabbitmq(store: AckStore, scenario: Scenario) -> Any:
     from ackstore.connectors import config
     from ackstore.connectors.publish import publish_lines
 
-    connection = config.simple(RABBITMQ, RABBITMQ_QUEUE, ["twin-persisted"])
+    connection = config.simple(RABBITMQ, RABBITMQ_QUEUE, [TWIN_PERSISTED])
     try:
         broker = pika.BlockingConnection(pika.URLParameters(connection.uri + "?connection_attempts=1&socket_timeout=3"))
     except pika.exceptions.AMQPError as error:
@@ -191,7 +192,7 @@ def _through_rabbitmq(store: AckStore, scenario: Scenario) -> Any:
         broker.channel().queue_declare(RABBITMQ_QUEUE, durable=True)
     finally:
         broker.close()
-    message = _modify(scenario.cid("rabbitmq"), "/attributes/floor", 3, ["twin-persisted"])
+    message = _modify(scenario.cid("rabbitmq"), "/attributes/floor", 3, [TWIN_PERSISTED])
     _step(f"publish a command to RabbitMQ's queue {RABBITMQ_QUEUE!r}",
           publish_lines(connection.uri, RABBITMQ_QUEUE, [json.dumps(message).encode()]))
     _step(f"the connector {RABBITMQ!r} stores it (held on the broker until decided)", _connector_once(store, connection))

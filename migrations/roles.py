@@ -1,4 +1,7 @@
-"""What the migrations share about the least-privilege roles of migration 0006 (docs/roles.md)."""
+"""What the migrations share about the least-privilege roles of migration 0006 (docs/roles.md).
+
+Frozen like the migrations that call it: a role added later is a new migration's, not a new
+name here (``roles_exist`` would then be false for every earlier migration on a new database)."""
 
 from __future__ import annotations
 
@@ -20,5 +23,9 @@ def owned_by_admin(kind: str, name: str) -> None:
     ``kind`` and ``name`` are a migration's own words (e.g. 'FUNCTION', 'f(text)'), never input."""
     op.execute(f"""
 DO $$ BEGIN
-  IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN ALTER {kind} {name} OWNER TO ackstore_admin; END IF;
+  IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'ackstore_admin') THEN  -- else pg_has_role raises
+    IF pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN
+      ALTER {kind} {name} OWNER TO ackstore_admin;
+    END IF;
+  END IF;
 END $$""")

@@ -329,13 +329,6 @@ def test_the_signal_state_walks_every_case(engine: Engine) -> None:
     assert seen == set(settlement.SignalState)  # every state is reached
 
 
-def test_a_redelivery_or_dead_letter_is_never_settled() -> None:
-    for decision in ("redeliver", "dead-letter"):
-        for carried in (False, True):
-            assert settlement.signal_state(needs_transport=True, response_failed=None, decided=True,
-                                           decision=decision, carried_out=carried) is not settlement.SignalState.SETTLED
-
-
 # --- late acks ------------------------------------------------------------------------------------
 
 def test_late_acks_say_how_late_and_what_they_would_have_changed(seeded: Engine) -> None:

@@ -72,3 +72,18 @@ def _line_of(literal: str) -> int:
 def test_no_statement_spells_the_builtin_labels_as_a_list() -> None:
     pattern = re.compile(r"ARRAY\['(twin|search|live)-")
     assert [path.name for path, source in _live_sql().items() if pattern.search(source)] == []
+
+
+def test_refresh_statistics_knows_every_table_it_is_asked_for() -> None:
+    """Its allow-list (objects/pipeline.sql) names tables that exist, and every table a step asks
+    it to refresh: a table a merge newly writes must be added there, or the step fails at run time."""
+    from ackstore.ledger import objects
+    from ackstore.ledger.schema import metadata
+
+    allowed = set(re.findall(r"'(\w+)'", objects.current()["refresh_statistics"].ddl.split("ARRAY[", 1)[1].split("]")[0]))
+    assert allowed and allowed <= set(metadata.tables)
+    asked = {name for path in (ROOT / "jobs").glob("*.py")
+             for call in re.findall(r"refresh_statistics\([^)]*\)", path.read_text(), re.S)
+             for name in re.findall(r"\b(stage_\w+|queue_\w+|search_\w+|command_responses|things|acks|"
+                                    r"request_results|settlements)\b", call)}
+    assert asked <= allowed, asked - allowed

@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
 import migrations
+from ackstore.ledger.named_sql import ledger_statement
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 
@@ -42,6 +43,9 @@ def _migrate(engine: Engine, move: Callable[[Config, str], None], revision: str)
         if connection.execute(text(  # (a database migrated before 0006 is the current user's to migrate)
                 "SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE') "
                 "FROM pg_roles WHERE rolname = :r"), {"r": ADMIN_ROLE}).scalar():
+            # What an earlier run made as its session user (a superuser migrating from empty) becomes
+            # the admin role's first: as the admin role, the migrations could not replace it.
+            connection.execute(ledger_statement("migrations", "own_everything"))
             connection.execute(text(f"SET LOCAL ROLE {ADMIN_ROLE}"))
         config = alembic_config(engine.url.render_as_string(hide_password=False))
         config.attributes["connection"] = connection

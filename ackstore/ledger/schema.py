@@ -39,9 +39,6 @@ NAMING = {
 }
 metadata = MetaData(naming_convention=NAMING)
 
-# A signal row never changes after ingestion; its checkpoints (A.3) are rows in other tables:
-# persisted/failed in command_responses, decided in request_results, settled in settlements
-# (where it stands: the SQL function signal_state).
 BATCH_STEPS = ("apply_twin", "index_search", "sweep", "migrated")
 ACK_DISPOSITIONS = tuple(disposition.value for disposition in Disposition)
 RESULT_CAUSES = ("acks", "deadline", "error", "response", "accepted")
@@ -65,6 +62,9 @@ def _status(name: str = "status") -> Column:
     return Column(name, SmallInteger, nullable=False)
 
 
+# A signal row never changes after ingestion; its checkpoints (A.3) are rows in other tables:
+# persisted/failed in command_responses, decided in request_results, settled in settlements
+# (where it stands: the SQL function signal_state).
 signals = Table(
     "signals",
     metadata,

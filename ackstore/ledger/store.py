@@ -273,7 +273,7 @@ class AckStore:
             return results.show(conn, correlation_id)
 
     def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
-        """What ``show --json`` prints without the timeline."""
+        """What ``show`` reads of one signal, without its timeline (None if unknown)."""
         shown = self.show(correlation_id)
         if shown is not None:
             del shown["timeline"]

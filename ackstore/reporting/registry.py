@@ -1,5 +1,5 @@
-"""Every report, once: its name (as the CLI spells it; the ledger's function is the same name with
-``_``), what it says it is, how it reads the ledger (ackstore.ledger.reports), which options it
+"""Every report, once: its name (as the CLI spells it; ackstore.ledger.reports names its query the
+same, with ``_`` for ``-``), what it says it is, how it reads the ledger (ackstore.ledger.reports), which options it
 takes, its columns on each surface, its title, and how the terminal prints it. ``REPORTS`` is what
 ``ackstore report`` offers; the CLI's choices and help, ``--json``, the demo and the Ledger page
 all read them here."""

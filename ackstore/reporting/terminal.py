@@ -79,7 +79,7 @@ def _print_blocks(console: Console, table: Table, cells: list[list[Cell]]) -> No
         console.print(block)
 
 
-# --- how each report prints (registry.Report.print) ----------------------------------------------
+# --- how each report prints (registry.Report.render) ----------------------------------------------
 
 def print_rows(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
     """One table of the report's rows."""

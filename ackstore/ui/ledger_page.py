@@ -98,7 +98,7 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
     if correlation_id:
         page["signal"] = store.show(correlation_id)
         if page["signal"] is None:  # typed as a table shows it (\x1b for ESC), as the search box holds it
-            page["signal"] = store.show(unshown(correlation_id))
+            page["signal"] = store.show(unshown(correlation_id)) if unshown(correlation_id) != correlation_id else None
         page["described"] = described(page["signal"]) if page["signal"] else ""
         page["timeline"] = Table(on(PAGE, TIMELINE), page["signal"]["timeline"] if page["signal"] else [])
     return page

@@ -31,7 +31,7 @@ SELECT COALESCE(max(r.event_id), 0) FROM command_responses r
 -- name: insert_responses
 -- The persisted facts: each command's response and, for a change, its event (its position after
 -- :event_base in ingestion order, the thing's revision, the action). twin-persisted and the
--- event log are read from these rows (schema.LEDGER_VIEWS). Only this step answers a twin
+-- event log are read from these rows (sql/objects/: builtin_facts, events). Only this step answers a twin
 -- command, and each once: its queue entry leaves in this transaction.
 INSERT INTO command_responses (signal_id, status, payload, is_error, batch_id, event_id, revision, event_action)
 SELECT o.signal_id, o.status, o.payload, o.is_error, :batch_id,

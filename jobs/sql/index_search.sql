@@ -58,7 +58,7 @@ WHERE w.thing_id = q.thing_id AND q.revision <= w.revision
 
 -- name: insert_marks
 -- One mark per indexed thing: the revisions the index reached in this batch. search-persisted
--- of every command in that range is derived from it (schema.LEDGER_VIEWS, builtin_facts): 204
+-- of every command in that range is derived from it (ackstore/ledger/sql/objects/builtin_facts.sql): 204
 -- when the index was written, a weak 200 when it already held this state (B.11).
 INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed)
 SELECT st.thing_id, st.old_revision, st.revision, :batch_id, st.changed

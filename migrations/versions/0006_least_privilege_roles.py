@@ -37,8 +37,8 @@ STAGING = ("stage_twin_outcomes", "stage_search_things", "stage_search_rows", "s
            "stage_settlements", "stage_check_results", "stage_check_acks", "stage_check_settlements")
 VIEWS = ("report_settlement_status", "report_qos1_audit")
 
-# (privileges, tables) per role, exactly what each component's statements need: frozen here, as
-# the views are in their migrations. tests/test_roles.py shows each in use (or names why it cannot).
+# (privileges, tables) per role, exactly what each component's statements need, as of this
+# revision (the current grants: ackstore/ledger/sql/objects/grants.sql). tests/test_roles.py shows each in use (or names why it cannot).
 GRANTS = {
     "ackstore_ingest": [
         ("SELECT, INSERT, UPDATE (received_at)", ("signals",)),  # UPDATE: row locks only (the trigger refuses changes)
@@ -120,6 +120,10 @@ def downgrade() -> None:
         for role, grants in GRANTS.items():
             for _, tables in grants:
                 op.execute(f"REVOKE ALL ON {', '.join(tables)} FROM {role}")
-            op.execute(f"REVOKE USAGE ON SCHEMA public FROM {role}")
+        # The schema's grants are its owner's to revoke, not the admin role's the migrations run as
+        # (a revoke by anyone else does nothing): back to the session's user, as 0006 ran.
+        op.execute("RESET ROLE")
+        op.execute(f"REVOKE USAGE ON SCHEMA public FROM {', '.join(ROLES)}")
+        op.execute("REVOKE CREATE ON SCHEMA public FROM ackstore_admin")
     op.execute("DROP TRIGGER signals_are_immutable ON signals")
     op.execute("DROP FUNCTION ackstore_refuse_change()")

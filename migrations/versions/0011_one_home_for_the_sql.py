@@ -13,7 +13,7 @@ Create Date: 2026-11-25 08:00:00
 * ``signal_state`` is where a signal stands, for every surface; it replaces ``settlement_state``,
   and ``signal_paths`` gives it as ``state`` (the reports' ``why`` is it): a carried-out
   dead-letter or redelivery is no longer "settled" anywhere (decision #71).
-* ``report_qos1_audit`` is ``report_audit``, the name the CLI and the page use.
+* ``report_qos1_audit`` is ``report_audit``: the audit has one name (the CLI's, the page's, the ledger's).
 * Every object is the admin role's (``own_everything``): a database migrated from empty kept
   migration 0007's functions and 0006's trigger function as the migrating user's.
 """
@@ -31,11 +31,13 @@ down_revision = '0010'
 branch_labels = None
 depends_on = None
 
-RULES = ("counted", "twin_persisted", "search_persisted", "live_response", "builtin_labels", "judged_by_deadline")
+RULES = {"counted": "", "twin_persisted": "", "search_persisted": "", "live_response": "", "builtin_labels": "",
+         "judged_by_deadline": "text"}  # name: arguments
 # Replaced in place (same columns, same arguments), each after what it calls.
 REPLACED = ("builtin_disposition", "builtin_facts", "thing_events", "report_late_acks", "report_labels")
 # signal_paths gives ``state`` instead of ``settled``: a new result type is a new function. The
-# reports reading it are SQL functions, which PostgreSQL does not track: they are replaced after it.
+# reports reading it are SQL functions, which PostgreSQL does not track, so the drop is free; those
+# that read ``settled`` are replaced after it (report_latency reads neither: it stays).
 PATHS = "signal_paths(timestamptz, timestamptz, text)"
 PATH_READERS = ("report_watermarks", "report_unsettled")
 SETTLEMENT_STATE = "settlement_state(boolean, boolean, text, timestamptz)"
@@ -69,5 +71,5 @@ def downgrade() -> None:
     for name in ("signal_paths", *PATH_READERS, *reversed(REPLACED)):
         objects.create(bind, name, down_revision)
     op.execute("DROP FUNCTION signal_state(boolean, boolean, boolean, text, boolean)")
-    for name in reversed(RULES):
-        op.execute(f"DROP FUNCTION {name}({'text' if name == 'judged_by_deadline' else ''})")
+    for name, arguments in reversed(RULES.items()):
+        op.execute(f"DROP FUNCTION {name}({arguments})")

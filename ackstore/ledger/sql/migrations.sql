@@ -1,13 +1,18 @@
--- Statements the migrations share (migrations/versions/).
+-- Statements the migrations share (ackstore/ledger/migrate.py, migrations/versions/).
 
 -- name: own_everything
 -- Every table, view and function of the schema is the admin role's, whoever ran the migrations
--- (a table's sequences follow it): a database migrated from empty by a superuser runs as that
+-- (a table's sequences follow it). A database migrated from empty by a superuser runs as that
 -- user until migration 0006 has made the roles, so its later objects were the superuser's, and
--- the admin role could not replace them. Nothing happens for a user in no admin role.
+-- the admin role could not replace them. migrate.py runs this as the session user before it
+-- takes the admin role; 0011 once more for what it made. Nothing happens without the admin role,
+-- for a user in no admin role, or to an extension's objects.
 DO $$
 DECLARE object record;
 BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ackstore_admin') THEN
+    RETURN;
+  END IF;
   IF NOT pg_has_role(current_user, 'ackstore_admin', 'MEMBER') THEN
     RETURN;
   END IF;
@@ -15,10 +20,12 @@ BEGIN
                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'p')
                   AND pg_get_userbyid(c.relowner) <> 'ackstore_admin'
+                  AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e')
                 UNION ALL
                 SELECT format('FUNCTION %s', p.oid::regprocedure)
                 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-                WHERE n.nspname = current_schema() AND pg_get_userbyid(p.proowner) <> 'ackstore_admin' LOOP
+                WHERE n.nspname = current_schema() AND pg_get_userbyid(p.proowner) <> 'ackstore_admin'
+                  AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e') LOOP
     EXECUTE format('ALTER %s OWNER TO ackstore_admin', object.name);
   END LOOP;
 END $$

@@ -1,4 +1,4 @@
--- report_qos1_audit as migration 0007 defined it (superseded: the current definition is in objects/).
+-- report_qos1_audit as migration 0007 defined it (superseded; renamed report_audit by migration 0011).
 CREATE OR REPLACE VIEW report_qos1_audit AS
 SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
        received_at, now() - received_at AS age

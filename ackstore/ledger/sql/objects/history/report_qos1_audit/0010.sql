@@ -1,4 +1,4 @@
--- report_qos1_audit as migration 0010 defined it (superseded: the current definition is in objects/).
+-- report_qos1_audit as migration 0010 defined it (superseded; renamed report_audit by migration 0011).
 -- The QoS-1 audit: every signal received but not yet answered (API, CLI) or not yet settled
 -- (connections), oldest first, with its age and the checkpoint it is stuck before.
 -- version: 0010

@@ -1,4 +1,4 @@
--- settlement_state as migration 0010 defined it (superseded: the current definition is in objects/).
+-- settlement_state as migration 0010 defined it (superseded; dropped by migration 0011: signal_state replaced it).
 -- Where a signal's current attempt stands on its way to settlement: 'settled' (answered, for
 -- the API and the CLI; for a connection, acked or rejected on the broker), else why not —
 -- 'undecided', 'settlement undecided', 'redeliver', 'dead-letter', 'not carried out'.
