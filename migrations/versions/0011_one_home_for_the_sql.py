@@ -10,8 +10,8 @@ Create Date: 2026-11-25 08:00:00
   (the disposition that counts), the built-in labels ``twin_persisted()``, ``search_persisted()``,
   ``live_response()`` and ``builtin_labels()``, and ``judged_by_deadline(cause)``. The views and
   functions that spelled them out call them (same plans, same answers).
-* ``signal_state`` is where a signal stands, for every surface; it replaces ``settlement_state``,
-  and ``signal_paths`` gives it as ``state`` (the reports' ``why`` is it): a carried-out
+* ``signal_state`` is where a signal stands, for every surface; it replaces ``settlement_state``:
+  ``signal_paths`` says whether each signal is settled by it, the unsettled list's ``why`` is it; a carried-out
   dead-letter or redelivery is no longer "settled" anywhere (decision #71).
 * ``report_qos1_audit`` is ``report_audit``: the audit has one name (the CLI's, the page's, the ledger's).
 * Every object is the admin role's (``own_everything``): a database migrated from empty kept
@@ -35,7 +35,8 @@ RULES = {"counted": "", "twin_persisted": "", "search_persisted": "", "live_resp
          "judged_by_deadline": "text"}  # name: arguments
 # Replaced in place (same columns, same arguments), each after what it calls.
 REPLACED = ("builtin_disposition", "builtin_facts", "thing_events", "report_late_acks", "report_labels")
-# signal_paths gives ``state`` instead of ``settled``: a new result type is a new function. The
+# signal_paths gives whether a signal is settled (a boolean, and the facts the unsettled list
+# needs) instead of settlement_state's word: a new result type is a new function. The
 # reports reading it are SQL functions, which PostgreSQL does not track, so the drop is free; those
 # that read ``settled`` are replaced after it (report_latency reads neither: it stays).
 PATHS = "signal_paths(timestamptz, timestamptz, text)"

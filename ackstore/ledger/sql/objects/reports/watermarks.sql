@@ -10,7 +10,7 @@ RETURNS TABLE (source text, signals bigint, settled bigint, unsettled bigint, wa
                watermark_message_id text, watermark_received_at timestamptz)
 LANGUAGE sql STABLE AS $$
 WITH paths AS MATERIALIZED (
-    SELECT p.signal_id, p.source, p.state = 'settled' AS settled FROM signal_paths(since, until, only_source) p
+    SELECT p.signal_id, p.source, p.settled FROM signal_paths(since, until, only_source) p
 ), per_source AS (
     SELECT p.source, count(*) AS signals, count(*) FILTER (WHERE p.settled) AS settled,
            min(p.signal_id) FILTER (WHERE NOT p.settled) AS first_unsettled
@@ -31,14 +31,16 @@ $$;
 
 -- name: report_unsettled
 -- The signals of the window not settled, by source in received order, with why: where each
--- stands (signal_state).
+-- stands (signal_state; whether its command failed, looked up for these few signals alone).
 -- version: 0011
 CREATE OR REPLACE FUNCTION report_unsettled(since timestamptz, until timestamptz, only_source text)
 RETURNS TABLE (source text, signal_id bigint, correlation_id text, source_message_id text, received_at timestamptz,
                attempt integer, why text)
 LANGUAGE sql STABLE AS $$
-SELECT p.source, p.signal_id, p.correlation_id, p.source_message_id, p.received_at, p.attempt, p.state
+SELECT p.source, p.signal_id, p.correlation_id, p.source_message_id, p.received_at, p.attempt,
+       signal_state(p.needs_transport, (SELECT x.is_error FROM command_responses x WHERE x.signal_id = p.signal_id),
+                    p.decided_at IS NOT NULL, p.decision, p.carried_out_at IS NOT NULL)
 FROM signal_paths(since, until, only_source) p
-WHERE p.state <> 'settled'
+WHERE NOT p.settled
 ORDER BY p.source, p.signal_id
 $$;
