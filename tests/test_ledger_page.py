@@ -125,7 +125,7 @@ def test_the_pages_numbers_are_the_reports(probed, engine: Engine) -> None:
 def test_a_correlation_id_shows_its_timeline(probed, engine: Engine) -> None:
     answers, _ = probed
     found = Tables(answers["search"])
-    timeline = AckStore(engine, Settings()).timeline("a2")
+    timeline = AckStore(engine, Settings()).show("a2")["timeline"]
     assert [(row[2], row[3], row[4]) for row in found.tables["timeline"][1:]] == [
         (t["checkpoint"], t["label"] or "", "" if t["status"] is None else str(t["status"])) for t in timeline]
     assert "a2" in "".join(found.text) and "attempt opened" in "".join(found.text)

@@ -63,7 +63,7 @@ def test_a_settled_signal_shows_every_checkpoint_at_the_time_its_table_holds(sto
     carried = _at(engine, "SELECT carried_out_at FROM settlements WHERE signal_id = :s", **s)
     deadline = _at(engine, "SELECT deadline_at FROM signals WHERE id = :s", **s)
 
-    timeline = store.timeline("tl-1")
+    timeline = store.show("tl-1")["timeline"]
 
     assert [(row["at"], row["checkpoint"], row["attempt"], row["label"], row["status"]) for row in timeline] == [
         (received, "received", 1, None, None),
@@ -92,8 +92,8 @@ def test_a_settled_signal_shows_every_checkpoint_at_the_time_its_table_holds(sto
 
 
 def test_an_unknown_or_impossible_correlation_id_has_no_timeline(store: AckStore) -> None:
-    assert store.timeline("nobody") is None
-    assert store.timeline("x" * 100_000) is None
+    assert store.show("nobody") is None
+    assert store.show("x" * 100_000) is None
 
 
 def test_show_prints_the_timeline_readably_at_80_columns_and_as_json(store: AckStore, run_pipeline,

@@ -74,10 +74,19 @@ class Definition:
     @property
     def kind(self) -> str:
         """'view', 'function' or 'trigger'."""
+        return self._create.group(1).lower()
+
+    @property
+    def statement(self) -> str:
+        """The ``CREATE OR REPLACE`` statement, without the comment above it."""
+        return self.ddl[self._create.start():]
+
+    @property
+    def _create(self) -> re.Match[str]:
         found = _KIND.search(self.ddl)
         if found is None:
             raise ValueError(f"{self.name} is no CREATE OR REPLACE of a view, function or trigger")
-        return found.group(1).lower()
+        return found
 
 
 @lru_cache(maxsize=None)
@@ -115,8 +124,7 @@ def stored() -> dict[tuple[str, str], Definition]:
 def digest(item: Definition) -> str:
     """A version's fingerprint for ``versions.lock``: its statement from ``CREATE`` on (the comment
     above it is documentation, free to change), spacing folded."""
-    statement = item.ddl[_KIND.search(item.ddl).start():] if _KIND.search(item.ddl) else item.ddl
-    return hashlib.sha256(re.sub(r"\s+", " ", statement).strip().encode()).hexdigest()[:16]
+    return hashlib.sha256(re.sub(r"\s+", " ", item.statement).strip().encode()).hexdigest()[:16]
 
 
 def definition(name: str, revision: str) -> str:

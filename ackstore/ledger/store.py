@@ -279,11 +279,6 @@ class AckStore:
             del shown["timeline"]
         return shown
 
-    def timeline(self, correlation_id: str) -> list[dict[str, Any]] | None:
-        """Every checkpoint of one signal with its time (A.3), oldest first; None if unknown."""
-        shown = self.show(correlation_id)
-        return None if shown is None else shown["timeline"]
-
 
 def _could_be_stored(correlation_id: str) -> bool:
     """Whether a stored signal could have this correlation id (text PostgreSQL holds, in bounds)."""

@@ -87,7 +87,6 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
             "watermarks": WATERMARKS.table(WATERMARKS.query(conn, replace(day, limit=1_000))),
             "unsettled": UNSETTLED.table(UNSETTLED.query(conn, replace(day, limit=AUDIT_ROWS))),
             "audit": AUDIT.table(AUDIT.query(conn, Asked(limit=AUDIT_ROWS))),
-            "latency": latency,
         }
     sources = list(dict.fromkeys(row["source"] for row in latency))
     page["charts"] = [{"source": source, "rows": [r for r in latency if r["source"] == source]} for source in sources]
@@ -97,8 +96,9 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
     page["search"] = correlation_id
     if correlation_id:
         page["signal"] = store.show(correlation_id)
-        if page["signal"] is None:  # typed as a table shows it (\x1b for ESC), as the search box holds it
-            page["signal"] = store.show(unshown(correlation_id)) if unshown(correlation_id) != correlation_id else None
+        typed = unshown(correlation_id)  # typed as a table shows it (\x1b for ESC), as the search box holds it
+        if page["signal"] is None and typed != correlation_id:
+            page["signal"] = store.show(typed)
         page["described"] = described(page["signal"]) if page["signal"] else ""
         page["timeline"] = Table(on(PAGE, TIMELINE), page["signal"]["timeline"] if page["signal"] else [])
     return page
