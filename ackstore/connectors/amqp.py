@@ -20,24 +20,43 @@ Targets publish the twin events and live signals the connection subscribes to (p
 ledger under a lease) to an exchange with publisher confirms, and issue the target's
 acknowledgement label from the broker's answer: 200 on a confirm, 503 on a nack.
 
-If the process dies, the broker redelivers what it held; nothing is lost or applied twice.
+Three threads overlap the work, with bounded hand-overs so memory stays flat under a backlog:
+
+* the broker's thread (the only one that touches pika) receives deliveries into batches and
+  settles deliveries on the channel, in delivery-tag order with one ``multiple`` frame per run
+  of the oldest tags (:mod:`ackstore.connectors.tags`); it stops reading from the socket while
+  the batches waiting to be stored are at their bound;
+* the storing thread stores each batch and hands back what to settle at once and what to hold;
+* the deciding thread listens for the settle step, records the decisions carried out and hands
+  back their deliveries.
+
+A database that is away is said once and asked again after waits that double
+(:mod:`ackstore.connectors.outage`); a batch waits for it in memory, its deliveries held.
+Stopping, the connector stores what it received, carries out what is decided, and gives back
+every other delivery with one frame. If the process dies, the broker redelivers what it held;
+nothing is lost or applied twice.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pika
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, UnroutableError
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.connectors.config import ConnectionConfig
 from ackstore import faults
+from ackstore.connectors.config import ConnectionConfig
+from ackstore.connectors.held import Delivery, Held
+from ackstore.connectors.outage import Outage
+from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.ledger import failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
@@ -47,6 +66,8 @@ from ackstore.rules.connectivity import Disposition
 log = logging.getLogger("ackstore.connector")
 
 DITTO_JSON = wire.DITTO_CONTENT_TYPE
+GIVE_BACK = Disposition(ack=False, requeue=True)  # undecided deliveries return to the queue
+ACK = Disposition(ack=True)
 
 
 @dataclass
@@ -63,6 +84,7 @@ class Options:
     once: bool = False  # take what is queued now, settle what is decided, exit
     reconnect_s: float = 1.0  # the first wait before reconnecting; doubled after each failure
     max_reconnect_s: float = 30.0
+    batches_waiting: int = 4  # received batches waiting to be stored before the socket is left unread
 
 
 @dataclass
@@ -73,6 +95,7 @@ class Counts:
     rejected: int = 0
     settled_at_once: int = 0
     carried_out: dict[str, int] = field(default_factory=dict)
+    given_back: int = 0
     published: int = 0
     reconnects: int = 0
 
@@ -80,16 +103,37 @@ class Counts:
         decided = ", ".join(f"{k} {v}" for k, v in sorted(self.carried_out.items())) or "none"
         return (f"received {self.received}, stored {self.stored} (redelivered {self.redelivered}), "
                 f"rejected {self.rejected}, settled at once {self.settled_at_once}, carried out: {decided}; "
-                f"holding {held}; published {self.published}; reconnects {self.reconnects}")
+                f"holding {held}; given back {self.given_back}; published {self.published}; "
+                f"reconnects {self.reconnects}")
 
 
 @dataclass(frozen=True)
-class _Delivery:
+class _Message:
     tag: int
     redelivered: bool
     properties: Any
     body: bytes
     includes: tuple[str, ...]  # the requested-acks its source adds
+
+
+@dataclass(frozen=True)
+class _Batch:
+    session: int
+    messages: list[_Message]
+
+
+@dataclass(frozen=True)
+class _Settle:
+    """Deliveries for the broker's thread to settle."""
+
+    session: int
+    dispositions: dict[int, Disposition]  # delivery tag -> how
+
+
+@dataclass(frozen=True)
+class _Reply:
+    reply_to: str | None
+    message: dict[str, Any]
 
 
 class AmqpConnector:
@@ -100,15 +144,27 @@ class AmqpConnector:
         self.config = config
         self.options = options or Options()
         self.counts = Counts()
-        self.stopping = False
-        self._held: dict[int, list[int]] = {}  # signal id -> delivery tags on the consuming channel
-        self._buffer: list[_Delivery] = []
+        self.stopping = False  # set by SIGTERM / SIGINT
+        self._held = Held()
+        self._to_store: queue.Queue[_Batch] = queue.Queue(maxsize=max(1, self.options.batches_waiting))
+        self._outbox: queue.SimpleQueue[_Settle | _Reply] = queue.SimpleQueue()  # to the broker's thread
+        self._interrupt = threading.Event()  # stopping was asked: waits for the database end
+        self._done = threading.Event()  # the helper threads end
+        self._final_pass = threading.Event()  # the deciding thread's last pass is asked for …
+        self._final_pass_done = threading.Event()  # … and done
+        self._broken: BaseException | None = None  # a helper thread's unexpected failure
+        self._session = 0  # the broker connection in use (a delivery tag is only valid on it)
+        self._live_session: int | None = None
+        self._tags = DeliveryTags()
+        self._buffer: list[_Message] = []
         self._buffer_since = 0.0
         self._consume: BlockingChannel | None = None
         self._publish: BlockingChannel | None = None
         self._consumer_tags: list[str] = []
         self._includes: dict[str, tuple[str, ...]] = {}  # consumer tag -> its source's includes
         self._backoff_s = self.options.reconnect_s
+        self._storing_outage = self._outage("the database (storing messages)")
+        self._deciding_outage = self._outage("the database (reading decisions)")
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -117,17 +173,23 @@ class AmqpConnector:
         self._warn_about_consumer_timeout()
         if not self._declare():
             return 1
-        listener = settlements.Listener(self.store.engine, self.config.id)
+        threads = [self._start(self._storing, "storing"), self._start(self._deciding, "deciding")]
         try:
-            while not self.stopping:
+            while not self.stopping and self._broken is None:
                 try:
-                    if self._session(listener):
+                    if self._run_session():
                         break
                 except (AMQPConnectionError, AMQPChannelError) as problem:
                     self._lost(problem)
         finally:
-            listener.close()
-            log.info("connector %s stopped: %s", self.config.id, self.counts.line(self._holding()))
+            self._done.set()
+            self._interrupt.set()
+            for thread in threads:
+                thread.join(30)
+            log.info("connector %s stopped: %s", self.config.id, self.counts.line(len(self._held)))
+        if self._broken is not None:
+            log.error("connector %s: a thread failed: %s", self.config.id, _described(self._broken))
+            return 1
         return 0
 
     @property
@@ -170,20 +232,41 @@ class AmqpConnector:
             log.info("connector %s: declared %s", self.config.id, ", ".join(labels))
         return True
 
-    def _session(self, listener: settlements.Listener) -> bool:
+    def _outage(self, what: str) -> Outage:
+        return Outage(f"connector {self.config.id}: {what}", log, self.options.reconnect_s,
+                      self.options.max_reconnect_s)
+
+    def _start(self, work: Callable[[], None], name: str) -> threading.Thread:
+        """A helper thread; an unexpected failure in it stops the connector (its deliveries go back)."""
+        def guarded() -> None:
+            try:
+                work()
+            except BaseException as problem:  # noqa: BLE001 — reported by run()
+                self._broken = problem
+                self._interrupt.set()
+                log.exception("connector %s: the %s thread failed", self.config.id, name)
+        thread = threading.Thread(target=guarded, name=f"connector-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _run_session(self) -> bool:
         """One broker connection; True when the connector is done, False to reconnect."""
         parameters = pika.URLParameters(self.config.uri)
         parameters.client_properties = {"connection_name": self.connection_name}
         connection = pika.BlockingConnection(parameters)
+        self._session += 1
+        self._tags = DeliveryTags()
         try:
             self._open_channels(connection)
+            self._live_session = self._session
             self._backoff_s = self.options.reconnect_s  # connected and consuming: start over
             log.info("connector %s: consuming %s (prefetch %d, batches of %d)", self.config.id,
                      ", ".join(s.queue for s in self.config.sources) or "nothing", self.options.prefetch,
                      self.options.batch_size)
-            return self._loop(connection, listener)
+            return self._loop(connection)
         finally:
-            self._held.clear()  # unsettled deliveries go back to the queue with the channel
+            self._live_session = None  # unsettled deliveries go back to the queue with the channel
+            self._held.forget(self._session)
             self._buffer.clear()
             if connection.is_open:
                 connection.close()
@@ -210,123 +293,217 @@ class AmqpConnector:
             time.sleep(0.1)
         self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
 
-    def _holding(self) -> int:
-        return sum(len(tags) for tags in self._held.values())
+    # --- the broker's thread ------------------------------------------------------------------
 
-    # --- the loop -----------------------------------------------------------------------------
-
-    def _loop(self, connection: pika.BlockingConnection, listener: settlements.Listener) -> bool:
-        next_poll = next_targets = next_report = 0.0
+    def _loop(self, connection: pika.BlockingConnection) -> bool:
+        next_targets = next_report = next_heartbeat = 0.0
         idle_rounds = 0
         while True:
-            connection.process_data_events(time_limit=self.options.linger_s)
-            if self._buffer and (len(self._buffer) >= self.options.batch_size
-                                 or time.monotonic() - self._buffer_since >= self.options.linger_s):
-                self._store_buffer()
-                idle_rounds = 0
-            else:
-                idle_rounds += 1
             now = time.monotonic()
-            notified = listener.wait(0)
-            if notified or now >= next_poll:
-                self._carry_out_decisions_or_later()
-                next_poll = now + self.options.poll_s
+            if not self._to_store.full() or now >= next_heartbeat:
+                # a full hand-over leaves the socket unread (the broker holds back), but not so
+                # long that the broker misses our heartbeats
+                connection.process_data_events(time_limit=0 if self._to_store.full() else self.options.linger_s)
+                next_heartbeat = now + 1.0
+            else:
+                time.sleep(0.005)
+            idle_rounds = 0 if self._hand_over() else idle_rounds + 1
+            self._settle_what_is_handed_back()
             if self.config.targets and now >= next_targets:
                 self._publish_targets()
                 next_targets = now + self.options.target_interval_s
             if now >= next_report:
-                log.info("connector %s: %s", self.config.id, self.counts.line(self._holding()))
+                log.info("connector %s: %s", self.config.id, self.counts.line(len(self._held)))
                 next_report = now + 10
             if self._limit_reached():
                 self._stop_consuming(connection)
-            if self.stopping or self._finished(idle_rounds):
-                log.info("connector %s: stopping — no new messages; carrying out what is decided", self.config.id)
-                self._stop_consuming(connection)
-                self._carry_out_decisions()
+            if self.stopping or self._broken is not None or self._finished(idle_rounds):
+                self._wind_down(connection)
                 return True
+
+    def _on_message(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        if not self._buffer:
+            self._buffer_since = time.monotonic()
+        self._tags.delivered(method.delivery_tag)
+        self._buffer.append(_Message(method.delivery_tag, method.redelivered, properties, body,
+                                     self._includes.get(method.consumer_tag, ())))
+        self.counts.received += 1
+
+    def _hand_over(self, everything: bool = False) -> bool:
+        """Full batches (or a partial one that waited long enough) to the storing thread."""
+        if not self._buffer or not (everything or len(self._buffer) >= self.options.batch_size
+                                    or time.monotonic() - self._buffer_since >= self.options.linger_s):
+            return False
+        size = self.options.batch_size
+        while self._buffer:
+            try:
+                self._to_store.put_nowait(_Batch(self._session, self._buffer[:size]))
+            except queue.Full:
+                break
+            del self._buffer[:size]
+        return True
+
+    def _settle_what_is_handed_back(self) -> None:
+        """Settle on the channel what the other threads decided, then publish their replies."""
+        dispositions: dict[int, Disposition] = {}
+        replies: list[_Reply] = []
+        while True:
+            try:
+                item = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Reply):
+                replies.append(item)
+            elif item.session == self._live_session:  # a closed channel's deliveries went back
+                dispositions.update(item.dispositions)
+        for frame in self._tags.settle(dispositions):
+            self._send(frame)
+        for reply in replies:
+            self._reply(reply.reply_to, reply.message)
+
+    def _send(self, frame: Frame) -> None:
+        faults.checkpoint("connector:settling")
+        if frame.disposition.ack:
+            self._consume.basic_ack(frame.tag, multiple=frame.multiple)
+        else:
+            self._consume.basic_nack(frame.tag, multiple=frame.multiple, requeue=frame.disposition.requeue)
 
     def _limit_reached(self) -> bool:
         limit = self.options.max_messages
         return limit is not None and self.counts.received >= limit and bool(self._consumer_tags)
 
+    def _idle(self) -> bool:
+        """Nothing received waits to be stored, nothing stored waits to be settled."""
+        return not self._buffer and self._to_store.unfinished_tasks == 0 and self._outbox.empty()
+
     def _finished(self, idle_rounds: int) -> bool:
         if self.options.once:
-            return idle_rounds >= 3 and not self._buffer
+            return idle_rounds >= 3 and self._idle()
         if self.options.max_messages is not None and self.counts.received >= self.options.max_messages:
-            return not self._buffer and not self._held
+            return self._idle() and not len(self._held)
         return False
 
     def _stop_consuming(self, connection: pika.BlockingConnection) -> None:
-        """Cancel the consumers, then store what already arrived (it was delivered to us)."""
+        """Cancel the consumers; what already arrived was delivered to us and is stored."""
         for tag in self._consumer_tags:
             self._consume.basic_cancel(tag)
         self._consumer_tags = []
         connection.process_data_events(time_limit=0)
-        if self._buffer:
-            self._store_buffer()
 
-    # --- sources ------------------------------------------------------------------------------
+    def _wind_down(self, connection: pika.BlockingConnection) -> None:
+        """Store what arrived, carry out what is decided, give every other delivery back."""
+        log.info("connector %s: stopping — storing what arrived, carrying out what is decided", self.config.id)
+        if self.stopping:
+            self._interrupt.set()  # a database that is away is not waited for: its batches go back
+        self._stop_consuming(connection)
+        self._until(connection, self._all_handed_over)
+        self._until(connection, lambda: self._to_store.unfinished_tasks == 0)
+        self._final_pass.set()
+        self._until(connection, self._final_pass_done.is_set)
+        self._settle_what_is_handed_back()
+        frame = self._tags.give_back(GIVE_BACK)
+        if frame is not None:
+            given = len(self._held)
+            self._send(frame)
+            self.counts.given_back += given
+            log.info("connector %s: gave %d undecided deliveries back to the queue", self.config.id, given)
 
-    def _on_message(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
-        if not self._buffer:
-            self._buffer_since = time.monotonic()
-        self._buffer.append(_Delivery(method.delivery_tag, method.redelivered, properties, body,
-                                      self._includes.get(method.consumer_tag, ())))
-        self.counts.received += 1
+    def _all_handed_over(self) -> bool:
+        self._hand_over(everything=True)
+        return not self._buffer
 
-    def _store_buffer(self) -> None:
-        batch, self._buffer = self._buffer, []
-        signals: list[tuple[_Delivery, Any, str]] = []
-        for delivery in batch:
-            envelope = self._envelope(delivery)
+    def _until(self, connection: pika.BlockingConnection, condition: Callable[[], bool]) -> None:
+        """Keep the connection alive and settle what comes back until ``condition`` holds."""
+        while not condition() and self._broken is None:
+            connection.process_data_events(time_limit=0.02)
+            self._settle_what_is_handed_back()
+
+    # --- the storing thread -------------------------------------------------------------------
+
+    def _storing(self) -> None:
+        while not self._done.is_set():
+            try:
+                batch = self._to_store.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._store_batch(batch)
+            finally:
+                self._to_store.task_done()
+
+    def _current(self, batch: _Batch) -> bool:
+        return batch.session == self._live_session
+
+    def _store_batch(self, batch: _Batch) -> None:
+        signals: list[tuple[_Message, Any, str]] = []
+        settle: dict[int, Disposition] = {}
+        for message in batch.messages:
+            envelope = self._envelope(message)
             if connectivity.is_acknowledgement(envelope):
-                self._acknowledgement(delivery, envelope)
+                self._acknowledgement(message, envelope, settle)
             else:
                 key = connectivity.source_message_id(
-                    delivery.properties.message_id, delivery.body, delivery.properties.correlation_id
+                    message.properties.message_id, message.body, message.properties.correlation_id
                 )
-                signals.append((delivery, envelope, key))
-        if not signals:
+                signals.append((message, envelope, key))
+        results = self._ingest_waiting_out_outages(batch, signals) if signals else []
+        if results is None:  # its channel closed or the connector stops: the broker has them back
             return
-        try:
-            results: list[Stored | None] = list(self._ingest(signals))
-        except Exception as problem:  # noqa: BLE001 — sorted into transient or not, never lost
-            if failures.is_transient(problem):  # a deadlock, a restart of the database: the broker keeps them
-                self._requeue_after_failure([delivery for delivery, _, _ in signals], problem)
-                return
-            # The same batch would fail the same way forever: find the message that causes it.
-            log.warning("connector %s: storing %d messages failed (%s); storing them one by one", self.config.id,
-                        len(signals), _described(problem))
-            results = self._ingest_one_by_one(signals)
-        self._backoff_s = self.options.reconnect_s
-        settled_from_decision: list[tuple[_Delivery, Stored]] = []
-        for (delivery, envelope, _), stored in zip(signals, results):
-            if stored is None:  # requeued: a transient failure while isolating
-                continue
-            if not stored.ok:
-                self._reject(delivery, envelope, stored.answer)
-                continue
-            self.counts.stored += 1
-            self.counts.redelivered += int(delivery.redelivered)
-            if stored.decision is not None:
-                settled_from_decision.append((delivery, stored))
-            elif stored.awaits_decision:
-                self._held.setdefault(stored.signal_id, []).append(delivery.tag)
+        faults.checkpoint("connector:stored")
+        hold: list[tuple[int, Delivery]] = []
+        decided: list[tuple[_Message, Stored]] = []
+        for (message, envelope, _), stored in zip(signals, results):
+            if stored is None:  # a transient failure while isolating: back to the queue
+                settle[message.tag] = GIVE_BACK
+            elif not stored.ok:
+                self._reject(message, envelope, stored.answer, settle)
             else:
-                self._consume.basic_ack(delivery.tag)
-                self.counts.settled_at_once += 1
-        if settled_from_decision:
-            self._settle_from_decisions(settled_from_decision)
+                self.counts.stored += 1
+                self.counts.redelivered += int(message.redelivered)
+                if stored.decision is not None:
+                    decided.append((message, stored))
+                elif stored.awaits_decision:
+                    hold.append((stored.signal_id, Delivery(batch.session, message.tag)))
+                else:
+                    settle[message.tag] = ACK
+                    self.counts.settled_at_once += 1
+        if self._current(batch):
+            self._held.hold(hold)
+        if decided:
+            self._settle_from_decisions(decided, settle)
+        self._outbox.put(_Settle(batch.session, settle))
 
-    def _ingest(self, signals: list[tuple[_Delivery, Any, str]]) -> list[Stored]:
+    def _ingest_waiting_out_outages(self, batch: _Batch,
+                                    signals: list[tuple[_Message, Any, str]]) -> list[Stored | None] | None:
+        """The batch stored, trying again while the database is away (its deliveries stay held);
+        None when it no longer can be settled (its channel closed) or the connector stops."""
+        while self._current(batch):
+            try:
+                results: list[Stored | None] = list(self._ingest(signals))
+            except Exception as problem:  # noqa: BLE001 — sorted into transient or not, never lost
+                if failures.is_transient(problem):  # a deadlock, a restart of the database
+                    if self._interrupt.is_set():
+                        return None
+                    self._storing_outage.failed(f"storing {len(signals)} messages: {_described(problem)}",
+                                                self._interrupt)
+                    continue
+                # The same batch would fail the same way forever: find the message that causes it.
+                log.warning("connector %s: storing %d messages failed (%s); storing them one by one",
+                            self.config.id, len(signals), _described(problem))
+                results = self._ingest_one_by_one(signals)
+            self._storing_outage.recovered()
+            return results
+        return None
+
+    def _ingest(self, signals: list[tuple[_Message, Any, str]]) -> list[Stored]:
         return self.store.ingest([e for _, e, _ in signals], api="connectivity", source=self.config.id,
                                  source_message_ids=[k for _, _, k in signals])
 
-    def _ingest_one_by_one(self, signals: list[tuple[_Delivery, Any, str]]) -> list[Stored | None]:
+    def _ingest_one_by_one(self, signals: list[tuple[_Message, Any, str]]) -> list[Stored | None]:
         """Each message in a transaction of its own: a message the ledger refuses for good is
-        answered with the error (and rejected); one that fails transiently goes back to the queue;
-        the others are stored. A message stored before a crash here is recognised when it comes
-        back (its key), so nothing is stored twice."""
+        answered with the error (and rejected); one that fails transiently goes back to the queue
+        (None); the others are stored. A message stored before a crash here is recognised when it
+        comes back (its key), so nothing is stored twice."""
         results: list[Stored | None] = []
         for item in signals:
             faults.checkpoint("connector:isolating")
@@ -334,7 +511,8 @@ class AmqpConnector:
                 (stored,) = self._ingest([item])
             except Exception as problem:  # noqa: BLE001
                 if failures.is_transient(problem):
-                    self._requeue_after_failure([item[0]], problem)
+                    log.warning("connector %s: message %s could not be stored (%s); it goes back to the queue",
+                                self.config.id, item[2], _described(problem))
                     stored = None
                 else:
                     log.error("connector %s: message %s cannot be stored (%s); rejected", self.config.id,
@@ -343,87 +521,103 @@ class AmqpConnector:
             results.append(stored)
         return results
 
-    def _requeue_after_failure(self, deliveries: list[_Delivery], problem: BaseException) -> None:
-        """Back to the queue, then a pause that doubles while failures go on (1 s … 30 s): a
-        database that is away is not asked again at the broker's redelivery rate."""
-        log.warning("connector %s: storing %d messages failed (%s); they go back to the queue, next try in %.0f s",
-                    self.config.id, len(deliveries), _described(problem), self._backoff_s)
-        for delivery in deliveries:
-            self._consume.basic_nack(delivery.tag, requeue=True)
-        deadline = time.monotonic() + self._backoff_s
-        while not self.stopping and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
-
-    def _envelope(self, delivery: _Delivery) -> Any:
-        props = delivery.properties
+    def _envelope(self, message: _Message) -> Any:
+        props = message.properties
         return connectivity.inbound_envelope(
-            delivery.body,
+            message.body,
             props.headers,
             {"correlation_id": props.correlation_id, "reply_to": props.reply_to,
              "content_type": props.content_type, "message_id": props.message_id},
-            includes=delivery.includes,
+            includes=message.includes,
             max_bytes=self.store.settings.max_envelope_bytes,
         )
 
-    def _reject(self, delivery: _Delivery, envelope: Any, error: dict[str, Any]) -> None:
+    def _reject(self, message: _Message, envelope: Any, error: dict[str, Any], settle: dict[int, Disposition]) -> None:
         """A client error: never redelivered (B.9), answered on reply-to."""
-        self._consume.basic_nack(delivery.tag, requeue=False)
+        settle[message.tag] = connectivity.CLIENT_ERROR
         self.counts.rejected += 1
         log.info("connector %s: rejected message %s: %s %s", self.config.id,
-                 delivery.properties.message_id or "(no id)", error.get("error"), error.get("message"))
-        self._reply(delivery.properties.reply_to, _error_reply(error, envelope, delivery.properties.correlation_id))
+                 message.properties.message_id or "(no id)", error.get("error"), error.get("message"))
+        self._outbox.put(_Reply(message.properties.reply_to,
+                                _error_reply(error, envelope, message.properties.correlation_id)))
 
-    def _acknowledgement(self, delivery: _Delivery, envelope: dict[str, Any]) -> None:
+    def _acknowledgement(self, message: _Message, envelope: dict[str, Any], settle: dict[int, Disposition]) -> None:
         """An ack the connection sends through its source, checked against its declared labels."""
         subscriber = self.config.subscriber_id(0 if self.config.targets else None)
         answer = self.store.acknowledge(subscriber, envelope)
         if answer["status"] == 204:
-            self._consume.basic_ack(delivery.tag)
+            settle[message.tag] = ACK
             self.counts.settled_at_once += 1
         else:
-            self._reject(delivery, envelope, answer)
+            self._reject(message, envelope, answer, settle)
 
-    def _settle_from_decisions(self, items: list[tuple[_Delivery, Stored]]) -> None:
+    def _settle_from_decisions(self, items: list[tuple[_Message, Stored]], settle: dict[int, Disposition]) -> None:
         """Copies of messages whose signal is decided: settled at once from that decision."""
         with self.store.engine.begin() as conn:
             settlements.record_latest(conn, {stored.signal_id for _, stored in items})
-        for delivery, stored in items:
-            self._settle(delivery.tag, stored.decision)
+        for message, stored in items:
+            settle[message.tag] = self._carried_out(stored.decision)
 
-    # --- carrying decisions out ---------------------------------------------------------------
+    def _carried_out(self, decision: str) -> Disposition:
+        self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + 1
+        return connectivity.amqp_disposition(decision)
 
-    def _carry_out_decisions_or_later(self) -> None:
+    # --- the deciding thread ------------------------------------------------------------------
+
+    def _deciding(self) -> None:
+        """Carry decisions out when the settle step notifies this source, and every poll."""
+        listener: settlements.Listener | None = None
+        next_poll = 0.0
         try:
-            self._carry_out_decisions()
-        except DBAPIError as problem:  # nothing was settled: the next poll tries again
-            log.warning("connector %s: reading decisions failed (%s); trying again at the next poll",
-                        self.config.id, type(problem.orig).__name__)
+            while not self._done.is_set():
+                final = self._final_pass.is_set()
+                try:
+                    if listener is None:
+                        listener = settlements.Listener(self.store.engine, self.config.id)
+                    notified = not final and listener.wait(0.1)
+                    now = time.monotonic()
+                    if final or notified or now >= next_poll:
+                        next_poll = now + self.options.poll_s
+                        self._carry_out_decisions()
+                    self._deciding_outage.recovered()
+                except DBAPIError as problem:  # nothing was settled: the next try reads again
+                    if not final:
+                        self._deciding_outage.failed(_described(problem), self._interrupt)
+                if final:
+                    self._final_pass_done.set()
+                    return
+        finally:
+            if listener is not None:
+                listener.close()
 
     def _carry_out_decisions(self) -> None:
         with self.store.engine.begin() as conn:
             undone = settlements.undone(conn, self.config.id)
-        mine = [d for d in undone if d.signal_id in self._held]
-        at_once = [d for d in undone if d.signal_id not in self._held and not d.held_for_decision]
+        taken = self._held.take(d.signal_id for d in undone)
+        mine = [d for d in undone if d.signal_id in taken]
+        at_once = [d for d in undone if d.signal_id not in taken and not d.held_for_decision]
         if not mine and not at_once:
             return
-        with self.store.engine.begin() as conn:  # recorded first: see decisions #33
-            settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in mine], held=True)
-            first = settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in at_once], held=False)
-            to_publish = settlements.replies(conn, [*mine, *(d for d in at_once if d.signal_id in first)])
+        try:
+            with self.store.engine.begin() as conn:  # recorded first: see decisions #33
+                settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in mine], held=True)
+                first = settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in at_once], held=False)
+                to_publish = settlements.replies(conn, [*mine, *(d for d in at_once if d.signal_id in first)])
+        except BaseException:
+            self._held.put_back(taken)
+            raise
+        faults.checkpoint("connector:recorded")
+        by_session: dict[int, dict[int, Disposition]] = {}
         for decided in mine:
-            for tag in self._held.pop(decided.signal_id):
-                self._settle(tag, decided.decision)
+            disposition = self._carried_out(decided.decision)
+            for delivery in taken[decided.signal_id]:
+                by_session.setdefault(delivery.session, {})[delivery.tag] = disposition
+        for session, dispositions in by_session.items():
+            self._outbox.put(_Settle(session, dispositions))
         for reply in to_publish:
-            self._reply(reply.reply_to, _result_reply(reply))
+            self._outbox.put(_Reply(reply.reply_to, _result_reply(reply)))
 
-    def _settle(self, tag: int, decision: str) -> None:
-        disposition: Disposition = connectivity.amqp_disposition(decision)
-        if disposition.ack:
-            self._consume.basic_ack(tag)
-        else:
-            self._consume.basic_nack(tag, requeue=disposition.requeue)
-        self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + 1
+    # --- replies and targets (the broker's thread) ---------------------------------------------
 
     def _reply(self, reply_to: str | None, message: dict[str, Any]) -> None:
         """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto)."""
@@ -435,8 +629,6 @@ class AmqpConnector:
             self._publish.basic_publish("", reply_to, jsontext.dumps(message).encode(), properties)
         except (NackError, UnroutableError):
             log.warning("connector %s: the reply to %s was not accepted by the broker", self.config.id, reply_to)
-
-    # --- targets ------------------------------------------------------------------------------
 
     def _publish_targets(self) -> None:
         for n, target in enumerate(self.config.targets):

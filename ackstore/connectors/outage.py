@@ -1,0 +1,44 @@
+"""A dependency that is away (the database restarting, the broker down): said once when it goes,
+once when it is back, and asked again after waits that double — not every poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+
+class Outage:
+    """One dependency as one thread of the connector sees it."""
+
+    def __init__(self, what: str, log: logging.Logger, first_wait_s: float, max_wait_s: float) -> None:
+        self.what = what
+        self.log = log
+        self.first_wait_s = first_wait_s
+        self.max_wait_s = max_wait_s
+        self._wait_s = first_wait_s
+        self._since: float | None = None
+        self._failures = 0
+
+    @property
+    def ongoing(self) -> bool:
+        return self._since is not None
+
+    def failed(self, problem: str, stop: threading.Event) -> None:
+        """Say so if this is the first failure of an outage, then wait (until ``stop``)."""
+        self._failures += 1
+        if self._since is None:
+            self._since = time.monotonic()
+            self.log.warning("%s unavailable (%s); trying again after %.0f s, then after waits that double up "
+                             "to %.0f s — nothing held is lost meanwhile", self.what, problem, self._wait_s,
+                             self.max_wait_s)
+        stop.wait(self._wait_s)
+        self._wait_s = min(self._wait_s * 2, self.max_wait_s)
+
+    def recovered(self) -> None:
+        """Say so if an outage just ended."""
+        if self._since is not None:
+            self.log.warning("%s back after %.1f s (%d failed tries)", self.what, time.monotonic() - self._since,
+                             self._failures)
+        self._since, self._failures, self._wait_s = None, 0, self.first_wait_s
