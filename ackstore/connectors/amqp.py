@@ -363,10 +363,7 @@ class AmqpConnector:
 
     def _send(self, frame: Frame) -> None:
         faults.checkpoint("connector:settling")
-        if frame.disposition.ack:
-            self._consume.basic_ack(frame.tag, multiple=frame.multiple)
-        else:
-            self._consume.basic_nack(frame.tag, multiple=frame.multiple, requeue=frame.disposition.requeue)
+        send(self._consume, frame)
 
     def _limit_reached(self) -> bool:
         limit = self.options.max_messages
@@ -650,6 +647,14 @@ class AmqpConnector:
         except NackError:
             return False
         return True
+
+
+def send(channel: BlockingChannel, frame: Frame) -> None:
+    """One ``basic.ack`` or ``basic.nack`` frame on ``channel``."""
+    if frame.disposition.ack:
+        channel.basic_ack(frame.tag, multiple=frame.multiple)
+    else:
+        channel.basic_nack(frame.tag, multiple=frame.multiple, requeue=frame.disposition.requeue)
 
 
 def _described(problem: BaseException) -> str:

@@ -9,7 +9,8 @@ held deliveries: 58.8 s shuffled, 1.6 s in tag order, 0.8 s with one ``multiple`
 :class:`DeliveryTags` keeps which tags of a channel are outstanding and turns a set of
 settlements into frames: a run of the lowest outstanding tags with one disposition becomes one
 ``multiple`` frame; what a still-held delivery separates from the oldest goes one by one, in tag
-order. A tag is never settled twice (the broker would close the channel). Pure: no broker here.
+order. A frame only names an outstanding tag: RabbitMQ closes the channel on any other ("unknown
+delivery tag"), even with ``multiple``. Pure: no broker here.
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ class DeliveryTags:
         """One frame that settles every outstanding delivery (a stop returns them to the queue)."""
         if not self.outstanding:
             return None
-        frame = Frame(self._highest, True, disposition)
+        newest = self._highest
+        while newest in self._settled_above:  # a multiple frame must name an outstanding tag
+            newest -= 1
         self._through, self._settled_above = self._highest, set()
-        return frame
+        return Frame(newest, True, disposition)
 
     def _prefix_run(self, pending: list[int], start: int, settlements: Mapping[int, Disposition]) -> int:
         """How far from ``start`` the pending tags are the oldest outstanding ones, one disposition."""
