@@ -2,13 +2,19 @@
 
     python -m benchmarks.broker --messages 100000
 
-``--messages`` twin modifies (over 10 000 things) are published to a fresh queue. Then the
-connector (``ackstore connect amqp``, a subprocess, requesting ``twin-persisted`` for every
-message) and the pipeline (all steps, in a loop, on a local Spark session started beforehand)
-run until every delivery is settled on the broker. Printed, from the ledger's own timestamps:
-messages/s into the ledger, decided, and settled (end to end), with the prefetch and batch
-size used; and the raw baseline of the same run — a bare consumer that inserts each batch into
-a plain table and acknowledges it after the commit (store-then-ack, no pipeline).
+``--messages`` twin modifies of 10 000 things that exist (created and applied before the clock
+starts, so each modify is the common path: 204, twin-persisted, ack) are published to a fresh
+queue. Then the connector (``ackstore connect amqp``, a subprocess, requesting ``twin-persisted``
+for every message) and the pipeline (all steps, in a loop, on a local Spark session started
+beforehand) run until every delivery is settled on the broker. Printed, from the ledger's own
+timestamps: messages/s into the ledger, decided, and settled (end to end), with the prefetch and
+batch size used; how the messages were answered (the statuses of their results); and the raw
+baseline of the same run — a bare consumer that inserts each batch into a plain table and
+acknowledges it after the commit (store-then-ack, no pipeline).
+
+Then the stop: as many messages again are published and stored (held, undecided), and the
+connector is stopped; it gives them back to the queue. Printed: the stop's seconds and the rate
+of the give-back.
 
 Ditto's published figure for QoS-1 twin modifies is about 3 200/s on a cluster.
 """
@@ -29,7 +35,8 @@ import pika
 from sqlalchemy import text
 
 from ackstore.ledger.database import make_engine
-from benchmarks.ingest import messages, raw_engine, raw_insert
+from ackstore.ledger.store import AckStore
+from benchmarks.ingest import THINGS, messages, raw_engine, raw_insert
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,13 +87,55 @@ def raw_consumer(amqp: str, db_url: str, queue: str, count: int, batch: int, pre
     return seconds
 
 
+def seed_things(spark, settings, url: str) -> None:
+    """The 10 000 things, created and applied: the measured modifies find them (204)."""
+    from jobs import pipeline
+
+    store = AckStore(make_engine(url))
+    creates = [{"topic": f"org.bench/thing-{i}/things/twin/commands/modify", "path": "/",
+                "headers": {"correlation-id": f"seed-{i}", "requested-acks": []},
+                "value": {"thingId": f"org.bench:thing-{i}", "attributes": {"counter": 0}}}
+               for i in range(THINGS)]
+    for start in range(0, THINGS, 1000):
+        answers = store.submit_many(creates[start:start + 1000], api="connectivity", source="seed",
+                                    source_message_ids=[f"seed-{i}" for i in range(start, start + 1000)])
+        assert all(a["status"] == 202 for a in answers), answers[:3]
+    pipeline.run(spark, settings)
+    with store.engine.connect() as conn:
+        made = conn.execute(text("SELECT count(*) FROM things")).scalar_one()
+    store.engine.dispose()
+    if made != THINGS:
+        raise SystemExit(f"seeding made {made} things, not {THINGS}")
+
+
+def answered(db_url: str) -> str:
+    """How the measured messages were answered: their results' statuses, counted."""
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT r.status, count(*) FROM signals s JOIN request_results r ON r.signal_id = s.id "
+            "WHERE s.source = 'bench' GROUP BY r.status ORDER BY r.status")).all()
+    engine.dispose()
+    return ", ".join(f"{count:,} × {status}" for status, count in rows) or "none"
+
+
+def held_count(db_url: str, since: object) -> int:
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT count(*) FROM signals WHERE source = 'bench' AND received_at > :t"),
+                         {"t": since}).scalar_one()
+    engine.dispose()
+    return n
+
+
 def stage_seconds(db_url: str, started_at: object) -> dict[str, float]:
     """Seconds from the start to the last message stored, decided and settled (the ledger's clocks)."""
     engine = make_engine(db_url)
     with engine.connect() as conn:
         row = conn.execute(text(
-            "SELECT extract(epoch FROM (SELECT max(received_at) FROM signals) - :t0),"
-            "       extract(epoch FROM (SELECT max(decided_at) FROM request_results) - :t0),"
+            "SELECT extract(epoch FROM (SELECT max(received_at) FROM signals WHERE source = 'bench') - :t0),"
+            "       extract(epoch FROM (SELECT max(r.decided_at) FROM request_results r JOIN signals s"
+            "                               ON s.id = r.signal_id WHERE s.source = 'bench') - :t0),"
             "       extract(epoch FROM (SELECT max(carried_out_at) FROM settlements) - :t0)"), {"t0": started_at}).one()
     engine.dispose()
     return {"stored": float(row[0]), "decided": float(row[1]), "settled": float(row[2])}
@@ -95,7 +144,8 @@ def stage_seconds(db_url: str, started_at: object) -> dict[str, float]:
 def settled_count(db_url: str) -> int:
     engine = make_engine(db_url)
     with engine.connect() as conn:
-        n = conn.execute(text("SELECT count(*) FROM settlements WHERE carried_out_at IS NOT NULL")).scalar_one()
+        n = conn.execute(text("SELECT count(*) FROM settlements st JOIN signals s ON s.id = st.signal_id "
+                              "WHERE st.carried_out_at IS NOT NULL AND s.source = 'bench'")).scalar_one()
     engine.dispose()
     return n
 
@@ -125,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             published = publish(args.amqp, queue, messages(n, f"q{run}"))
             spark = spark_session("ackstore-bench-broker", cores=args.cores)
             settings = PipelineSettings(database_url=url, partitions=max(2, args.cores * 2))
+            seed_things(spark, settings, url)
             engine = make_engine(url)
             with engine.connect() as conn:
                 started_at = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
@@ -143,23 +194,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pipeline.run(spark, PipelineSettings(database_url=url, partitions=settings.partitions))
                 runs += 1
             end_to_end = time.perf_counter() - started
-            # The connector records a decision carried out before it settles on the broker
-            # (decisions #33): stopping, it settles on the broker what is recorded. Timed apart.
+            stages = stage_seconds(url, started_at)
+            how = answered(url)
+            # The stop: as many again stored and held (no pipeline runs), then given back.
+            engine = make_engine(url)
+            with engine.connect() as conn:
+                second_at = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+            engine.dispose()
+            publish(args.amqp, queue, messages(n, f"s{run}"))
+            while held_count(url, second_at) < n:
+                time.sleep(0.2)
+            time.sleep(1.0)  # the last batch's holds registered
+            stopping = time.perf_counter()
             connector.terminate()
             connector.wait(timeout=900)
-            stop = time.perf_counter() - started - end_to_end
+            stop = time.perf_counter() - stopping
             spark.stop()
-            stages = stage_seconds(url, started_at)
         finally:
             delete_queue(args.amqp, raw_queue)
             delete_queue(args.amqp, queue)
 
-    print(f"messages={n:,} (10,000 things) prefetch={args.prefetch:,} batch={args.batch:,} "
-          f"pipeline runs={runs} cores={args.cores}; published in {published:.1f} s (not counted)")
+    print(f"messages={n:,} modifies of {THINGS:,} existing things, answered {how}; prefetch={args.prefetch:,} "
+          f"batch={args.batch:,} pipeline runs={runs} cores={args.cores}; published in {published:.1f} s (not counted)")
     for stage in ("stored", "decided", "settled"):
         print(f"    {stage:<8} after {stages[stage]:7.1f} s  {n / stages[stage]:10,.0f} messages/s")
     print(f"    end to end (observed by the benchmark) {end_to_end:7.1f} s  {n / end_to_end:10,.0f} messages/s")
-    print(f"    connector stop (settles on the broker what it recorded) {stop:7.1f} s")
+    print(f"    connector stop holding {n:,} undecided deliveries {stop:7.1f} s  {n / stop:10,.0f} given back/s")
     print(f"    raw consumer (insert batch, ack after commit) {raw:7.1f} s  {n / raw:10,.0f} messages/s")
     print(f"    ratio end-to-end/raw: {end_to_end / raw:.2f}x;  vs Ditto's ~{DITTO_QOS1_MODIFIES_PER_S:,}/s: "
           f"{n / end_to_end / DITTO_QOS1_MODIFIES_PER_S:.2f}x")
