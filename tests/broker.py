@@ -48,6 +48,13 @@ class Broker:
         """Messages ready in ``queue`` (deliveries held unacknowledged by a consumer do not count)."""
         return self.channel.queue_declare(queue, passive=True).method.message_count
 
+    def unsettled(self, queue: str) -> int:
+        """Messages in ``queue`` ready or delivered and not settled yet (``rabbitmqctl``)."""
+        listed = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "messages"],
+                                capture_output=True, text=True, timeout=120, check=True)
+        counts = dict(line.split("\t") for line in listed.stdout.splitlines() if "\t" in line)
+        return int(counts[queue])
+
     def publish(self, queue: str, body: bytes, **properties: Any) -> None:
         self.channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2, **properties))
 

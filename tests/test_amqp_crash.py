@@ -129,6 +129,34 @@ def test_kill_9_of_the_connector_at_random_moments_loses_and_duplicates_nothing(
     assert_at_least_once_exactly(engine, broker, queue, messages)
 
 
+# The moments of the connector's threads: the storing thread after a batch's commit, the deciding
+# thread after recording decisions carried out (decisions #33), the broker's thread settling.
+THREAD_MOMENTS = ["connector:stored", "connector:recorded", "connector:settling"]
+
+
+@pytest.mark.parametrize("moment", THREAD_MOMENTS)
+def test_a_kill_9_at_each_moment_of_the_connectors_threads_loses_and_duplicates_nothing(
+    engine: Engine, database_url: str, broker: Broker, run_pipeline, moment: str
+) -> None:
+    messages = 2000
+    queue = broker.queue("commands")
+    publish_all(broker, queue, commands(messages))
+    args = ("--connection-id", "crash", "--queue", queue, "--requested-acks", "twin-persisted",
+            "--poll", "0.5", "--batch-size", "500")
+    first = connector(database_url, *args, env={"ACKSTORE_FAULT": moment})
+    with PipelineLoop(run_pipeline) as pipeline:
+        wait_for(lambda: pipeline.check() and first.poll() is not None, timeout=300, what=f"the kill at {moment}")
+        _, first_log = first.communicate(timeout=30)
+        assert first.returncode == -9, first_log[-2000:]
+        last = connector(database_url, *args)
+        # killed after recording, the copies come back and are settled from their decisions
+        wait_for(lambda: pipeline.check() and all_carried_out(engine, messages) and broker.unsettled(queue) == 0,
+                 timeout=600, what="every decision carried out on the broker")
+    code, log = stop(last)
+    assert code == 0, log
+    assert_at_least_once_exactly(engine, broker, queue, messages)
+
+
 def holding(engine: Engine, database_url: str, broker: Broker, messages: int, connection_id: str):
     """A queue of ``messages`` commands and a QoS-1 connector that has stored (and holds) them all."""
     queue = broker.queue("commands")
