@@ -57,6 +57,7 @@ from ackstore.connectors.config import ConnectionConfig
 from ackstore.connectors.held import Delivery, Held
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.tags import DeliveryTags, Frame
+from ackstore.connectors.targets import Targets
 from ackstore.ledger import failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
@@ -174,6 +175,11 @@ class AmqpConnector:
         if not self._declare():
             return 1
         threads = [self._start(self._storing, "storing"), self._start(self._deciding, "deciding")]
+        if self.config.targets:
+            targets = Targets(self.store, self.config, interval_s=self.options.target_interval_s,
+                              lease=self.options.target_lease, reconnect_s=self.options.reconnect_s,
+                              stop=self._done, published=self._published)
+            threads.append(self._start(targets.run, "targets"))
         try:
             while not self.stopping and self._broken is None:
                 try:
@@ -249,6 +255,9 @@ class AmqpConnector:
         thread.start()
         return thread
 
+    def _published(self, confirmed: int) -> None:
+        self.counts.published += confirmed
+
     def _run_session(self) -> bool:
         """One broker connection; True when the connector is done, False to reconnect."""
         parameters = pika.URLParameters(self.config.uri)
@@ -296,7 +305,7 @@ class AmqpConnector:
     # --- the broker's thread ------------------------------------------------------------------
 
     def _loop(self, connection: pika.BlockingConnection) -> bool:
-        next_targets = next_report = next_heartbeat = 0.0
+        next_report = next_heartbeat = 0.0
         idle_rounds = 0
         while True:
             now = time.monotonic()
@@ -309,9 +318,6 @@ class AmqpConnector:
                 time.sleep(0.005)
             idle_rounds = 0 if self._hand_over() else idle_rounds + 1
             self._settle_what_is_handed_back()
-            if self.config.targets and now >= next_targets:
-                self._publish_targets()
-                next_targets = now + self.options.target_interval_s
             if now >= next_report:
                 log.info("connector %s: %s", self.config.id, self.counts.line(len(self._held)))
                 next_report = now + 10
@@ -481,8 +487,8 @@ class AmqpConnector:
                 if failures.is_transient(problem):  # a deadlock, a restart of the database
                     if self._interrupt.is_set():
                         return None
-                    self._storing_outage.failed(f"storing {len(signals)} messages: {_described(problem)}",
-                                                self._interrupt)
+                    self._interrupt.wait(self._storing_outage.failed(
+                        f"storing {len(signals)} messages: {_described(problem)}"))
                     continue
                 # The same batch would fail the same way forever: find the message that causes it.
                 log.warning("connector %s: storing %d messages failed (%s); storing them one by one",
@@ -579,7 +585,7 @@ class AmqpConnector:
                     self._deciding_outage.recovered()
                 except DBAPIError as problem:  # nothing was settled: the next try reads again
                     if not final:
-                        self._deciding_outage.failed(_described(problem), self._interrupt)
+                        self._interrupt.wait(self._deciding_outage.failed(_described(problem)))
                 if final:
                     self._final_pass_done.set()
                     return
@@ -627,27 +633,6 @@ class AmqpConnector:
         except (NackError, UnroutableError):
             log.warning("connector %s: the reply to %s was not accepted by the broker", self.config.id, reply_to)
 
-    def _publish_targets(self) -> None:
-        for n, target in enumerate(self.config.targets):
-            subscriber = self.config.subscriber_id(n)
-            for message in self.store.pull(subscriber, max=500, lease=self.options.target_lease):
-                confirmed = self._publish_one(target.exchange, target.routing_key, message)
-                self.counts.published += int(bool(confirmed))
-                label = target.issued_label
-                if label and label in message["headers"].get("requested-acks", []):
-                    self.store.acknowledge(subscriber, _issued_ack(message, label, confirmed))
-
-    def _publish_one(self, exchange: str, routing_key: str, message: dict[str, Any]) -> bool:
-        headers = message["headers"]
-        properties = pika.BasicProperties(content_type=DITTO_JSON,
-                                          correlation_id=connectivity.amqp_correlation_id(headers.get("correlation-id")),
-                                          delivery_mode=2, headers={"ack-token": headers.get("ack-token")})
-        try:
-            self._publish.basic_publish(exchange, routing_key, jsontext.dumps(message).encode(), properties)
-        except NackError:
-            return False
-        return True
-
 
 def send(channel: BlockingChannel, frame: Frame) -> None:
     """One ``basic.ack`` or ``basic.nack`` frame on ``channel``."""
@@ -662,17 +647,6 @@ def _described(problem: BaseException) -> str:
     cause = getattr(problem, "orig", None) or problem
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
     return f"{type(cause).__name__}: {first[:200]}" if first else type(cause).__name__
-
-
-def _issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:
-    thing_id, channel = envelopes.thing_of_topic(message["topic"])  # a pulled signal's topic names its thing
-    return {
-        "topic": wire.acks_topic(thing_id, channel, label),
-        "headers": {"correlation-id": message["headers"]["correlation-id"],
-                    "ack-token": message["headers"]["ack-token"]},
-        "path": "/",
-        "status": connectivity.issued_ack_status(confirmed),
-    }
 
 
 def _error_reply(error: dict[str, Any], envelope: Any, correlation_id: str | None) -> dict[str, Any]:

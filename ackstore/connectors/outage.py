@@ -5,7 +5,6 @@ once when it is back, and asked again after waits that double — not every poll
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 
@@ -25,16 +24,16 @@ class Outage:
     def ongoing(self) -> bool:
         return self._since is not None
 
-    def failed(self, problem: str, stop: threading.Event) -> None:
-        """Say so if this is the first failure of an outage, then wait (until ``stop``)."""
+    def failed(self, problem: str) -> float:
+        """Say so if this is the first failure of an outage; the seconds to wait before trying again."""
         self._failures += 1
         if self._since is None:
             self._since = time.monotonic()
             self.log.warning("%s unavailable (%s); trying again after %.0f s, then after waits that double up "
                              "to %.0f s — nothing held is lost meanwhile", self.what, problem, self._wait_s,
                              self.max_wait_s)
-        stop.wait(self._wait_s)
-        self._wait_s = min(self._wait_s * 2, self.max_wait_s)
+        wait, self._wait_s = self._wait_s, min(self._wait_s * 2, self.max_wait_s)
+        return wait
 
     def recovered(self) -> None:
         """Say so if an outage just ended."""

@@ -1,0 +1,143 @@
+"""A connection's targets (B.9): the twin events and live signals it subscribes to, pulled from the
+ledger under a lease and published to an exchange with asynchronous publisher confirms.
+
+One thread with a broker connection of its own (``SelectConnection``: its confirms come as
+callbacks, so a publish does not wait for its confirm). Each target is a subscriber of the
+connection's label group (decisions #36); when the broker confirms a publish, the target's
+``issuedAcknowledgementLabel`` is acknowledged 200, when it nacks, 503. A publish that is never
+answered (the connection lost) is acknowledged by nobody: its lease ends and it is pulled again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pika
+from pika.spec import Basic
+from sqlalchemy.exc import DBAPIError
+
+from ackstore.connectors.config import ConnectionConfig, Target
+from ackstore.connectors.outage import Outage
+from ackstore.ledger.store import AckStore
+from ackstore.rules import connectivity, envelopes, jsontext, wire
+
+log = logging.getLogger("ackstore.connector")
+
+DITTO_JSON = wire.DITTO_CONTENT_TYPE
+PULL_MAX = 500  # signals pulled per target and tick
+UNCONFIRMED_MAX = 5000  # publishes awaiting their confirm before the next pull waits
+
+
+@dataclass(frozen=True)
+class _Published:
+    subscriber: str
+    label: str | None  # the label to issue from the broker's answer, if the signal requested it
+    message: dict[str, Any]
+
+
+class Targets:
+    """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss)."""
+
+    def __init__(self, store: AckStore, config: ConnectionConfig, *, interval_s: float, lease: str,
+                 reconnect_s: float, stop: threading.Event, published: Callable[[int], None]) -> None:
+        self.store = store
+        self.config = config
+        self.interval_s = interval_s
+        self.lease = lease
+        self.reconnect_s = reconnect_s
+        self.stop = stop
+        self.published = published  # told how many publishes the broker confirmed
+        self._connection: pika.SelectConnection | None = None
+        self._channel: Any = None
+        self._unconfirmed: dict[int, _Published] = {}  # publish sequence number -> what it carried
+        self._sequence = 0
+        self.outage = Outage(f"connector {config.id}: the database (targets)", log, interval_s, 30.0)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            parameters = pika.URLParameters(self.config.uri)
+            parameters.client_properties = {"connection_name": f"ackstore connector {self.config.id} targets"}
+            self._connection = pika.SelectConnection(
+                parameters, on_open_callback=self._opened, on_open_error_callback=self._failed,
+                on_close_callback=self._closed)
+            self._connection.ioloop.start()
+            self.stop.wait(self.reconnect_s)
+
+    # --- the connection's callbacks (all on this thread's ioloop) -----------------------------
+
+    def _opened(self, connection: pika.SelectConnection) -> None:
+        connection.channel(on_open_callback=self._channel_opened)
+
+    def _channel_opened(self, channel: Any) -> None:
+        self._channel = channel
+        self._unconfirmed.clear()
+        self._sequence = 0  # a channel in confirm mode numbers its publishes from 1
+        channel.confirm_delivery(self._answered)
+        self._tick()
+
+    def _failed(self, _connection: Any, problem: Exception) -> None:
+        log.warning("connector %s: targets cannot connect (%s); trying again in %.0f s", self.config.id, problem,
+                    self.reconnect_s)
+        self._connection.ioloop.stop()
+
+    def _closed(self, _connection: Any, reason: Exception) -> None:
+        if not self.stop.is_set():
+            log.warning("connector %s: targets' connection closed (%s); %d publishes unanswered are pulled "
+                        "again when their lease ends", self.config.id, reason, len(self._unconfirmed))
+        self._connection.ioloop.stop()
+
+    def _tick(self) -> None:
+        if self.stop.is_set():
+            self._connection.close()
+            return
+        wait = self.interval_s
+        if len(self._unconfirmed) < UNCONFIRMED_MAX:
+            try:
+                for n, target in enumerate(self.config.targets):
+                    self._publish_new(self.config.subscriber_id(n), target)
+                self.outage.recovered()
+            except DBAPIError as problem:  # pulled again at the next tick; leases keep what was pulled
+                wait = max(wait, self.outage.failed(type(problem.orig).__name__))
+        self._connection.ioloop.call_later(wait, self._tick)
+
+    def _publish_new(self, subscriber: str, target: Target) -> None:
+        for message in self.store.pull(subscriber, max=PULL_MAX, lease=self.lease):
+            headers = message["headers"]
+            properties = pika.BasicProperties(
+                content_type=DITTO_JSON, delivery_mode=2, headers={"ack-token": headers.get("ack-token")},
+                correlation_id=connectivity.amqp_correlation_id(headers.get("correlation-id")))
+            self._channel.basic_publish(target.exchange, target.routing_key, jsontext.dumps(message).encode(),
+                                        properties)
+            self._sequence += 1
+            label = target.issued_label if target.issued_label in headers.get("requested-acks", []) else None
+            self._unconfirmed[self._sequence] = _Published(subscriber, label, message)
+
+    def _answered(self, frame: Any) -> None:
+        """A confirm (``Basic.Ack``) or nack, of one publish or, ``multiple``, of all up to it."""
+        method = frame.method
+        confirmed = isinstance(method, Basic.Ack)
+        tags = ([t for t in self._unconfirmed if t <= method.delivery_tag] if method.multiple
+                else [method.delivery_tag])
+        answered = [self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed]
+        if confirmed:
+            self.published(len(answered))
+        try:
+            for item in answered:
+                if item.label:
+                    self.store.acknowledge(item.subscriber, _issued_ack(item.message, item.label, confirmed))
+        except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
+            self.outage.failed(type(problem.orig).__name__)
+
+
+def _issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:
+    thing_id, channel = envelopes.thing_of_topic(message["topic"])  # a pulled signal's topic names its thing
+    return {
+        "topic": wire.acks_topic(thing_id, channel, label),
+        "headers": {"correlation-id": message["headers"]["correlation-id"],
+                    "ack-token": message["headers"]["ack-token"]},
+        "path": "/",
+        "status": connectivity.issued_ack_status(confirmed),
+    }
