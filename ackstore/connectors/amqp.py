@@ -154,6 +154,7 @@ class AmqpConnector:
         self._final_pass = threading.Event()  # the deciding thread's last pass is asked for …
         self._final_pass_done = threading.Event()  # … and done
         self._broken: BaseException | None = None  # a helper thread's unexpected failure
+        self._counting = threading.Lock()
         self._session = 0  # the broker connection in use (a delivery tag is only valid on it)
         self._live_session: int | None = None
         self._tags = DeliveryTags()
@@ -438,6 +439,8 @@ class AmqpConnector:
         return batch.session == self._live_session
 
     def _store_batch(self, batch: _Batch) -> None:
+        if not self._current(batch):  # its channel closed: the broker has these deliveries back
+            return
         signals: list[tuple[_Message, Any, str]] = []
         settle: dict[int, Disposition] = {}
         for message in batch.messages:
@@ -562,7 +565,8 @@ class AmqpConnector:
             settle[message.tag] = self._carried_out(stored.decision)
 
     def _carried_out(self, decision: str) -> Disposition:
-        self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + 1
+        with self._counting:  # the storing and the deciding thread both count
+            self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + 1
         return connectivity.amqp_disposition(decision)
 
     # --- the deciding thread ------------------------------------------------------------------
