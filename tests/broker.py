@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import IO, Any, Callable, Iterable
 
 import pika
 
@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 class Broker:
     """Queues for one test, and what the test needs to look at them."""
 
-    def __init__(self) -> None:
+    def __init__(self, url: str = AMQP_URL) -> None:
         self.prefix = f"ackstore-test-{uuid.uuid4().hex[:10]}"
-        self.connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        self.connection = pika.BlockingConnection(pika.URLParameters(url))
         self.channel = self.connection.channel()
         self.queues: list[str] = []
         self.exchanges: list[str] = []
@@ -78,12 +78,15 @@ class Broker:
         self.connection.close()
 
 
-def connector(database_url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """``ackstore connect amqp ARGS`` as a subprocess; its log goes to a pipe (stderr)."""
+def connector(database_url: str, *args: str, env: dict[str, str] | None = None, url: str = AMQP_URL,
+              log: IO[str] | None = None) -> subprocess.Popen:
+    """``ackstore connect amqp ARGS`` as a subprocess; its log goes to a pipe (stderr), or to the
+    file ``log`` (a pipe nobody reads while the connector runs fills up and stalls it)."""
     return subprocess.Popen(
         [sys.executable, "-m", "ackstore.cli", "--database-url", database_url, "connect", "amqp",
-         "--url", AMQP_URL, *args],
-        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--url", url, *args],
+        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE if log is None else subprocess.DEVNULL,
+        stderr=subprocess.PIPE if log is None else log, text=True,
     )
 
 
