@@ -7,10 +7,11 @@ and where it goes.
 Starts ``ackstore airflow`` on a fresh, empty ledger (its own home, metadata database and ports),
 logs in as its admin, unpauses the DAG, lets it run on its every-minute schedule, and prints the
 wall time of each scheduled run after the first (nothing pending: the fixed cost of a run), with
-their median; then, per task of those runs (medians), where the time goes: waiting for the
-scheduler and executor to start it (after the previous task ended), inside the step itself (its
-``pipeline_runs`` record: lock, queue look-up, merge), and the rest of the task (process start,
-imports, the connection look-up, the task runner's bookkeeping). The baseline of the same machine:
+their median; then, per Airflow task of those runs (medians), where the time goes: waiting for
+the scheduler and executor to start it (after the previous task ended), inside the pipeline's
+steps (their ``pipeline_runs`` records: lock, queue look-up, Spark, merge), and the rest of the
+task (process start, imports, the connection look-up, the task runner's bookkeeping); and each
+step's own seconds. The baseline of the same machine:
 ``ackstore pipeline run`` of the same empty ledger, one process; the ratio of the median run to it.
 Stops everything it started.
 """
@@ -39,14 +40,16 @@ def finished_runs(deployment: Deployment) -> list[dict[str, Any]]:
 
 
 def task_profile(deployment: Deployment, ledger: str, runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per task, the median over ``runs`` of: ``wait`` (from the previous task's end, or the
-    run's start, to this one's start), ``task`` (start to end, as Airflow records it) and
-    ``step`` (the step's own seconds, as it records them in pipeline_runs)."""
+    """Where ``runs`` spent their time, medians over the runs. Per Airflow task: ``wait`` (from the
+    previous task's end, or the run's start, to its start), ``task`` (its start to its end, as
+    Airflow records them) and ``steps`` (the pipeline steps it ran, by their own record in
+    pipeline_runs: a step belongs to the task it finished in). Per pipeline step (under its name
+    in brackets): its own seconds."""
     engine = make_engine(ledger)
     with engine.connect() as conn:
-        steps = {(row.run_id, row.step): float(row.stats.get("seconds", 0)) for row in conn.execute(
-            text("SELECT run_id, step, stats FROM pipeline_runs WHERE run_id = ANY(:ids)"),
-            {"ids": [run["dag_run_id"] for run in runs]})}
+        steps = [(row.run_id, row.step, row.finished_at, float(row.stats.get("seconds", 0))) for row in conn.execute(
+            text("SELECT run_id, step, finished_at, stats FROM pipeline_runs WHERE run_id = ANY(:ids) ORDER BY id"),
+            {"ids": [run["dag_run_id"] for run in runs]})]
     engine.dispose()
     figures: dict[str, dict[str, list[float]]] = {}
     for run in runs:
@@ -55,24 +58,30 @@ def task_profile(deployment: Deployment, ledger: str, runs: list[dict[str, Any]]
             began, ended = when(ti["start_date"]), when(ti["end_date"])
             if began is None or ended is None:
                 continue
-            each = figures.setdefault(ti["task_id"], {"wait": [], "task": [], "step": []})
+            inside = [seconds for run_id, _, finished, seconds in steps
+                      if run_id == run["dag_run_id"] and began <= finished <= ended]
+            each = figures.setdefault(ti["task_id"], {"wait": [], "task": [], "steps": []})
             each["wait"].append((began - previous_end).total_seconds())
             each["task"].append((ended - began).total_seconds())
-            each["step"].append(steps.get((run["dag_run_id"], ti["task_id"]), 0.0))
+            each["steps"].append(sum(inside))
             previous_end = ended
-    return {task: {key: statistics.median(values) for key, values in each.items()} for task, each in figures.items()}
+    for run_id, step, _, seconds in steps:
+        figures.setdefault(f"[{step}]", {"steps": []})["steps"].append(seconds)
+    return {name: {key: statistics.median(values) for key, values in each.items()} for name, each in figures.items()}
 
 
 def print_profile(profile: dict[str, dict[str, float]], run_seconds: float) -> None:
-    print("  where a run's time goes (medians per task, seconds):")
-    print(f"    {'task':<14}{'wait':>8}{'task':>8}{'step':>8}{'rest':>8}   (wait: before it starts; rest: task - step)")
-    totals = {"wait": 0.0, "task": 0.0, "step": 0.0}
-    for task, each in profile.items():
-        print(f"    {task:<14}{each['wait']:8.2f}{each['task']:8.2f}{each['step']:8.2f}{each['task'] - each['step']:8.2f}")
-        for key in totals:
-            totals[key] += each[key]
-    print(f"    {'all tasks':<14}{totals['wait']:8.2f}{totals['task']:8.2f}{totals['step']:8.2f}"
-          f"{totals['task'] - totals['step']:8.2f}   of a {run_seconds:.2f} s run")
+    print("  where a run's time goes (medians, seconds):")
+    print(f"    {'Airflow task':<16}{'wait':>8}{'task':>8}{'steps':>8}{'rest':>8}"
+          "   (wait: before it starts; steps: the pipeline's own record; rest: task - steps)")
+    tasks = {name: each for name, each in profile.items() if "task" in each}
+    for name, each in tasks.items():
+        print(f"    {name:<16}{each['wait']:8.2f}{each['task']:8.2f}{each['steps']:8.2f}{each['task'] - each['steps']:8.2f}")
+    total = {key: sum(each[key] for each in tasks.values()) for key in ("wait", "task", "steps")}
+    print(f"    {'all tasks':<16}{total['wait']:8.2f}{total['task']:8.2f}{total['steps']:8.2f}"
+          f"{total['task'] - total['steps']:8.2f}   of a {run_seconds:.2f} s run")
+    print("    steps: " + ", ".join(f"{name[1:-1]} {each['steps']:.2f}" for name, each in profile.items()
+                                   if "task" not in each))
 
 
 def main() -> None:
