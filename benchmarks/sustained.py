@@ -17,12 +17,14 @@ stops, the backlog is given ``--drain-minutes`` to settle; then the connector is
 Printed per R: messages published (and the rate the publisher achieved), stored, decided,
 carried out (by decision); p50/p95/p99 of received→decided, received→carried out (the ledger's
 own timestamps) and published→carried out (the publisher's clock: time waiting in the broker
-counts; a message never carried out counts as still waiting when the drain ended); the DAG's
-scheduled runs in that window: started, delayed (the minute came while the previous run was
-still running: with max_active_runs=1 it waits), minute ticks skipped, start lag and durations,
-and where a run's time went per task; the connector's stop. Then the highest R held — everything
-carried out, the publisher within 3 % of R, and p99 ≤ 90 s (and ≤ 75 s) — for received→carried
-out and for published→carried out.
+counts). A message never carried out counts as waiting until the drain ended. Carried out is the
+connector's record (``carried_out_at``), written before it acks on the broker: a connector that
+falls behind with its acks shows in its stop, which acks what it still holds (timed). Then the
+DAG's scheduled runs in that window: started, delayed (the minute came while the previous run
+was still running: with max_active_runs=1 it waits), minute ticks skipped, start lag and
+durations, and where a run's time went. Last, the highest R held — everything carried out, the
+publisher within 3 % of R, and p99 ≤ 90 s (and ≤ 75 s) — for received→carried out and for
+published→carried out.
 
 Everything it starts (``ackstore airflow``, each connector) is stopped by PID; its databases and
 queues are dropped.
@@ -89,6 +91,7 @@ class Figures:
     profile: dict[str, dict[str, float]] = field(default_factory=dict)
     drain_seconds: float = 0.0
     stop_seconds: float = 0.0
+    stop_code: int | None = None  # the connector's exit code on SIGTERM (-9: killed after CONNECTOR_STOP_SECONDS)
     connector_exited: int | None = None  # its exit code, when it died before the drain ended
 
     def held(self, what: str, limit: float) -> bool:
@@ -270,9 +273,11 @@ def measure(rate: int, url: str, engine: Engine, deployment: Deployment, args: a
             exited = process.poll()  # the connector died during the run
             stop_started = time.monotonic()
         stopped = time.monotonic() - stop_started
+        stop_code = process.returncode
     finally:
         delete_queue(args.amqp, queue)
-    figures = Figures(rate, published, drain_seconds=drained, stop_seconds=stopped, connector_exited=exited)
+    figures = Figures(rate, published, drain_seconds=drained, stop_seconds=stopped, stop_code=stop_code,
+                      connector_exited=exited)
     figures.counts, figures.decisions, figures.latency = ledger_figures(engine, connection_id, ended)
     runs = finished_runs(deployment, ended, args.drain_minutes * 60)
     figures.runs = run_statistics(runs, began, ended)
@@ -287,7 +292,9 @@ def print_figures(f: Figures, minutes: float) -> None:
           f"(achieved {f.published.rate:,.0f}/s over {f.published.seconds:.0f} s)")
     print(f"  stored {c['stored']:,}, decided {c['decided']:,}, carried out {c['carried_out']:,} "
           f"({', '.join(f'{k} {v:,}' for k, v in f.decisions.items()) or 'none'}); "
-          f"drained {f.drain_seconds:.0f} s after publishing; connector stop {f.stop_seconds:.1f} s")
+          f"drained {f.drain_seconds:.0f} s after publishing")
+    print(f"  connector stop (it acks on the broker what it recorded carried out): {f.stop_seconds:.1f} s, "
+          f"exit code {f.stop_code}")
     if f.connector_exited is not None:
         print(f"  THE CONNECTOR EXITED ({f.connector_exited}) before the backlog settled")
     print(f"  {'seconds':<24}{'p50':>8}{'p95':>8}{'p99':>8}")
