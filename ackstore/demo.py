@@ -1,6 +1,6 @@
 """``ackstore demo``: set up the ledger, submit sample signals that between them meet every kind
-of outcome, run the Airflow DAG once through Airflow (``airflow dags test``: its six tasks,
-in-process, on local Spark), and show what each task did, what the requesters are told, one
+of outcome, run the Airflow DAG once through Airflow (``airflow dags test``: its task runs the six
+steps in-process, on local Spark), and show what each step did, what the requesters are told, one
 signal's timeline, and the audit: the settlement status, latency, watermarks and late acks.
 
 The scenario: a thing created and modified; a custom ack in time, and one late (after its
@@ -78,7 +78,7 @@ def run_demo(database_url: str | None = None) -> int:
         print(f"\n== undecided until the DAG ran: {store.result(scenario.cid('modified'))}")
         if not _run_dag(url):
             return 1
-        _print_tasks(store)
+        _print_steps(store)
         _after_the_run(store, scenario)
         _print_audit(store, scenario)
         print(f"\n(demo took {time.perf_counter() - started:.0f} s)")
@@ -221,8 +221,8 @@ def _run_dag(url: str) -> bool:
     return done.returncode == 0
 
 
-def _print_tasks(store: AckStore) -> None:
-    """What each task of the DAG run did: its stats as recorded in ``pipeline_runs``."""
+def _print_steps(store: AckStore) -> None:
+    """What each step of the DAG run did: its stats as recorded in ``pipeline_runs``."""
     from jobs.pipeline import counts
 
     with store.engine.connect() as conn:
@@ -230,7 +230,7 @@ def _print_tasks(store: AckStore) -> None:
         rows = conn.execute(
             text("SELECT step, stats FROM pipeline_runs WHERE run_id = :r ORDER BY id"), {"r": run_id}
         ).all()
-    print(f"\n== what each task did (pipeline_runs, run {run_id})")
+    print(f"\n== what each step did (pipeline_runs, run {run_id})")
     for step, stats in rows:
         print(f"   {step:<13} {stats.get('seconds', 0):6.2f} s  {json.dumps(counts(stats))}")
 

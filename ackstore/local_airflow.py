@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -128,6 +129,36 @@ class LocalAirflow:
         done = self.airflow("db", "migrate", env=env)
         if done.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed:\n{done.stderr[-3000:]}")
+
+
+class AirflowApi:
+    """Airflow's REST API v2 (``/api/v2``) as the admin: a Bearer token from
+    :meth:`LocalAirflow.access_token`, taken once and again when a call answers 401."""
+
+    def __init__(self, local: LocalAirflow) -> None:
+        self.local = local
+        self._token: str | None = None
+
+    def __call__(self, path: str, payload: dict[str, Any] | None = None, method: str | None = None) -> dict[str, Any]:
+        """The JSON answer to ``method`` (GET, or PATCH with a payload) on ``/api/v2{path}``."""
+        try:
+            return self._call(path, payload, method)
+        except urllib.error.HTTPError as error:
+            if error.code != 401:
+                raise
+            self._token = None  # expired: log in again
+            return self._call(path, payload, method)
+
+    def _call(self, path: str, payload: dict[str, Any] | None, method: str | None) -> dict[str, Any]:
+        if self._token is None:
+            self._token = self.local.access_token()
+        request = urllib.request.Request(
+            f"{self.local.url}/api/v2{path}", data=None if payload is None else json.dumps(payload).encode(),
+            method=method or ("GET" if payload is None else "PATCH"),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"})
+        # a long timeout: the api-server's first calls can block for seconds (docs/stack-notes.md)
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.load(answer)
 
 
 def run_dag_once(local: LocalAirflow, spark_remote: str | None = None) -> subprocess.CompletedProcess:

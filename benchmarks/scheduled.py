@@ -1,55 +1,87 @@
-"""Benchmark: the wall time of scheduled DAG runs under ``ackstore airflow`` (``make airflow``).
+"""Benchmark: the wall time of scheduled DAG runs under ``ackstore airflow`` (``make airflow``),
+and where it goes.
 
     python -m benchmarks.scheduled --runs 3                # tasks on the Spark Connect server
     python -m benchmarks.scheduled --runs 3 --local-spark  # each task opens a local session
 
-Starts ``ackstore airflow`` on a fresh, empty ledger (its own metadata database and ports),
-unpauses the DAG, lets it run on its every-minute schedule, and prints the wall time of each
-scheduled run after the first (nothing pending: the fixed cost of a run), with their median,
-and the raw baseline of the same machine: ``ackstore pipeline run`` of the same empty ledger in
-one process. Stops everything it started.
+Starts ``ackstore airflow`` on a fresh, empty ledger (its own home, metadata database and ports),
+logs in as its admin, unpauses the DAG, lets it run on its every-minute schedule, and prints the
+wall time of each scheduled run after the first (nothing pending: the fixed cost of a run), with
+their median; then, per Airflow task of those runs (medians), where the time goes: waiting for
+the scheduler and executor to start it (after the previous task ended), inside the pipeline's
+steps (their ``pipeline_runs`` records: lock, queue look-up, Spark, merge), and the rest of the
+task (process start, imports, the connection look-up, the task runner's bookkeeping); and each
+step's own seconds. The baseline of the same machine:
+``ackstore pipeline run`` of the same empty ledger, one process; the ratio of the median run to it.
+Stops everything it started.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ackstore.ledger.database import drop_database, scratch_database
-from ackstore.local_airflow import DAG_ID, health, wait_until
+from sqlalchemy import text
+
+from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.local_airflow import DAG_ID, wait_until
+from benchmarks.deployment import BIN, Deployment, airflow, seconds, when
 from benchmarks.pipeline import DEFAULT_SERVER
-from jobs.spark import free_port
-
-BIN = Path(sys.executable).parent
 
 
-def _api(url: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-    request = urllib.request.Request(f"{url}/api/v2{path}", data=None if payload is None else json.dumps(payload).encode(),
-                                     method="GET" if payload is None else "PATCH",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        return json.load(answer)
+def finished_runs(deployment: Deployment) -> list[dict[str, Any]]:
+    return [run for run in deployment.runs() if run["state"] in ("success", "failed")]
 
 
-def _finished_runs(url: str) -> list[dict[str, Any]]:
-    runs = _api(url, f"/dags/{DAG_ID}/dagRuns?run_type=scheduled&order_by=run_after&limit=50")["dag_runs"]
-    return [run for run in runs if run["state"] in ("success", "failed")]
+def task_profile(deployment: Deployment, ledger: str, runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Where ``runs`` spent their time, medians over the runs. Per Airflow task: ``wait`` (from the
+    previous task's end, or the run's start, to its start), ``task`` (its start to its end, as
+    Airflow records them) and ``steps`` (the pipeline steps it ran, by their own record in
+    pipeline_runs: a step belongs to the task it finished in). Per pipeline step (under its name
+    in brackets): its own seconds."""
+    engine = make_engine(ledger)
+    with engine.connect() as conn:
+        steps = [(row.run_id, row.step, row.finished_at, float(row.stats.get("seconds", 0))) for row in conn.execute(
+            text("SELECT run_id, step, finished_at, stats FROM pipeline_runs WHERE run_id = ANY(:ids) ORDER BY id"),
+            {"ids": [run["dag_run_id"] for run in runs]})]
+    engine.dispose()
+    figures: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        previous_end = when(run["start_date"])
+        for ti in sorted(deployment.task_instances(run["dag_run_id"]), key=lambda ti: ti["start_date"] or ""):
+            began, ended = when(ti["start_date"]), when(ti["end_date"])
+            if began is None or ended is None:
+                continue
+            inside = [seconds for run_id, _, finished, seconds in steps
+                      if run_id == run["dag_run_id"] and began <= finished <= ended]
+            each = figures.setdefault(ti["task_id"], {"wait": [], "task": [], "steps": []})
+            each["wait"].append((began - previous_end).total_seconds())
+            each["task"].append((ended - began).total_seconds())
+            each["steps"].append(sum(inside))
+            previous_end = ended
+    for run_id, step, _, seconds in steps:
+        figures.setdefault(f"[{step}]", {"steps": []})["steps"].append(seconds)
+    return {name: {key: statistics.median(values) for key, values in each.items()} for name, each in figures.items()}
 
 
-def _seconds(run: dict[str, Any]) -> float:
-    start, end = (datetime.fromisoformat(run[key].replace("Z", "+00:00")) for key in ("start_date", "end_date"))
-    return (end - start).total_seconds()
+def print_profile(profile: dict[str, dict[str, float]], run_seconds: float) -> None:
+    print("  where a run's time goes (medians, seconds):")
+    print(f"    {'Airflow task':<16}{'wait':>8}{'task':>8}{'steps':>8}{'rest':>8}"
+          "   (wait: before it starts; steps: the pipeline's own record; rest: task - steps)")
+    tasks = {name: each for name, each in profile.items() if "task" in each}
+    for name, each in tasks.items():
+        print(f"    {name:<16}{each['wait']:8.2f}{each['task']:8.2f}{each['steps']:8.2f}{each['task'] - each['steps']:8.2f}")
+    total = {key: sum(each[key] for each in tasks.values()) for key in ("wait", "task", "steps")}
+    print(f"    {'all tasks':<16}{total['wait']:8.2f}{total['task']:8.2f}{total['steps']:8.2f}"
+          f"{total['task'] - total['steps']:8.2f}   of a {run_seconds:.2f} s run")
+    print("    steps: " + ", ".join(f"{name[1:-1]} {each['steps']:.2f}" for name, each in profile.items()
+                                   if "task" not in each))
 
 
 def main() -> None:
@@ -66,34 +98,24 @@ def main() -> None:
         subprocess.run([str(BIN / "ackstore"), "--database-url", ledger, "pipeline", "run"], check=True,
                        capture_output=True, env={**os.environ, "SPARK_REMOTE": ""})
         baseline = time.perf_counter() - started
-        port = free_port()
-        metadata_database = f"ackstore_airflow_bench_{os.getpid()}"
-        command = [str(BIN / "ackstore"), "--database-url", ledger, "airflow", "--port", str(port),
-                   "--spark-port", str(free_port()), "--home", home,
-                   "--metadata-database", metadata_database]
-        if args.local_spark:
-            command.append("--local-spark")
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until("Airflow's API answering", 300, lambda: health(url))
-            wait_until("the DAG parsed", 120, lambda: _api(url, f"/dags/{DAG_ID}").get("dag_id"))
-            _api(url, f"/dags/{DAG_ID}", {"is_paused": False})
+        with airflow(ledger, args.server, Path(home), local_spark=args.local_spark) as deployment:
+            deployment.unpause()
             runs = wait_until(f"{args.runs + 1} scheduled runs", 90 + 75 * (args.runs + 1),
-                              lambda: (r := _finished_runs(url)) and len(r) > args.runs and r)
-        finally:
-            server.send_signal(signal.SIGINT)
-            server.wait(240)
-            drop_database(args.server, metadata_database)
+                              lambda: (r := finished_runs(deployment)) and len(r) > args.runs and r)
+            deployment.pause()
+            profile = task_profile(deployment, ledger, runs[1:])
 
     spark = "local Spark sessions (one per task)" if args.local_spark else "Spark Connect"
-    timed = [(_seconds(run), run["state"]) for run in runs[1:]]
+    timed = [(seconds(run), run["state"]) for run in runs[1:]]
+    median = statistics.median(s for s, _ in timed)
     print(f"scheduled runs of {DAG_ID} on an empty ledger, {spark}:")
-    print(f"  first run (cold):       {_seconds(runs[0]):6.1f} s  ({runs[0]['state']})")
-    for seconds, state in timed:
-        print(f"  a later run:            {seconds:6.1f} s  ({state})")
-    print(f"  median of later runs:   {statistics.median(s for s, _ in timed):6.1f} s")
+    print(f"  first run (cold):       {seconds(runs[0]):6.1f} s  ({runs[0]['state']})")
+    for run_seconds, state in timed:
+        print(f"  a later run:            {run_seconds:6.1f} s  ({state})")
+    print(f"  median of later runs:   {median:6.1f} s")
+    print_profile(profile, median)
     print(f"raw baseline: `ackstore pipeline run` of the same empty ledger, one process, local Spark: {baseline:.1f} s")
+    print(f"ratio scheduled/baseline: {median / baseline:.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """
 ### ackstore_reconcile — the acknowledgement ledger's batch pipeline, every minute
 
-One run applies what arrived, decides what is due, checks the ledger and settles:
+One run applies what arrived, decides what is due, checks the ledger and settles — six steps, in
+order, in one task (`reconcile`):
 
-| task | reads | writes (one transaction per task) |
+| step | reads | writes (one transaction per step) |
 |---|---|---|
 | `apply_twin` | `queue_apply`: twin commands not applied yet | thing states, command responses with their events (`twin-persisted` follows) |
 | `index_search` | `queue_index`: things changed since indexed | search index rows, watermarks, one mark per thing (`search-persisted` follows) |
@@ -12,16 +13,21 @@ One run applies what arrived, decides what is due, checks the ledger and settles
 | `validate` | the sweep batches and settlements past its watermarks: what was decided since the last passed check | nothing on failure; on success the slice's connection requests go to `queue_settle` and the watermarks move |
 | `settle` | `queue_settle`: validated results from broker connections | one `settlements` decision per attempt, then `NOTIFY ackstore_settlements` |
 
-Each task calls `jobs.pipeline.run_step(<task>)` — exactly what `ackstore pipeline run --step
-<task>` calls — and returns its counts (see the task's XCom and log).
+The task calls `jobs.pipeline.run` — exactly what `ackstore pipeline run` calls — and returns
+each step's counts (see its XCom; its log has a line per step). **One task, not six:** Airflow
+spends about a second starting each task (the scheduler's loop, a process, the imports, the
+connection), and each step that found work opened a Spark session of its own; in one task the
+steps share one process and one session (an idle run: ~7 s as six tasks, see
+`benchmarks.scheduled`).
 
 **Why a re-run or a retried task is safe.** Every step reads only its queue (validate: what lies
 past its watermarks), stages its rows under this DAG run's id, and merges them in one
 transaction that also empties the queue of what it finished (or moves the watermarks); a retried task finds the queue already emptied, or re-stages from
-scratch, and never writes a second change, ack, result or decision. The DAG run's id is the
+scratch, and never writes a second change, ack, result or decision: a retried task runs every
+step again, and those that finished find nothing left to do. The DAG run's id is the
 pipeline's run id, so a retried task's stats replace the first try's in `pipeline_runs`.
-When `validate` fails, `settle` does not run and nothing is settled: the failing invariants
-and sample ids are in the `validate` task's log and in `pipeline_runs`.
+When `validate` fails, `settle` does not run and nothing is settled: the task fails, and the
+failing invariants and sample ids are in its log and in `pipeline_runs`.
 
 **The audit.** The [Ledger page](/plugin/ledger) (*Ledger* in the navigation) shows what this
 DAG settled: the settlement status per source, the watermarks, the open work oldest first, the
@@ -29,9 +35,9 @@ latency per source over the last 24 hours, and any signal's timeline by its corr
 
 **Where.** The ledger is the Airflow connection `ackstore_ledger`
 (`AIRFLOW_CONN_ACKSTORE_LEDGER`), else `$ACKSTORE_DATABASE_URL`. Spark is the Spark Connect
-server at `$SPARK_REMOTE` when set (about 2.6 s per task), else a local session (about 26 s);
-a task opens its session only when its queue holds work, so an idle run takes about 6 s.
-`settle` updates the asset `ackstore://settlements`: schedule a DAG on it to react whenever
+server at `$SPARK_REMOTE` when set (a session costs about 1.3 s), else a local session (about
+20 s); it is opened by the first step whose queue holds work, so an idle run opens none.
+The task updates the asset `ackstore://settlements`: schedule a DAG on it to react whenever
 the ledger has settled something.
 """
 
@@ -53,8 +59,8 @@ DEFAULT_ARGS = {
 }
 
 
-def _run_step(name: str) -> dict[str, Any]:
-    """The step ``name`` for this DAG run: ledger URL and run id looked up now, at run time."""
+def _run_pipeline() -> dict[str, dict[str, Any]]:
+    """Every step for this DAG run: ledger URL and run id looked up now, at run time."""
     from airflow.exceptions import AirflowNotFoundException
     from airflow.sdk import Connection, get_current_context
 
@@ -71,7 +77,7 @@ def _run_step(name: str) -> dict[str, Any]:
         url = DatabaseUrl.from_airflow_connection(ledger).text()
     run_id = get_current_context()["run_id"]
     settings = PipelineSettings.from_env(url, run_id=run_id, origin=f"the Airflow connection {LEDGER_CONNECTION}")
-    return pipeline.run_step(name, settings)
+    return pipeline.run(None, settings)
 
 
 @dag(
@@ -86,31 +92,11 @@ def _run_step(name: str) -> dict[str, Any]:
     doc_md=__doc__,
 )
 def ackstore_reconcile() -> None:
-    @task
-    def apply_twin() -> dict[str, Any]:
-        return _run_step("apply_twin")
-
-    @task
-    def index_search() -> dict[str, Any]:
-        return _run_step("index_search")
-
-    @task
-    def weak_acks() -> dict[str, Any]:
-        return _run_step("weak_acks")
-
-    @task
-    def sweep() -> dict[str, Any]:
-        return _run_step("sweep")
-
-    @task
-    def validate() -> dict[str, Any]:
-        return _run_step("validate")
-
     @task(outlets=[SETTLEMENTS])
-    def settle() -> dict[str, Any]:
-        return _run_step("settle")
+    def reconcile() -> dict[str, dict[str, Any]]:
+        return _run_pipeline()
 
-    apply_twin() >> index_search() >> weak_acks() >> sweep() >> validate() >> settle()
+    reconcile()
 
 
 ackstore_reconcile()

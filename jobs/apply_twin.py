@@ -69,7 +69,8 @@ def _merge(step: Step) -> None:
         params["event_base"] = step.scalar(conn, "event_base", params)
         run_statement = step.runner(conn, params)
         staged = step.scalar(conn, "staged", params)
-        step.refresh_statistics(conn, {stage_twin_outcomes: staged})
+        # the queue holds at least what was staged: its statistics as it is, not as the last run left it
+        step.refresh_statistics(conn, {stage_twin_outcomes: staged, queue_apply: staged})
         expect_count("command responses", run_statement("insert_responses"), staged)
         changed = step.scalar(conn, "changed_things", params)
         expect_count("things", run_statement("update_things") + run_statement("insert_things"), changed)
@@ -79,8 +80,7 @@ def _merge(step: Step) -> None:
         expect_count("apply queue", run_statement("dequeue"), staged)
         run_statement("enqueue_index")
         run_statement("clear_staging")
-        step.refresh_statistics(conn, {command_responses: staged, things: changed, queue_apply: staged,
-                                       queue_index: changed})
+        step.refresh_statistics(conn, {command_responses: staged, things: changed, queue_index: changed})
         step.close_batch(conn, params["batch_id"], staged)
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import (
-    queue_index, search_index, search_marks, search_things, stage_search_rows, stage_search_things,
-)
+from ackstore.ledger.schema import search_index, search_marks, search_things, stage_search_rows, stage_search_things
 from ackstore.rules import index_rows, jsontext
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows
@@ -69,11 +67,10 @@ def _merge(step: Step) -> None:
         step.stats["things"] = staged
         step.stats["rows_deleted"] = run_statement("delete_rows")
         step.stats["rows"] = run_statement("insert_rows")
-        dequeued = run_statement("dequeue")
+        run_statement("dequeue")
         expect_count("search marks", run_statement("insert_marks"), staged)
         run_statement("clear_staging")
-        step.refresh_statistics(conn, {search_index: step.stats["rows"], search_things: staged, search_marks: staged,
-                                       queue_index: dequeued})
+        step.refresh_statistics(conn, {search_index: step.stats["rows"], search_things: staged, search_marks: staged})
         step.close_batch(conn, params["batch_id"], staged)
 
 

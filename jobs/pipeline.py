@@ -58,12 +58,22 @@ def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) ->
     return stats
 
 
-def run(spark: Any, settings: PipelineSettings, steps: tuple[str, ...] = tuple(STEPS)) -> dict[str, dict[str, Any]]:
+def run(spark: Any | None, settings: PipelineSettings, steps: tuple[str, ...] = tuple(STEPS)) -> dict[str, dict[str, Any]]:
     """Run ``steps`` in pipeline order on one session; the stats of each, by name. A failed
-    validation stops the run there: nothing after it (``settle``) runs."""
+    validation stops the run there: nothing after it (``settle``) runs. Without a session, one
+    is opened when the first step finds work (Spark Connect when ``$SPARK_REMOTE`` is set) and
+    stopped at the end: what the DAG's task does."""
     unknown = [name for name in steps if name not in STEPS]
     if unknown:
         raise UnknownStep(unknown)
+    if spark is None:
+        from jobs.spark import LazySession
+
+        session = LazySession("ackstore-pipeline")
+        try:
+            return run(session, settings, steps)
+        finally:
+            session.stop()
     done: dict[str, dict[str, Any]] = {}
     for name in (name for name in STEPS if name in steps):
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import queue_settle, settlements, stage_settlements
+from ackstore.ledger.schema import settlements, stage_settlements
 from ackstore.ledger.settlements import NOTIFY_CHANNEL
 from ackstore.rules import jsontext, settlement
 from jobs.settings import PipelineSettings
@@ -42,13 +42,14 @@ def _merge(step: Step) -> None:
     with step.merge() as conn:
         run_statement = step.runner(conn, params)
         staged = step.scalar(conn, "staged", params)
+        step.refresh_statistics(conn, {stage_settlements: staged})  # the queue's: validate's, as it filled it
         step.stats["settlements"] = run_statement("insert_settlements")
         expect_count("settle queue", run_statement("dequeue"), staged)
         step.stats["decided"] = staged
         step.stats["by_decision"] = {row.decision: row.n for row in conn.execute(statement(JOB, "counts"), params)}
         step.stats["notified_sources"] = len(conn.execute(statement(JOB, "notify"), params).all())
         run_statement("clear_staging")
-        step.refresh_statistics(conn, {settlements: step.stats["settlements"], queue_settle: staged})
+        step.refresh_statistics(conn, {settlements: step.stats["settlements"]})
 
 
 # --- deciding, inside Spark's Python workers --------------------------------------------------

@@ -50,6 +50,8 @@ def decide_common(step: Step) -> None:
     with step.transaction() as conn:
         batch_id = step.open_batch(conn)
         run_statement = step.runner(conn, {**COMMON_PARAMS, "batch_id": batch_id})
+        # the queue as this run finds it (the last run left it empty): see Step.refresh_statistics
+        step.refresh_statistics(conn, {queue_decide: step.scalar(conn, "pending_count", {})})
         decided = 0
         for name in COMMON_STATEMENTS:  # each plans with the statistics of what the one before left
             written = run_statement(name)
@@ -79,7 +81,7 @@ def _merge(step: Step) -> None:
         step.stats["late_acks"] = run_statement("flag_late")
         expect_count("decision queue", run_statement("dequeue"), staged)
         run_statement("clear_staging")
-        step.refresh_statistics(conn, {request_results: staged, queue_decide: staged})
+        step.refresh_statistics(conn, {request_results: staged})
         step.close_batch(conn, params["batch_id"], staged)
 
 

@@ -111,7 +111,9 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
                 drop_database(ADMIN_URL, metadata_database)
         assert server.returncode == 0, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
         task_logs = [path for path in (home / "logs").rglob("*.log") if "task_id=" in str(path)]
-        assert {path.parent.name for path in task_logs} >= {f"task_id={step}" for step in pipeline.STEPS}
+        assert {path.parent.name for path in task_logs} == {"task_id=reconcile"}
+        logged = "".join(path.read_text(errors="replace") for path in task_logs)
+        assert all(f"{step} run {run['dag_run_id']}" in logged for step in pipeline.STEPS)  # a line per step
         for path in [*task_logs, home / "standalone.log", tmp_path / "ackstore-airflow.log"]:
             shown = path.read_text(errors="replace")
             assert PASSWORD not in shown and quote(PASSWORD, safe="") not in shown, path

@@ -23,6 +23,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),
         ("benchmarks.broker", ["--messages", "300", "--batch", "100"], "ratio end-to-end/raw"),
         ("benchmarks.reports", ["--history", "2000", "--repeat", "1"], "(b) all the history"),
+        # ackstore airflow on its schedule, a connector, 15 s of publishing (about 4 minutes): all
+        # 300 messages modify existing things and end acked on the broker
+        ("benchmarks.sustained", ["--rates", "20", "--minutes", "0.25", "--things", "200", "--drain-minutes", "4"],
+         "carried out 300 (ack 300)"),
     ],
 )
 def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:

@@ -206,3 +206,90 @@ def test_a_windowed_report_reads_its_window_alone(ledger, name: str, window: str
     scanned = set(_scans(plan))
     assert not scanned & HISTORY_TABLES, f"reports.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
     assert not {f for f in _function_scans(plan) if f.startswith(("report_", "signal"))}, f"not inlined: {plan}"
+
+
+# Removing finished work from a queue: each step deletes from its queue what it staged, a join of
+# the two. Both tables' statistics are stale by nature — the queue was last analyzed emptied, the
+# staging table knows another run's id — and planned as one row each side, the removal of N items
+# is a nested loop that visits N² rows (6 000 items took 15 s). The steps refresh each table while
+# it holds the run's rows (refresh_statistics: a tenth of what the statistics know, from 100 rows
+# on): the queue before the reads that drain it, the staging table before its merge.
+REMOVALS = {  # job: (its staging table and a staged row, its queue and a queued row)
+    "apply_twin": ("stage_twin_outcomes (run_id, signal_id, thing_id, base_revision, status, is_error, is_last)",
+                   "'r', g, 't' || g, 0, 204, false, true", "queue_apply (signal_id)", "g"),
+    "sweep": ("stage_results (run_id, signal_id, attempt, status, headers, cause, ack_statuses, acks_seen)",
+              "'r', g, 1, 200, '{}', 'acks', '{}', 0", "queue_decide (signal_id, attempt)", "g, 1"),
+    "settle": ("stage_settlements (run_id, signal_id, attempt, decision)", "'r', g, 1, 'ack'",
+               "queue_settle (signal_id, attempt)", "g, 1"),
+}
+
+
+@pytest.fixture(scope="module")
+def queues() -> Iterator[Any]:
+    """A ledger whose queues have a history: a backlog of 10 000 removed by a run, each queue then
+    analyzed empty and each staging table analyzed with that run's rows, then truncated."""
+    with scratch_database(ADMIN_URL, "removals") as url:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        for job in REMOVALS:
+            _stage_and_queue(engine, job, 10_000, first=1, run_id="backlog")
+            with engine.begin() as conn:
+                conn.execute(statement(job, "dequeue"), {"run_id": "backlog"})
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text(f"ANALYZE {_table(REMOVALS[job][0])}"))
+                conn.execute(text(f"TRUNCATE {_table(REMOVALS[job][0])}"))
+                conn.execute(text(f"ANALYZE {_table(REMOVALS[job][2])}"))
+        yield engine
+        engine.dispose()
+
+
+def _table(columns: str) -> str:
+    return columns.split(" ", 1)[0]
+
+
+def _stage_and_queue(engine: Any, job: str, rows: int, first: int, run_id: str = "r") -> None:
+    staging, staged, queue, queued = REMOVALS[job]
+    with engine.begin() as conn:
+        span = {"a": first, "b": first + rows - 1}
+        conn.execute(text(f"INSERT INTO {queue} SELECT {queued} FROM generate_series(:a, :b) g"), span)
+        conn.execute(text(f"INSERT INTO {staging} SELECT {staged.replace(chr(39) + 'r' + chr(39), ':run_id', 1)} "
+                          "FROM generate_series(:a, :b) g"), {**span, "run_id": run_id})
+
+
+def _rows_visited(plan: dict[str, Any]) -> float:
+    """Every row each node of an executed plan produced or filtered out, times its loops."""
+    own = sum(plan.get(key, 0) for key in ("Actual Rows", "Rows Removed by Filter", "Rows Removed by Join Filter",
+                                           "Rows Removed by Index Recheck"))
+    return own * plan.get("Actual Loops", 1) + sum(_rows_visited(child) for child in plan.get("Plans", []))
+
+
+def _removal_visits(engine: Any, job: str, rows: int, refreshed: bool) -> float:
+    """EXPLAIN ANALYZE the job's removal of ``rows`` staged items, in a transaction rolled back."""
+    staging, _, queue, _ = REMOVALS[job]
+    _stage_and_queue(engine, job, rows, first=1_000_000)
+    try:
+        with engine.connect() as conn:
+            if refreshed:  # what the steps do while each table holds the run's rows
+                for table in (_table(staging), _table(queue)):
+                    conn.execute(statement("batches", "refresh_statistics"), {"table": table, "written": rows})
+            plan = conn.execute(text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statements(job)['dequeue']}"),
+                                {"run_id": "r"}).scalar_one()
+            conn.rollback()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {_table(staging)}, {_table(queue)}"))
+    plan = (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]
+    assert plan["Plans"][0]["Actual Rows"] == rows, plan  # it removed them all
+    return _rows_visited(plan)
+
+
+def test_the_removal_check_catches_a_nested_loop_over_the_run(queues) -> None:
+    """Without the refresh, 1 000 items planned as one: a nested loop of a million rows."""
+    assert _removal_visits(queues, "apply_twin", 1_000, refreshed=False) > 100 * 1_000
+
+
+@pytest.mark.parametrize("rows", [1_000, 100_000])
+@pytest.mark.parametrize("job", REMOVALS)
+def test_removing_finished_work_visits_each_item_a_few_times(queues, job: str, rows: int) -> None:
+    visited = _removal_visits(queues, job, rows, refreshed=True)
+    assert visited <= 10 * rows, f"{job}.dequeue of {rows:,} items visits {visited:,.0f} rows"

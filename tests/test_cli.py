@@ -93,10 +93,10 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert '"status": 200' in second and all(label in second for label in ("twin-persisted", "search-persisted", "demo:audit"))
     assert '"org.acme:lamp-1"' in output.split("== search")[1]
     assert "airflow dags test exited 0" in output
-    tasks = output.split("== what each task did")[1].split("==")[0]
-    assert [line.split()[0] for line in tasks.strip().splitlines()[1:]] == [
+    steps = output.split("== what each step did")[1].split("==")[0]
+    assert [line.split()[0] for line in steps.strip().splitlines()[1:]] == [
         "apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
-    assert "manual__" in tasks  # a run Airflow made
+    assert "manual__" in steps  # a run Airflow made
     weak = output.split(f"== the weak ack of")[1].split("==")[0]
     assert '"weak": true' in weak and '"status": 200' in weak
     assert '"on": true' in output.split("== the live message's requester")[1].split("==")[0]

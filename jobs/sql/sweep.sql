@@ -145,6 +145,10 @@ LEFT JOIN command_responses r ON r.signal_id = s.id
 -- Whether anything waits for a decision, and the id range the partitioned read spans.
 SELECT min(q.signal_id), max(q.signal_id) FROM queue_decide q
 
+-- name: pending_count
+-- How many requests wait for a decision: what the decision queue holds as this run starts.
+SELECT count(*) FROM queue_decide q
+
 -- name: lock_acks
 -- No ack is stored and no fact lands while decisions are merged: an ack that arrives now waits,
 -- then finds its request decided and is stored late (A.2.5); a batch of facts waits before its
