@@ -1,11 +1,21 @@
 """Ingestion: store a batch of signals in one transaction, answering each as ``submit`` would.
 
-Every envelope is validated on its own (B.4, B.7); the valid ones are then stored in the
-batch's order with one statement, so that the per-thing ingestion order holds across batches
-and single submissions (decisions #19). A retransmission — same source and message id as a
-stored signal, or as an earlier envelope of the batch — gets the first answer and stores
-nothing; after a *redeliver* decision it opens the signal's next attempt (A.2.10). A
-correlation id taken by another signal is 409 (A.2.9).
+Every envelope is validated on its own (B.4, B.7); the valid ones are stored in the batch's
+order, so that the per-thing ingestion order holds across batches and single submissions
+(decisions #19). A retransmission — same source and message id as a stored signal, or as an
+earlier envelope of the batch — gets the first answer and stores nothing; after a *redeliver*
+decision it opens the signal's next attempt (A.2.10). A correlation id taken by another signal
+is 409 (A.2.9).
+
+A batch is decided as a whole: its things are locked (hash order), the message ids and
+correlation ids it shares with stored signals read in one statement, and every envelope decided
+in the batch's order exactly as one submission after another would be (decisions #35). The new
+signals then stream into ``signals`` through one COPY, encoded as the server asks for them (it
+stores one chunk while Python encodes the next), and one statement reads their ids back and
+queues their work. A COPY that meets a key a concurrent submission took meanwhile is undone (a
+savepoint) and the new signals are inserted with ``ON CONFLICT DO NOTHING`` instead: a row that
+lost the race is answered as a retransmission. A single envelope takes its own path: one
+statement locks its thing and stores it with its work.
 
 Besides each answer, :class:`Stored` says what a broker connector needs to settle the message:
 whether its current attempt still awaits a decision, or which decision it already has.
@@ -15,17 +25,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Iterator, NamedTuple, Sequence
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger import deliveries
-from ackstore.ledger.named_sql import ledger_statement
+from ackstore.ledger.copying import copy_in
+from ackstore.ledger.named_sql import ledger_sql, ledger_statement
 from ackstore.rules import envelopes, errors, headers, jsontext, labels, limits, settlement
 from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER
 from ackstore.rules.settings import Settings
 
 THING_INGESTION_LOCK = 1  # advisory-lock class of per-thing ingestion (two-key form)
+UNIQUE_VIOLATION = "23505"
 
 
 @dataclass(frozen=True)
@@ -42,8 +56,7 @@ class Stored:
         return self.signal_id is not None
 
 
-@dataclass(frozen=True)
-class _Valid:
+class _Valid(NamedTuple):
     index: int
     message_id: str
     signal: envelopes.Signal
@@ -58,10 +71,54 @@ def validate(
     envelope: object, *, api: headers.Api, settings: Settings
 ) -> tuple[envelopes.Signal, headers.AckRequest]:
     """The signal and its normalised request, or raise the client error (400 / 413)."""
-    loaded = envelopes.load_envelope(envelope, settings.max_envelope_bytes)
-    signal = envelopes.parse_signal(loaded)
-    request = headers.normalize(signal.raw_headers, channel=signal.channel, api=api, settings=settings)
-    return signal, request
+    signal = envelopes.parse_signal(envelopes.load_envelope(envelope, settings.max_envelope_bytes))
+    return signal, _request(signal, api, settings)
+
+
+def _request(signal: envelopes.Signal, api: headers.Api, settings: Settings) -> headers.AckRequest:
+    return headers.normalize(signal.raw_headers, channel=signal.channel, api=api, settings=settings)
+
+
+class Intake:
+    """One call's envelopes, validated on arrival (no database needed), stored by :meth:`store`."""
+
+    def __init__(
+        self, batch: Sequence[object], *, api: headers.Api, source: str, message_ids: Sequence[str | None],
+        settings: Settings,
+    ) -> None:
+        self.api, self.source, self.single = api, source, len(batch) == 1
+        self.results: list[Stored | None] = [None] * len(batch)
+        self.valid: list[_Valid] = []
+        try:
+            limits.check_id("source", source, limits.MAX_SOURCE_BYTES)
+        except errors.DittoError as error:
+            self.results = [Stored(error.to_json()) for _ in batch]
+            return
+        for index, (envelope, message_id) in enumerate(zip(batch, message_ids)):
+            try:
+                if message_id is not None:
+                    limits.check_id("source message id", message_id, limits.MAX_MESSAGE_ID_BYTES)
+                signal, request = validate(envelope, api=api, settings=settings)
+            except errors.DittoError as error:
+                self.results[index] = Stored(error.to_json())
+                continue
+            self.valid.append(_Valid(index, message_id if message_id is not None else str(uuid.uuid4()), signal, request))
+
+    @property
+    def to_store(self) -> bool:
+        """Whether anything may be stored (else the answers are ready without the database)."""
+        return bool(self.valid)
+
+    def answers(self) -> list[Stored]:
+        assert all(result is not None for result in self.results)
+        return self.results  # type: ignore[return-value]
+
+    def store(self, conn: Connection) -> None:
+        """Store the valid envelopes inside ``conn``'s transaction; then each envelope has its answer."""
+        if self.single and self.valid:
+            _store_one(conn, self.valid[0], self.api, self.source, self.results)
+        elif self.valid:
+            _store_batch(conn, self.valid, self.api, self.source, self.results)
 
 
 def ingest(
@@ -74,76 +131,118 @@ def ingest(
     settings: Settings,
 ) -> list[Stored]:
     """Store the valid envelopes of ``batch`` inside ``conn``'s transaction; one answer each."""
-    results: list[Stored | None] = [None] * len(batch)
-    valid: list[_Valid] = []
-    for index, (envelope, message_id) in enumerate(zip(batch, message_ids)):
-        try:
-            limits.check_id("source", source, limits.MAX_SOURCE_BYTES)
-            if message_id is not None:
-                limits.check_id("source message id", message_id, limits.MAX_MESSAGE_ID_BYTES)
-            signal, request = validate(envelope, api=api, settings=settings)
-        except errors.DittoError as error:
-            results[index] = Stored(error.to_json())
-            continue
-        valid.append(_Valid(index, message_id if message_id is not None else str(uuid.uuid4()), signal, request))
-    if valid:
-        _store_valid(conn, valid, api, source, results)
-    return [result for result in results if result is not None]
+    intake = Intake(batch, api=api, source=source, message_ids=message_ids, settings=settings)
+    intake.store(conn)
+    return intake.answers()
 
 
-def _store_valid(
-    conn: Connection, valid: list[_Valid], api: str, source: str, results: list[Stored | None]
-) -> None:
-    conn.execute(
-        ledger_statement("ingest", "lock_things"),
-        {"lock_class": THING_INGESTION_LOCK, "thing_ids": sorted({v.signal.thing_id for v in valid})},
-    )
-    taken_messages, taken_correlations = _already_stored(conn, source, valid)
-    new: dict[str, _Valid] = {}  # message id -> the envelope that stores it
-    new_correlations: set[str] = set()
-    retransmitted: list[_Valid] = []
-    for item in valid:  # decide in the batch's order, as one submission after another would
+# --- deciding, in the batch's order ----------------------------------------------------------
+
+
+class _Decisions:
+    """Each valid envelope decided as one submission after another would decide it, given the
+    message ids and correlation ids already stored."""
+
+    def __init__(self, taken_messages: frozenset[str], taken_correlations: frozenset[str]) -> None:
+        self.taken_messages, self.taken_correlations = taken_messages, taken_correlations
+        self.new: dict[str, _Valid] = {}  # message id -> the envelope that stores it
+        self.new_correlations: set[str] = set()
+        self.retransmitted: list[_Valid] = []
+        self.clashes: list[_Valid] = []  # their correlation id is taken: 409
+
+    def decide(self, item: _Valid) -> bool:
+        """Whether ``item`` is a new signal to store."""
         correlation_id = item.request.correlation_id
-        if item.message_id in taken_messages or item.message_id in new:
+        if item.message_id in self.taken_messages or item.message_id in self.new:
+            self.retransmitted.append(item)
+            return False
+        if correlation_id in self.taken_correlations or correlation_id in self.new_correlations:
+            self.clashes.append(item)
+            return False
+        self.new[item.message_id] = item
+        self.new_correlations.add(correlation_id)
+        return True
+
+
+# --- a batch -----------------------------------------------------------------------------------
+
+
+def _store_batch(conn: Connection, valid: list[_Valid], api: str, source: str, results: list[Stored | None]) -> None:
+    now = _lock_things(conn, {item.signal.thing_id for item in valid})
+    taken_messages, taken_correlations = _already_stored(conn, source, valid)
+    decisions = _Decisions(frozenset(taken_messages), frozenset(taken_correlations))
+    for item in valid:  # in the batch's order, as one submission after another would be decided
+        decisions.decide(item)
+    new = list(decisions.new.values())
+    _answer(conn, source, decisions, _copy_new(conn, api, source, new, now), results)
+
+
+def _copy_new(conn: Connection, api: str, source: str, new: list[_Valid], now: datetime) -> dict[str, int]:
+    """Store the new signals with one COPY and queue their work; their ids by message id. If a
+    concurrent submission took a key first, the COPY is undone and insert_signals skips that row."""
+    if not new:
+        return {}
+    try:
+        with conn.begin_nested():
+            copy_in(conn, ledger_sql("ingest", "copy_signals"), _copy_rows(new, api, source, now))
+    except DBAPIError as error:
+        if getattr(error.orig, "pgcode", None) != UNIQUE_VIOLATION:
+            raise
+        return _insert_new(conn, api, source, new)
+    rows = conn.execute(ledger_statement("ingest", "enqueue_copied"),
+                        {"source": source, "message_ids": text_array(item.message_id for item in new)})
+    return {row.source_message_id: row.id for row in rows}
+
+
+def _lock_things(conn: Connection, thing_ids: set[str]) -> datetime:
+    """Take the things' ingestion locks (in hash order); the transaction's time."""
+    row = conn.execute(
+        ledger_statement("ingest", "lock_things"), {"lock_class": THING_INGESTION_LOCK, "thing_ids": sorted(thing_ids)}
+    ).one()
+    return row.now
+
+
+def _answer(
+    conn: Connection, source: str, decisions: _Decisions, ids: dict[str, int], results: list[Stored | None]
+) -> None:
+    """Answer every valid envelope, given the ids of the new signals that were stored; fan the new
+    live signals out; a new signal that was not stored lost a race and is a retransmission."""
+    retransmitted = list(decisions.retransmitted)
+    live = []
+    for item in decisions.new.values():
+        signal_id = ids.get(item.message_id)
+        if signal_id is None:  # a concurrent submission stored this message or correlation id first
             retransmitted.append(item)
-        elif correlation_id in taken_correlations or correlation_id in new_correlations:
-            results[item.index] = Stored(errors.duplicate_correlation_id(correlation_id).to_json())
-        else:
-            new[item.message_id] = item
-            new_correlations.add(correlation_id)
-    ids = _insert_new(conn, api, source, list(new.values()))
-    for item in new.values():
-        if item.message_id in ids:
-            results[item.index] = Stored(
-                accepted(item.request.correlation_id), ids[item.message_id], bool(item.request.requested_acks)
-            )
-        else:  # a concurrent submission stored this message or correlation id first: its answer
-            retransmitted.append(item)
-    live = [(ids[item.message_id], item.signal) for item in new.values()
-            if item.message_id in ids and item.signal.channel == "live"]
+            continue
+        results[item.index] = Stored(accepted(item.request.correlation_id), signal_id, bool(item.request.requested_acks))
+        if item.signal.channel == "live":
+            live.append((signal_id, item.signal))
+    for item in decisions.clashes:
+        results[item.index] = Stored(errors.duplicate_correlation_id(item.request.correlation_id).to_json())
     if live:
         deliveries.fan_out_live(conn, live)
     if retransmitted:
         conn.execute(ledger_statement("ingest", "lock_retransmitted"),
-                     {"source": source, "message_ids": sorted({item.message_id for item in retransmitted})})
+                     {"source": source, "message_ids": text_array(sorted({item.message_id for item in retransmitted}))})
     for item in retransmitted:
         results[item.index] = resubmitted(conn, source, item.message_id, item.request.correlation_id)
 
 
 def _already_stored(conn: Connection, source: str, valid: list[_Valid]) -> tuple[set[str], set[str]]:
+    """The message ids (of ``source``) and correlation ids of ``valid`` that are taken."""
     rows = conn.execute(
         ledger_statement("ingest", "already_stored"),
         {
             "source": source,
-            "message_ids": [v.message_id for v in valid],
-            "correlation_ids": [v.request.correlation_id for v in valid],
+            "message_ids": text_array(v.message_id for v in valid),
+            "correlation_ids": text_array(v.request.correlation_id for v in valid),
         },
     ).all()
     return {row.source_message_id for row in rows if row.same_message}, {row.correlation_id for row in rows}
 
 
 def _insert_new(conn: Connection, api: str, source: str, new: list[_Valid]) -> dict[str, int]:
-    """Insert the new signals in the batch's order; their ids by message id."""
+    """Insert the new signals in the batch's order, skipping a key taken meanwhile; their ids by message id."""
     if not new:
         return {}
     rows = [_signal_row(position, item) for position, item in enumerate(new)]
@@ -173,6 +272,65 @@ def _signal_row(position: int, item: _Valid) -> dict[str, Any]:
         "response_required": request.response_required,
         "timeout_ms": request.timeout_ms,
     }
+
+
+# --- COPY text -----------------------------------------------------------------------------------
+
+# Fields are joined with NUL, which no stored text can hold (validation refuses it): one translate
+# then escapes what COPY's text format must see escaped and turns the NULs into tabs.
+_COPY_ESCAPES = str.maketrans({"\x00": "\t", "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_NULL = "\\N"
+
+
+def _copy_rows(new: list[_Valid], api: str, source: str, now: datetime) -> Iterator[str]:
+    """COPY lines (copy_signals' columns) of the new signals, made one by one as the COPY asks
+    for them (the server stores one chunk while Python encodes the next)."""
+    deadlines: dict[int, str] = {}  # timeout -> deadline text: most signals share a timeout
+    label_arrays: dict[tuple[str, ...], str] = {}
+    for item in new:
+        signal, request = item.signal, item.request
+        deadline = deadlines.get(request.timeout_ms)
+        if deadline is None:
+            deadline = deadlines[request.timeout_ms] = (now + timedelta(milliseconds=request.timeout_ms)).isoformat()
+        requested = label_arrays.get(request.requested_acks)
+        if requested is None:
+            requested = label_arrays[request.requested_acks] = text_array(request.requested_acks)
+        fields = "\x00".join((
+            source, item.message_id, request.correlation_id, api, signal.channel, signal.kind, signal.action,
+            signal.thing_id, signal.topic, signal.path, jsontext.dumps(request.headers), requested,
+            "t" if request.response_required else "f", str(request.timeout_ms), deadline,
+        ))
+        value = _NULL if signal.value is ABSENT else jsontext.dumps(signal.value).translate(_COPY_ESCAPES)
+        yield f"{fields.translate(_COPY_ESCAPES)}\t{value}\n"
+
+
+def text_array(values: Any) -> str:
+    """A ``text[]`` literal of ``values``: one parameter the server parses at once, where a list
+    would be sent as an ``ARRAY[…]`` of one constant per element."""
+    return "{" + ",".join('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values) + "}"
+
+
+# --- a single envelope ---------------------------------------------------------------------------
+
+
+def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: list[Stored | None]) -> None:
+    """One statement locks the thing and stores the signal with its work; a taken key answers as
+    the batch's retransmissions and clashes are answered."""
+    signal, request = item.signal, item.request
+    signal_id = conn.execute(ledger_statement("ingest", "insert_one"), {
+        "lock_class": THING_INGESTION_LOCK, "source": source, "source_message_id": item.message_id,
+        "correlation_id": request.correlation_id, "api": api, "channel": signal.channel, "kind": signal.kind,
+        "action": signal.action, "thing_id": signal.thing_id, "topic": signal.topic, "path": signal.path,
+        "value": None if signal.value is ABSENT else jsontext.dumps(signal.value),
+        "headers": jsontext.dumps(request.headers), "requested_acks": text_array(request.requested_acks),
+        "response_required": request.response_required, "timeout_ms": request.timeout_ms,
+    }).scalar()
+    if signal_id is None:  # taken: the first answer, or 409
+        results[item.index] = resubmitted(conn, source, item.message_id, request.correlation_id)
+        return
+    results[item.index] = Stored(accepted(request.correlation_id), signal_id, bool(request.requested_acks))
+    if signal.channel == "live":
+        deliveries.fan_out_live(conn, [(signal_id, signal)])
 
 
 # --- retransmissions (A.3) and redeliveries (A.2.10) -----------------------------------------

@@ -156,6 +156,8 @@ def _step_a_defaults(
 
 def _step_b_drop_foreign_builtins(acks: tuple[str, ...], channel: labels.Channel) -> tuple[str, ...]:
     foreign = labels.foreign_builtins(channel)
+    if foreign.isdisjoint(acks):
+        return acks
     return tuple(label for label in acks if label not in foreign)
 
 

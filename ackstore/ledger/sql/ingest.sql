@@ -1,24 +1,80 @@
 -- Statements of ingestion (ackstore/ledger/ingest.py): a batch of signals in one transaction.
--- Values are bind parameters; a batch travels as one JSON array (:rows).
+-- Values are bind parameters; a batch travels as COPY text (copy_signals), or as one JSON array
+-- (:rows) on the careful path; a list of keys as one array literal.
 
 -- name: lock_things
 -- Per-thing ingestion order (decisions #19): every thing of the batch, locked in one order
--- (by hash) so that two batches never wait for each other in a cycle.
-SELECT count(pg_advisory_xact_lock(:lock_class, h.key))
+-- (by hash) so that two batches never wait for each other in a cycle; and the transaction's
+-- time, which the signals' deadlines count from.
+SELECT count(pg_advisory_xact_lock(:lock_class, h.key)) AS locked, now() AS now
 FROM (SELECT DISTINCT hashtext(t) AS key FROM unnest(CAST(:thing_ids AS text[])) t ORDER BY 1) h
 
 -- name: already_stored
--- Which of the batch's message ids (of this source) and correlation ids are taken already.
-SELECT (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[]))) AS same_message,
-       s.source_message_id, s.correlation_id
-FROM signals s
-WHERE (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[])))
-   OR s.correlation_id = ANY (CAST(:correlation_ids AS text[]))
+-- Which of the batch's message ids (of this source) and correlation ids are taken already. Each id
+-- is one probe of its unique index, whatever the statistics say (OFFSET 0 keeps each lookup a
+-- subquery of its own: flattened, a table never analysed is planned as a scan of it).
+SELECT true AS same_message, s.source_message_id, s.correlation_id
+FROM unnest(CAST(:message_ids AS text[])) m(id),
+     LATERAL (SELECT s.source_message_id, s.correlation_id FROM signals s
+              WHERE s.source = :source AND s.source_message_id = m.id OFFSET 0) s
+UNION ALL
+SELECT false, s.source_message_id, s.correlation_id
+FROM unnest(CAST(:correlation_ids AS text[])) c(id),
+     LATERAL (SELECT s.source_message_id, s.correlation_id FROM signals s WHERE s.correlation_id = c.id OFFSET 0) s
+
+-- name: copy_signals
+-- The new signals of a batch, in its order (ids follow it), as COPY text; the trigger on signals
+-- opens their attempt 1. A key already taken fails it whole (the careful path answers then).
+COPY signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic, path,
+              headers, requested_acks, response_required, timeout_ms, deadline_at, value)
+FROM STDIN
+
+-- name: enqueue_copied
+-- The signals copy_signals stored, by message id (one index probe each, as already_stored's), and
+-- the work they make (as insert_signals').
+WITH copied AS (
+    SELECT s.id, s.source_message_id, s.kind
+    FROM unnest(CAST(:message_ids AS text[])) m(id),
+         LATERAL (SELECT s.id, s.source_message_id, s.kind FROM signals s
+                  WHERE s.source = :source AND s.source_message_id = m.id OFFSET 0) s
+), to_apply AS (
+    INSERT INTO queue_apply (signal_id) SELECT c.id FROM copied c WHERE c.kind = 'twin-command' ORDER BY c.id
+), to_decide AS (
+    INSERT INTO queue_decide (signal_id, attempt) SELECT c.id, 1 FROM copied c ORDER BY c.id
+)
+SELECT c.id, c.source_message_id FROM copied c
+
+-- name: insert_one
+-- A single submission: its thing locked first (decisions #19: the id is drawn under the lock),
+-- then the signal and its work stored as insert_signals stores a batch's, in one statement.
+-- Nothing is returned when its message or correlation id is taken: the retransmission path
+-- answers. A key taken before the statement began draws no id (ids stay dense as a batch's).
+WITH locked AS (
+    SELECT pg_advisory_xact_lock(:lock_class, hashtext(:thing_id))
+), stored AS (
+    INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                         thing_id, topic, path, value, headers, requested_acks, response_required,
+                         timeout_ms, deadline_at)
+    SELECT :source, :source_message_id, :correlation_id, :api, :channel, :kind, :action,
+           :thing_id, :topic, :path, CAST(:value AS jsonb), CAST(:headers AS jsonb),
+           CAST(:requested_acks AS text[]), :response_required, :timeout_ms,
+           now() + make_interval(secs => CAST(:timeout_ms AS bigint) / 1000.0)
+    FROM locked
+    WHERE NOT EXISTS (SELECT FROM signals s WHERE s.source = :source AND s.source_message_id = :source_message_id)
+      AND NOT EXISTS (SELECT FROM signals s WHERE s.correlation_id = :correlation_id)
+    ON CONFLICT DO NOTHING
+    RETURNING id, kind
+), to_apply AS (
+    INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
+), to_decide AS (
+    INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
+)
+SELECT s.id FROM stored s
 
 -- name: insert_signals
--- The new signals in the batch's order (ids follow it) and the work they make: apply_twin for
--- twin commands, the sweep for every request. A row that lost a race
--- for its message or correlation id to a concurrent submission is skipped and not returned.
+-- The careful path's new signals in the batch's order (ids follow it) and the work they make:
+-- apply_twin for twin commands, the sweep for every request. A row that lost a race for its
+-- message or correlation id to a concurrent submission is skipped and not returned.
 WITH input AS (
     SELECT * FROM json_to_recordset(CAST(:rows AS json)) AS r(
         ord integer, source_message_id text, correlation_id text, channel text, kind text,
@@ -46,10 +102,13 @@ SELECT s.id, s.source_message_id FROM stored s
 
 -- name: lock_retransmitted
 -- The stored signals a batch retransmits, locked in id order before any is looked at, so that
--- two batches never wait for each other in a cycle. NO KEY UPDATE: it excludes a concurrent
--- redelivery of the same signal, yet not the foreign-key checks of the pipeline's writes.
+-- two batches never wait for each other in a cycle (one index probe per id, as already_stored's).
+-- NO KEY UPDATE: it excludes a concurrent redelivery of the same signal, yet not the foreign-key
+-- checks of the pipeline's writes.
 SELECT s.id FROM signals s
-WHERE s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[]))
+WHERE s.id = ANY (ARRAY(SELECT f.id FROM unnest(CAST(:message_ids AS text[])) m(id),
+                             LATERAL (SELECT s.id FROM signals s
+                                      WHERE s.source = :source AND s.source_message_id = m.id OFFSET 0) f))
 ORDER BY s.id
 FOR NO KEY UPDATE
 
