@@ -226,3 +226,63 @@ def test_a_batch_that_loses_a_race_for_a_key_answers_as_a_retransmission(store: 
     second.join(10)
     assert answers == [{"status": 202, "correlationId": "first"}]
     assert [row[3] for row in stored(store.engine)["signals"]] == ["first"]
+
+
+def test_a_batch_whose_copy_meets_a_key_taken_meanwhile_answers_as_a_retransmission(store: AckStore) -> None:
+    """The batch's COPY waits for a concurrent submission's uncommitted key; once that commits, a
+    savepoint undoes the COPY, the other new signal is stored all the same and the loser is
+    answered with the first answer."""
+    with store.engine.connect() as first:
+        first.begin()
+        ingest.ingest(first, [twin_command(thing="org.acme/x", correlation_id="first")], api="http",
+                      source="conn", message_ids=["same"], settings=Settings())
+        answers: list = []
+        second = threading.Thread(target=lambda: answers.extend(store.submit_many(
+            [twin_command(thing="org.acme/y", correlation_id="second"),
+             twin_command(thing="org.acme/z", correlation_id="third")],
+            source="conn", source_message_ids=["same", "other"])))
+        second.start()
+        second.join(0.5)
+        assert second.is_alive(), "the COPY waits for the first's uncommitted key"
+        first.commit()
+    second.join(10)
+    assert answers == [{"status": 202, "correlationId": "first"}, {"status": 202, "correlationId": "third"}]
+    rows = stored(store.engine)
+    assert [row[3] for row in rows["signals"]] == ["first", "third"]
+    assert len(rows["queue_decide"]) == len(rows["queue_apply"]) == 2
+
+
+def test_a_copy_cut_off_by_a_lost_connection_is_a_transient_failure(store: AckStore) -> None:
+    """A COPY is not a SQLAlchemy statement: its failure must still reach a connector as one, or a
+    lost connection would be taken for a message the ledger refuses (decisions #43)."""
+    from ackstore.ledger import failures
+
+    with store.engine.connect() as first:
+        first.begin()
+        ingest.ingest(first, [twin_command(thing="org.acme/x")], api="http", source="conn",
+                      message_ids=["same"], settings=Settings())
+        raised: list[BaseException] = []
+
+        def submit() -> None:
+            try:
+                store.submit_many([twin_command(thing="org.acme/y"), twin_command(thing="org.acme/z")],
+                                  source="conn", source_message_ids=["same", "other"])
+            except Exception as error:  # noqa: BLE001 — the test looks at what it is
+                raised.append(error)
+
+        second = threading.Thread(target=submit)
+        second.start()
+        waiting = text("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() "
+                       "AND query LIKE '%COPY signals%' AND wait_event_type = 'Lock'")
+        with store.engine.connect() as watcher:
+            for _ in range(200):  # the COPY waits for the first's uncommitted key
+                pid = watcher.execute(waiting).scalar()
+                watcher.rollback()
+                if pid is not None or not second.is_alive():
+                    break
+                second.join(0.05)
+            assert pid is not None
+            watcher.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        first.rollback()
+    second.join(10)
+    assert len(raised) == 1 and failures.is_transient(raised[0]), raised
