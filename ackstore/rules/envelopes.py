@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -31,9 +31,10 @@ _NAME = r"[^\x00-\x1F\x7F-\xFF/]+"
 _THING_TOPIC = re.compile(rf"(?P<ns>{_NAMESPACE})/(?P<name>{_NAME})/things/(?P<rest>.+)", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Signal:
-    """A parsed twin command, live command or live message (headers not yet normalised)."""
+class Signal(NamedTuple):
+    """A parsed twin command, live command or live message (headers not yet normalised). A named
+    tuple, not a frozen dataclass: one is made per envelope on the front door's hot path, and a
+    frozen dataclass takes four times as long to make."""
 
     thing_id: str
     channel: labels.Channel
