@@ -286,3 +286,31 @@ def test_a_copy_cut_off_by_a_lost_connection_is_a_transient_failure(store: AckSt
         first.rollback()
     second.join(10)
     assert len(raised) == 1 and failures.is_transient(raised[0]), raised
+
+
+def test_a_batch_stores_what_copy_must_escape_exactly_as_submit_does(store: AckStore) -> None:
+    """Tabs, newlines, carriage returns and backslashes in every text and JSON field of a signal
+    (COPY's text format escapes them) are stored as one submission after another stores them."""
+    odd = 'a\tb\nc\rd\\e"f\\\\n\\t é ✓'
+    headers = {"x-odd": odd, "x-number": 10 ** 30, "requested-acks": ["twin-persisted", "org:audit"]}
+    batch = [twin_command(thing="org.acme/lamp\\1", path=f"/attributes/{odd}", value={"v": odd, "n": [odd, 1.5, None]},
+                          correlation_id=f"{odd}-{i}", **headers) for i in range(3)]
+    batch.append(twin_command("delete", correlation_id=f"{odd}-no-value"))
+    message_ids = [f"{odd}-m{i}" for i in range(len(batch))]
+
+    def run(submit_batch: bool) -> tuple[list, dict]:
+        reset(store.engine)
+        if submit_batch:
+            answers = store.submit_many(batch, api="connectivity", source=odd, source_message_ids=message_ids)
+        else:
+            answers = [store.submit(e, api="connectivity", source=odd, source_message_id=m)
+                       for e, m in zip(batch, message_ids)]
+        return answers, stored(store.engine)
+
+    one_by_one = run(submit_batch=False)
+    assert [answer["status"] for answer in one_by_one[0]] == [202] * len(batch)
+    first = one_by_one[1]["signals"][0]
+    assert (first[1], first[2], first[3], first[8], first[10]) == (odd, f"{odd}-m0", f"{odd}-0", "org.acme:lamp\\1",
+                                                                   f"/attributes/{odd}")
+    assert first[11] == {"v": odd, "n": [odd, 1.5, None]} and first[12]["x-odd"] == odd
+    assert run(submit_batch=True) == one_by_one

@@ -91,11 +91,13 @@ class AckStore:
         message_ids = [None] * len(batch) if source_message_ids is None else list(source_message_ids)
         if len(message_ids) != len(batch):
             raise ValueError("source_message_ids must have one entry per envelope")
-        intake = ingestion.Intake(batch, api=checked_api, source=source, message_ids=message_ids, settings=self.settings)
-        if intake.to_store:
-            with self.engine.begin() as connection:
-                intake.store(connection)
-        return intake.answers()
+        with ingestion.collection_paused():
+            intake = ingestion.Intake(batch, api=checked_api, source=source, message_ids=message_ids,
+                                      settings=self.settings)
+            if intake.to_store:
+                with self.engine.begin() as connection:
+                    intake.store(connection)
+            return intake.answers()
 
     # --- subscribers ------------------------------------------------------------------
 

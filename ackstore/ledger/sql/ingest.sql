@@ -25,8 +25,8 @@ FROM unnest(CAST(:correlation_ids AS text[])) c(id),
 -- name: copy_signals
 -- The new signals of a batch, in its order (ids follow it), as COPY text; the trigger on signals
 -- opens their attempt 1. A key already taken fails it whole (the careful path answers then).
-COPY signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic, path,
-              headers, requested_acks, response_required, timeout_ms, deadline_at, value)
+COPY signals (source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
+              headers, value, requested_acks, response_required, timeout_ms, deadline_at)
 FROM STDIN
 
 -- name: enqueue_copied
