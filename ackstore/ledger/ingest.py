@@ -43,6 +43,7 @@ from ackstore.rules.settings import Settings
 
 THING_INGESTION_LOCK = 1  # advisory-lock class of per-thing ingestion (two-key form)
 UNIQUE_VIOLATION = "23505"
+PREPARED_INSERT_ONE = "ackstore_insert_one"  # the session's prepared statement (sql/ingest.sql)
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ def _copy_new(conn: Connection, api: str, source: str, new: list[_Valid], now: d
         return _insert_new(conn, api, source, new)
     rows = conn.execute(ledger_statement("ingest", "enqueue_copied"),
                         {"source": source, "message_ids": text_array(item.message_id for item in new)})
-    return {message_id: signal_id for signal_id, message_id in rows.tuples()}
+    return {message_id: signal_id for signal_id, message_id in rows}
 
 
 def _lock_things(conn: Connection, thing_ids: set[str]) -> datetime:
@@ -347,6 +348,7 @@ def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: l
     """One statement locks the thing and stores the signal with its work; a taken key answers as
     the batch's retransmissions and clashes are answered."""
     signal, request = item.signal, item.request
+    _prepare_insert_one(conn)
     signal_id = conn.execute(ledger_statement("ingest", "insert_one"), {
         "lock_class": THING_INGESTION_LOCK, "source": source, "source_message_id": item.message_id,
         "correlation_id": request.correlation_id, "api": api, "channel": signal.channel, "kind": signal.kind,
@@ -361,6 +363,14 @@ def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: l
     results[item.index] = Stored(accepted(request.correlation_id), signal_id, bool(request.requested_acks))
     if signal.channel == "live":
         deliveries.fan_out_live(conn, [(signal_id, signal)])
+
+
+def _prepare_insert_one(conn: Connection) -> None:
+    """Prepare insert_one on this session, once (a prepared statement outlives a rollback)."""
+    session = conn.connection.info
+    if not session.get(PREPARED_INSERT_ONE):
+        conn.exec_driver_sql(ledger_sql("ingest", "prepare_insert_one"))
+        session[PREPARED_INSERT_ONE] = True
 
 
 # --- retransmissions (A.3) and redeliveries (A.2.10) -----------------------------------------
