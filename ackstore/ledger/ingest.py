@@ -7,12 +7,12 @@ earlier envelope of the batch — gets the first answer and stores nothing; afte
 decision it opens the signal's next attempt (A.2.10). A correlation id taken by another signal
 is 409 (A.2.9).
 
-A batch is decided as a whole: its things are locked (hash order), the message ids and
+A batch is stored as a whole: its things are locked (hash order), the message ids and
 correlation ids it shares with stored signals read in one statement, and every envelope decided
-in the batch's order exactly as one submission after another would be (decisions #35). The new
-signals then stream into ``signals`` through one COPY, encoded as the server asks for them (it
-stores one chunk while Python encodes the next), and one statement reads their ids back and
-queues their work. A COPY that meets a key a concurrent submission took meanwhile is undone (a
+in the batch's order exactly as one submission after another would be (decisions #35) while the
+new ones stream into ``signals`` through one COPY: Python decides and encodes the next chunk
+while the server stores the last. One statement then reads their ids back and queues their
+work. A COPY that meets a key a concurrent submission took meanwhile is undone (a
 savepoint) and the new signals are inserted with ``ON CONFLICT DO NOTHING`` instead: a row that
 lost the race is answered as a retransmission. A single envelope takes its own path: one
 statement locks its thing and stores it with its work.
@@ -199,27 +199,35 @@ def _store_batch(conn: Connection, valid: list[_Valid], api: str, source: str, r
     now = _lock_things(conn, {item.signal.thing_id for item in valid})
     taken_messages, taken_correlations = _already_stored(conn, source, valid)
     decisions = _Decisions(frozenset(taken_messages), frozenset(taken_correlations))
-    for item in valid:  # in the batch's order, as one submission after another would be decided
-        decisions.decide(item)
-    new = list(decisions.new.values())
-    _answer(conn, source, decisions, _copy_new(conn, api, source, new, now), results)
+    rows = _copy_rows(_decided_new(valid, decisions), api, source, now)
+    _answer(conn, source, decisions, _copy_new(conn, api, source, rows, decisions), results)
 
 
-def _copy_new(conn: Connection, api: str, source: str, new: list[_Valid], now: datetime) -> dict[str, int]:
+def _decided_new(valid: list[_Valid], decisions: _Decisions) -> Iterator[_Valid]:
+    """The new signals: every envelope decided in the batch's order, as one submission after
+    another would be, while the COPY stores the ones before it."""
+    for item in valid:
+        if decisions.decide(item):
+            yield item
+
+
+def _copy_new(conn: Connection, api: str, source: str, rows: Iterator[str], decisions: _Decisions) -> dict[str, int]:
     """Store the new signals with one COPY and queue their work; their ids by message id. If a
     concurrent submission took a key first, the COPY is undone and insert_signals skips that row."""
-    if not new:
-        return {}
     try:
         with conn.begin_nested():
-            copy_in(conn, ledger_sql("ingest", "copy_signals"), _copy_rows(new, api, source, now))
+            copy_in(conn, ledger_sql("ingest", "copy_signals"), rows)
     except DBAPIError as error:
         if getattr(error.orig, "pgcode", None) != UNIQUE_VIOLATION:
             raise
-        return _insert_new(conn, api, source, new)
-    rows = conn.execute(ledger_statement("ingest", "enqueue_copied"),
-                        {"source": source, "message_ids": text_array(item.message_id for item in new)})
-    return {message_id: signal_id for signal_id, message_id in rows}
+        for _ in rows:  # decide what the COPY did not ask for before it failed
+            pass
+        return _insert_new(conn, api, source, list(decisions.new.values()))
+    if not decisions.new:
+        return {}
+    copied = conn.execute(ledger_statement("ingest", "enqueue_copied"),
+                          {"source": source, "message_ids": text_array(decisions.new)})
+    return {message_id: signal_id for signal_id, message_id in copied}
 
 
 def _lock_things(conn: Connection, thing_ids: set[str]) -> datetime:
@@ -311,7 +319,7 @@ _COPY_ESCAPES = str.maketrans({"\x00": "\t", "\\": "\\\\", "\n": "\\n", "\r": "\
 _NULL = "\\N"
 
 
-def _copy_rows(new: list[_Valid], api: str, source: str, now: datetime) -> Iterator[str]:
+def _copy_rows(new: Iterator[_Valid], api: str, source: str, now: datetime) -> Iterator[str]:
     """COPY lines (copy_signals' columns) of the new signals, made one by one as the COPY asks
     for them (the server stores one chunk while Python encodes the next)."""
     constant = "\x00".join((source, api)).translate(_COPY_ESCAPES)
