@@ -117,6 +117,21 @@ class Intake:
         assert all(result is not None for result in self.results)
         return self.results  # type: ignore[return-value]
 
+    @property
+    def alone(self) -> bool:
+        """A single twin command: its one statement may be a transaction of its own (a live
+        signal's deliveries are written with it; a retransmission's answer is read after it)."""
+        return self.single and len(self.valid) == 1 and self.valid[0].signal.channel == "twin"
+
+    def store_alone(self, conn: Connection) -> bool:
+        """Store the single twin command by its one statement, on a connection in autocommit: one
+        round trip. False when its message or correlation id is taken: :meth:`store` answers then."""
+        item = self.valid[0]
+        signal_id = _insert_one(conn, item, self.api, self.source)
+        if signal_id is not None:
+            self.results[item.index] = _accepted(item, signal_id)
+        return signal_id is not None
+
     def store(self, conn: Connection) -> None:
         """Store the valid envelopes inside ``conn``'s transaction; then each envelope has its answer."""
         if self.single and self.valid:
@@ -250,7 +265,7 @@ def _answer(
         if signal_id is None:  # a concurrent submission stored this message or correlation id first
             retransmitted.append(item)
             continue
-        results[item.index] = Stored(accepted(item.request.correlation_id), signal_id, bool(item.request.requested_acks))
+        results[item.index] = _accepted(item, signal_id)
         if item.signal.channel == "live":
             live.append((signal_id, item.signal))
     for item in decisions.clashes:
@@ -355,9 +370,20 @@ def text_array(values: Any) -> str:
 def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: list[Stored | None]) -> None:
     """One statement locks the thing and stores the signal with its work; a taken key answers as
     the batch's retransmissions and clashes are answered."""
+    signal_id = _insert_one(conn, item, api, source)
+    if signal_id is None:  # taken: the first answer, or 409
+        results[item.index] = resubmitted(conn, source, item.message_id, item.request.correlation_id)
+        return
+    results[item.index] = _accepted(item, signal_id)
+    if item.signal.channel == "live":
+        deliveries.fan_out_live(conn, [(signal_id, item.signal)])
+
+
+def _insert_one(conn: Connection, item: _Valid, api: str, source: str) -> int | None:
+    """The new signal's id; None if its message or correlation id is taken."""
     signal, request = item.signal, item.request
     _prepare_insert_one(conn)
-    signal_id = conn.execute(ledger_statement("ingest", "insert_one"), {
+    return conn.execute(ledger_statement("ingest", "insert_one"), {
         "lock_class": THING_INGESTION_LOCK, "source": source, "source_message_id": item.message_id,
         "correlation_id": request.correlation_id, "api": api, "channel": signal.channel, "kind": signal.kind,
         "action": signal.action, "thing_id": signal.thing_id, "topic": signal.topic, "path": signal.path,
@@ -365,12 +391,10 @@ def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: l
         "headers": jsontext.dumps(request.headers), "requested_acks": text_array(request.requested_acks),
         "response_required": request.response_required, "timeout_ms": request.timeout_ms,
     }).scalar()
-    if signal_id is None:  # taken: the first answer, or 409
-        results[item.index] = resubmitted(conn, source, item.message_id, request.correlation_id)
-        return
-    results[item.index] = Stored(accepted(request.correlation_id), signal_id, bool(request.requested_acks))
-    if signal.channel == "live":
-        deliveries.fan_out_live(conn, [(signal_id, signal)])
+
+
+def _accepted(item: _Valid, signal_id: int) -> Stored:
+    return Stored(accepted(item.request.correlation_id), signal_id, bool(item.request.requested_acks))
 
 
 def _prepare_insert_one(conn: Connection) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine
 
 from ackstore.ledger import acks, declarations, deliveries, results, search
 from ackstore.ledger import ingest as ingestion
-from ackstore.ledger.database import make_engine, resolve_url
+from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
 from ackstore.rules.acks import Ack
 from ackstore.rules.settings import Settings
@@ -94,6 +94,10 @@ class AckStore:
         with ingestion.collection_paused():
             intake = ingestion.Intake(batch, api=checked_api, source=source, message_ids=message_ids,
                                       settings=self.settings)
+            if intake.alone:
+                with self.engine.connect() as connection, autocommitting(connection):
+                    if intake.store_alone(connection):
+                        return intake.answers()
             if intake.to_store:
                 with self.engine.begin() as connection:
                     intake.store(connection)
