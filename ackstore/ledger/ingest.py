@@ -29,7 +29,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
@@ -83,35 +83,77 @@ def _request(signal: envelopes.Signal, api: headers.Api, settings: Settings) -> 
     return headers.normalize(signal.raw_headers, channel=signal.channel, api=api, settings=settings)
 
 
+class _Parsed(NamedTuple):
+    index: int
+    message_id: str
+    signal: envelopes.Signal
+
+
 class Intake:
-    """One call's envelopes, validated on arrival (no database needed), stored by :meth:`store`."""
+    """One call's envelopes, read on arrival (no database needed), stored by :meth:`store`.
+
+    A single envelope is validated whole on arrival: it then needs no database to fail. A batch's
+    envelopes are read (ids, JSON, topic: enough to lock their things and look their keys up) on
+    arrival, and their headers checked while the batch is stored, as the COPY asks for rows."""
 
     def __init__(
         self, batch: Sequence[object], *, api: headers.Api, source: str, message_ids: Sequence[str | None],
         settings: Settings,
     ) -> None:
-        self.api, self.source, self.single = api, source, len(batch) == 1
+        self.api, self.source, self.settings = api, source, settings
         self.results: list[Stored | None] = [None] * len(batch)
-        self.valid: list[_Valid] = []
+        self.parsed: list[_Parsed] = []
+        self.one: _Valid | None = None  # a single envelope, validated
         try:
             limits.check_id("source", source, limits.MAX_SOURCE_BYTES)
         except errors.DittoError as error:
             self.results = [Stored(error.to_json()) for _ in batch]
             return
         for index, (envelope, message_id) in enumerate(zip(batch, message_ids)):
-            try:
-                if message_id is not None:
-                    limits.check_id("source message id", message_id, limits.MAX_MESSAGE_ID_BYTES)
-                signal, request = validate(envelope, api=api, settings=settings)
-            except errors.DittoError as error:
-                self.results[index] = Stored(error.to_json())
-                continue
-            self.valid.append(_Valid(index, message_id if message_id is not None else str(uuid.uuid4()), signal, request))
+            self._read(index, envelope, message_id)
+        if len(batch) == 1 and self.parsed:
+            self.one = self._validated(self.parsed.pop())
+
+    def _read(self, index: int, envelope: object, message_id: str | None) -> None:
+        try:
+            if message_id is not None:
+                limits.check_id("source message id", message_id, limits.MAX_MESSAGE_ID_BYTES)
+            signal = envelopes.parse_signal(envelopes.load_envelope(envelope, self.settings.max_envelope_bytes))
+        except errors.DittoError as error:
+            self.results[index] = Stored(error.to_json())
+            return
+        self.parsed.append(_Parsed(index, message_id if message_id is not None else str(uuid.uuid4()), signal))
+
+    def _validated(self, parsed: _Parsed) -> _Valid | None:
+        """The envelope with its normalised request; None after answering its client error."""
+        try:
+            return _Valid(*parsed, _request(parsed.signal, self.api, self.settings))
+        except errors.DittoError as error:
+            self.results[parsed.index] = Stored(error.to_json())
+            return None
+
+    def valid(self) -> Iterator[_Valid]:
+        """The batch's envelopes whose headers are valid, in its order (the others answered)."""
+        for parsed in self.parsed:
+            item = self._validated(parsed)
+            if item is not None:
+                yield item
+
+    def correlation_ids(self) -> Iterator[str]:
+        """The correlation ids the batch's envelopes give, as normalize will read them; one it
+        will refuse is left out (that envelope stores nothing)."""
+        for parsed in self.parsed:
+            given = headers.correlation_id_given(parsed.signal.raw_headers)
+            if isinstance(given, str):
+                try:
+                    yield limits.check_correlation_id(given)
+                except errors.DittoError:
+                    pass
 
     @property
     def to_store(self) -> bool:
         """Whether anything may be stored (else the answers are ready without the database)."""
-        return bool(self.valid)
+        return bool(self.parsed) or self.one is not None
 
     def answers(self) -> list[Stored]:
         assert all(result is not None for result in self.results)
@@ -121,23 +163,23 @@ class Intake:
     def alone(self) -> bool:
         """A single twin command: its one statement may be a transaction of its own (a live
         signal's deliveries are written with it; a retransmission's answer is read after it)."""
-        return self.single and len(self.valid) == 1 and self.valid[0].signal.channel == "twin"
+        return self.one is not None and self.one.signal.channel == "twin"
 
     def store_alone(self, conn: Connection) -> bool:
         """Store the single twin command by its one statement, on a connection in autocommit: one
         round trip. False when its message or correlation id is taken: :meth:`store` answers then."""
-        item = self.valid[0]
-        signal_id = _insert_one(conn, item, self.api, self.source)
+        assert self.one is not None
+        signal_id = _insert_one(conn, self.one, self.api, self.source)
         if signal_id is not None:
-            self.results[item.index] = _accepted(item, signal_id)
+            self.results[self.one.index] = _accepted(self.one, signal_id)
         return signal_id is not None
 
     def store(self, conn: Connection) -> None:
         """Store the valid envelopes inside ``conn``'s transaction; then each envelope has its answer."""
-        if self.single and self.valid:
-            _store_one(conn, self.valid[0], self.api, self.source, self.results)
-        elif self.valid:
-            _store_batch(conn, self.valid, self.api, self.source, self.results)
+        if self.one is not None:
+            _store_one(conn, self.one, self.api, self.source, self.results)
+        elif self.parsed:
+            _store_batch(conn, self)
 
 
 _collector = threading.Lock()
@@ -210,17 +252,19 @@ class _Decisions:
 # --- a batch -----------------------------------------------------------------------------------
 
 
-def _store_batch(conn: Connection, valid: list[_Valid], api: str, source: str, results: list[Stored | None]) -> None:
-    now = _lock_things(conn, {item.signal.thing_id for item in valid})
-    taken_messages, taken_correlations = _already_stored(conn, source, valid)
+def _store_batch(conn: Connection, intake: Intake) -> None:
+    now = _lock_things(conn, {parsed.signal.thing_id for parsed in intake.parsed})
+    taken_messages, taken_correlations = _already_stored(
+        conn, intake.source, [parsed.message_id for parsed in intake.parsed], intake.correlation_ids())
     decisions = _Decisions(frozenset(taken_messages), frozenset(taken_correlations))
-    rows = _copy_rows(_decided_new(valid, decisions), api, source, now)
-    _answer(conn, source, decisions, _copy_new(conn, api, source, rows, decisions), results)
+    rows = _copy_rows(_decided_new(intake.valid(), decisions), intake.api, intake.source, now)
+    ids = _copy_new(conn, intake.api, intake.source, rows, decisions)
+    _answer(conn, intake.source, decisions, ids, intake.results)
 
 
-def _decided_new(valid: list[_Valid], decisions: _Decisions) -> Iterator[_Valid]:
-    """The new signals: every envelope decided in the batch's order, as one submission after
-    another would be, while the COPY stores the ones before it."""
+def _decided_new(valid: Iterator[_Valid], decisions: _Decisions) -> Iterator[_Valid]:
+    """The new signals: every envelope validated and decided in the batch's order, as one
+    submission after another would be, while the COPY stores the ones before it."""
     for item in valid:
         if decisions.decide(item):
             yield item
@@ -279,15 +323,13 @@ def _answer(
         results[item.index] = resubmitted(conn, source, item.message_id, item.request.correlation_id)
 
 
-def _already_stored(conn: Connection, source: str, valid: list[_Valid]) -> tuple[set[str], set[str]]:
-    """The message ids (of ``source``) and correlation ids of ``valid`` that are taken."""
+def _already_stored(
+    conn: Connection, source: str, message_ids: Iterable[str], correlation_ids: Iterable[str]
+) -> tuple[set[str], set[str]]:
+    """Which of these message ids (of ``source``) and correlation ids are taken."""
     rows = conn.execute(
         ledger_statement("ingest", "already_stored"),
-        {
-            "source": source,
-            "message_ids": text_array(v.message_id for v in valid),
-            "correlation_ids": text_array(v.request.correlation_id for v in valid),
-        },
+        {"source": source, "message_ids": text_array(message_ids), "correlation_ids": text_array(correlation_ids)},
     ).all()
     return {row.source_message_id for row in rows if row.same_message}, {row.correlation_id for row in rows}
 

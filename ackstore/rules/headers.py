@@ -73,7 +73,7 @@ def normalize(
     check_api(api)
     if type(raw_headers) is not dict and not isinstance(raw_headers, Mapping):
         raise errors.json_field_invalid("/headers", "JSON object")
-    headers = {str(name).lower(): value for name, value in raw_headers.items()}
+    headers = lowered(raw_headers)
     headers.pop(WEAK_ACK, None)
 
     correlation_id = _correlation_id(headers.get(CORRELATION_ID), new_correlation_id)
@@ -100,6 +100,18 @@ def normalize(
         correlation_id, acks, response_required, timeout_ms,
         outcome(api, response_required=response_required, has_acks=bool(acks)), headers,
     )
+
+
+def lowered(raw_headers: Mapping[Any, Any]) -> dict[str, Any]:
+    """Header names are case-insensitive: the headers by lower-case name (of names that differ in
+    case only, the last one's value)."""
+    return {str(name).lower(): value for name, value in raw_headers.items()}
+
+
+def correlation_id_given(raw_headers: Mapping[Any, Any]) -> Any:
+    """The correlation-id header's value as :func:`normalize` reads it; None when there is none
+    (normalize then makes one up). Lets a batch look its correlation ids up before normalising."""
+    return lowered(raw_headers).get(CORRELATION_ID)
 
 
 def outcome(api: Api, *, response_required: bool, has_acks: bool) -> Outcome:
