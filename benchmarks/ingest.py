@@ -7,9 +7,9 @@ bytes requesting ``twin-persisted``, over 10 000 things, each with its own messa
 
 (a) One process, ``AckStore.submit_many`` in batches of ``--batch``, from one thread and from
     two (each batch its own transaction; Python validates one batch while PostgreSQL stores the
-    other): valid signals/s, against the raw-PostgreSQL baseline of the same run — the same
-    messages parsed with ``json.loads`` and inserted with multi-row INSERTs into a bare table
-    with the same unique keys, one transaction per batch, from one thread.
+    other): valid signals/s, against the raw-PostgreSQL baselines of the same run — the same
+    messages parsed with ``json.loads`` and written into a bare table with the same unique keys,
+    one transaction per batch, from one thread: with multi-row INSERTs, and with COPY.
 (b) ``AckStore.submit``, one transaction per signal, from 1, 4 and 16 concurrent clients
     (threads, each with its own connection): signals/s, against single-row INSERTs into the
     bare table with the same concurrency.
@@ -18,6 +18,7 @@ bytes requesting ``twin-persisted``, over 10 000 things, each with its own messa
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import threading
 import time
@@ -101,6 +102,23 @@ def raw_insert(engine: Any, messages: Sequence[tuple[str, bytes]]) -> None:
         conn.execute(text(RAW_INSERT), {"rows": jsontext.dumps(rows)})
 
 
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def raw_copy(engine: Any, messages: Sequence[tuple[str, bytes]]) -> None:
+    """The COPY baseline's write: the same rows as :func:`raw_insert`'s, through COPY's text format."""
+    lines = []
+    for message_id, body in messages:
+        envelope = jsontext.loads(body)
+        fields = (message_id, envelope["headers"]["correlation-id"], envelope["topic"], envelope["path"],
+                  jsontext.dumps(envelope.get("value")), jsontext.dumps(envelope["headers"]))
+        lines.append("bench\t" + "\t".join(field.translate(_COPY_ESCAPES) for field in fields) + "\n")
+    with engine.begin() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()
+        cursor.copy_expert("COPY raw_signals (source, source_message_id, correlation_id, topic, path, value, headers) "
+                           "FROM STDIN", io.StringIO("".join(lines)))
+
+
 def raw_engine(url: str, **options: object) -> Any:
     """An engine on ``url`` with the baseline's bare table created."""
     engine = make_engine(url, **options)
@@ -109,11 +127,11 @@ def raw_engine(url: str, **options: object) -> Any:
     return engine
 
 
-def raw_batched(url: str, batch: int, items: list[tuple[str, bytes]]) -> float:
+def raw_batched(url: str, batch: int, items: list[tuple[str, bytes]], write: Callable = raw_insert) -> float:
     engine = raw_engine(url)
     started = time.perf_counter()
     for chunk in _batches(items, batch):
-        raw_insert(engine, chunk)
+        write(engine, chunk)
     seconds = time.perf_counter() - started
     engine.dispose()
     return seconds
@@ -172,8 +190,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"(a) {args.messages} signals, batches of {args.batch}, one process")
     items = messages(args.messages, f"a{run}")
     with fresh_database(args.server, "ingest_raw") as raw_url, fresh_database(args.server, "ingest") as url, \
-            fresh_database(args.server, "ingest2") as url2:
+            fresh_database(args.server, "ingest2") as url2, fresh_database(args.server, "ingest_copy") as copy_url:
         raw = raw_batched(raw_url, args.batch, items)
+        copied = raw_batched(copy_url, args.batch, items, raw_copy)
         store = AckStore(make_engine(url), Settings())
         ours = ackstore_batched(store, args.batch, items)
         store.close()
@@ -183,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"    submit_many, 1 thread:  {ours:7.2f} s  {args.messages / ours:10,.0f} signals/s")
     print(f"    submit_many, 2 threads: {two:7.2f} s  {args.messages / two:10,.0f} signals/s")
     print(f"    raw INSERT, 1 thread:   {raw:7.2f} s  {args.messages / raw:10,.0f} rows/s")
-    print(f"    ratio submit_many/raw: {ours / raw:.2f}x (1 thread), {two / raw:.2f}x (2 threads)")
+    print(f"    raw COPY, 1 thread:     {copied:7.2f} s  {args.messages / copied:10,.0f} rows/s")
+    print(f"    ratio submit_many/raw INSERT: {ours / raw:.2f}x (1 thread), {two / raw:.2f}x (2 threads); "
+          f"submit_many/raw COPY: {ours / copied:.2f}x (1 thread)")
 
     print(f"(b) {args.single} signals per run, submit one at a time (one transaction each)")
     print("    clients  submit/s   raw/s   ratio")

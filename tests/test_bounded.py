@@ -161,7 +161,8 @@ def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
 # What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql),
 # and what `result` reads: an answer (request_answers) per request.
 CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("ingest", "already_stored"),
-                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("results", "latest_result"),
+                   ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("ingest", "enqueue_copied"),
+                   ("results", "latest_result"),
                    ("results", "acks_of"), ("results", "timeline")]
 CONNECTOR_PARAMS = {"source": "amqp:bench", "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
                     "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
@@ -174,6 +175,37 @@ def test_a_connector_scans_no_history_table(ledger, file: str, name: str) -> Non
     plan = _plan(engine, load(LEDGER_SQL / f"{file}.sql")[name], CONNECTOR_PARAMS)
     scanned = set(_scans(plan))
     assert not scanned & HISTORY_TABLES, f"{file}.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
+
+
+# What ingestion looks up by key, a batch's worth of keys at once (ackstore/ledger/sql/ingest.sql).
+INGEST_LOOKUPS = ["already_stored", "enqueue_copied", "lock_retransmitted"]
+
+
+def _signal_lookups(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(node type, index condition) of every node that reads signals or one of its indexes."""
+    if plan.get("Relation Name") == "signals" or plan.get("Index Name", "").startswith(("pk_signals", "uq_signals")):
+        yield plan["Node Type"], plan.get("Index Cond", "")
+    for child in plan.get("Plans", []):
+        yield from _signal_lookups(child)
+
+
+@pytest.mark.parametrize("name", INGEST_LOOKUPS)
+def test_ingestion_probes_whole_keys_on_a_table_never_analysed(store, name: str) -> None:
+    """With autovacuum off (as here) a new ledger's signals may never be analysed: a batch's keys in
+    one ANY () list were then planned as a scan of the source's every signal, each batch slower
+    than the last. Each key must be one probe of its unique index, whatever the statistics."""
+    from tests.ledger import twin_command
+
+    for start in range(0, 20_000, 2_000):
+        store.submit_many([twin_command(thing=f"org.acme/t{i % 500}", correlation_id=f"c-{i}") for i in range(start, start + 2_000)],
+                          api="connectivity", source="conn", source_message_ids=[f"m-{i}" for i in range(start, start + 2_000)])
+    keys = {"source": "conn", "message_ids": [f"m-{i}" for i in range(0, 20_000, 20)],
+            "correlation_ids": [f"c-{i}" for i in range(0, 20_000, 20)]}
+    planned_as_is = "SET LOCAL enable_seqscan = on"  # the planner's own choice, sequential scans allowed
+    lookups = list(_signal_lookups(_plan(store.engine, load(LEDGER_SQL / "ingest.sql")[name], keys, planned_as_is)))
+    assert lookups and all(node != "Seq Scan" for node, _ in lookups), lookups
+    assert all(any(key in condition for key in ("source_message_id =", "correlation_id =", "id = ANY"))
+               for node, condition in lookups if node != "Bitmap Heap Scan"), lookups
 
 
 # The windowed reports (ackstore/ledger/sql/reports.sql): a window of the history (10 s of it:

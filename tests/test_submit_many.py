@@ -226,3 +226,91 @@ def test_a_batch_that_loses_a_race_for_a_key_answers_as_a_retransmission(store: 
     second.join(10)
     assert answers == [{"status": 202, "correlationId": "first"}]
     assert [row[3] for row in stored(store.engine)["signals"]] == ["first"]
+
+
+def test_a_batch_whose_copy_meets_a_key_taken_meanwhile_answers_as_a_retransmission(store: AckStore) -> None:
+    """The batch's COPY waits for a concurrent submission's uncommitted key; once that commits, a
+    savepoint undoes the COPY, the other new signal is stored all the same and the loser is
+    answered with the first answer."""
+    with store.engine.connect() as first:
+        first.begin()
+        ingest.ingest(first, [twin_command(thing="org.acme/x", correlation_id="first")], api="http",
+                      source="conn", message_ids=["same"], settings=Settings())
+        answers: list = []
+        second = threading.Thread(target=lambda: answers.extend(store.submit_many(
+            [twin_command(thing="org.acme/y", correlation_id="second"),
+             twin_command(thing="org.acme/z", correlation_id="third")],
+            source="conn", source_message_ids=["same", "other"])))
+        second.start()
+        second.join(0.5)
+        assert second.is_alive(), "the COPY waits for the first's uncommitted key"
+        first.commit()
+    second.join(10)
+    assert answers == [{"status": 202, "correlationId": "first"}, {"status": 202, "correlationId": "third"}]
+    rows = stored(store.engine)
+    assert [row[3] for row in rows["signals"]] == ["first", "third"]
+    assert len(rows["queue_decide"]) == len(rows["queue_apply"]) == 2
+
+
+def test_a_copy_cut_off_by_a_lost_connection_is_a_transient_failure(store: AckStore) -> None:
+    """A COPY is not a SQLAlchemy statement: its failure must still reach a connector as one, or a
+    lost connection would be taken for a message the ledger refuses (decisions #43)."""
+    from ackstore.ledger import failures
+
+    with store.engine.connect() as first:
+        first.begin()
+        ingest.ingest(first, [twin_command(thing="org.acme/x")], api="http", source="conn",
+                      message_ids=["same"], settings=Settings())
+        raised: list[BaseException] = []
+
+        def submit() -> None:
+            try:
+                store.submit_many([twin_command(thing="org.acme/y"), twin_command(thing="org.acme/z")],
+                                  source="conn", source_message_ids=["same", "other"])
+            except Exception as error:  # noqa: BLE001 — the test looks at what it is
+                raised.append(error)
+
+        second = threading.Thread(target=submit)
+        second.start()
+        waiting = text("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() "
+                       "AND query LIKE '%COPY signals%' AND wait_event_type = 'Lock'")
+        with store.engine.connect() as watcher:
+            for _ in range(200):  # the COPY waits for the first's uncommitted key
+                pid = watcher.execute(waiting).scalar()
+                watcher.rollback()
+                if pid is not None or not second.is_alive():
+                    break
+                second.join(0.05)
+            assert pid is not None
+            watcher.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        first.rollback()
+    second.join(10)
+    assert len(raised) == 1 and failures.is_transient(raised[0]), raised
+
+
+def test_a_batch_stores_what_copy_must_escape_exactly_as_submit_does(store: AckStore) -> None:
+    """Tabs, newlines, carriage returns and backslashes in every text and JSON field of a signal
+    (COPY's text format escapes them) are stored as one submission after another stores them."""
+    odd = 'a\tb\nc\rd\\e"f\\\\n\\t é ✓'
+    headers = {"x-odd": odd, "x-number": 10 ** 30, "requested-acks": ["twin-persisted", "org:audit"]}
+    batch = [twin_command(thing="org.acme/lamp\\1", path=f"/attributes/{odd}", value={"v": odd, "n": [odd, 1.5, None]},
+                          correlation_id=f"{odd}-{i}", **headers) for i in range(3)]
+    batch.append(twin_command("delete", correlation_id=f"{odd}-no-value"))
+    message_ids = [f"{odd}-m{i}" for i in range(len(batch))]
+
+    def run(submit_batch: bool) -> tuple[list, dict]:
+        reset(store.engine)
+        if submit_batch:
+            answers = store.submit_many(batch, api="connectivity", source=odd, source_message_ids=message_ids)
+        else:
+            answers = [store.submit(e, api="connectivity", source=odd, source_message_id=m)
+                       for e, m in zip(batch, message_ids)]
+        return answers, stored(store.engine)
+
+    one_by_one = run(submit_batch=False)
+    assert [answer["status"] for answer in one_by_one[0]] == [202] * len(batch)
+    first = one_by_one[1]["signals"][0]
+    assert (first[1], first[2], first[3], first[8], first[10]) == (odd, f"{odd}-m0", f"{odd}-0", "org.acme:lamp\\1",
+                                                                   f"/attributes/{odd}")
+    assert first[11] == {"v": odd, "n": [odd, 1.5, None]} and first[12]["x-odd"] == odd
+    assert run(submit_batch=True) == one_by_one

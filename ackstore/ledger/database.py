@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 
 from ackstore.ledger.database_url import DatabaseUrl
 
@@ -92,6 +92,21 @@ def _json_serializer(value: Any) -> str:
 def make_engine(url: str | DatabaseUrl, **options: Any) -> Engine:
     """An engine for the ledger at ``url``; ``options`` go to SQLAlchemy (``pool_size``, …)."""
     return create_engine(database_url(url).sqlalchemy(), json_serializer=_json_serializer, pool_pre_ping=True, **options)
+
+
+@contextmanager
+def autocommitting(conn: Connection) -> Iterator[Connection]:
+    """``conn`` with each statement its own transaction, for a block of one statement: no BEGIN and
+    no COMMIT to wait for. The driver's own switch, set back after: SQLAlchemy's AUTOCOMMIT
+    isolation level would cost a statement (SET default_transaction_isolation) each way."""
+    driver = conn.connection.dbapi_connection
+    assert not conn.in_transaction(), "autocommitting needs a connection outside any transaction"
+    driver.autocommit = True
+    try:
+        yield conn
+    finally:
+        if not driver.closed:
+            driver.autocommit = False
 
 
 @contextmanager

@@ -23,6 +23,12 @@ def load(path: Path) -> dict[str, str]:
     return {name: body.strip().rstrip(";") for name, body in zip(parts[::2], parts[1::2])}
 
 
+def ledger_sql(file: str, name: str) -> str:
+    """Statement ``name`` of ``ackstore/ledger/sql/<file>.sql``, as SQL text (for the driver's own calls: COPY)."""
+    return load(LEDGER_SQL / f"{file}.sql")[name]
+
+
+@lru_cache(maxsize=None)
 def ledger_statement(file: str, name: str) -> TextClause:
     """Statement ``name`` of ``ackstore/ledger/sql/<file>.sql``."""
-    return text(load(LEDGER_SQL / f"{file}.sql")[name])
+    return text(ledger_sql(file, name))

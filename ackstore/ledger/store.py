@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine
 
 from ackstore.ledger import acks, declarations, deliveries, results, search
 from ackstore.ledger import ingest as ingestion
-from ackstore.ledger.database import make_engine, resolve_url
+from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
 from ackstore.rules.acks import Ack
 from ackstore.rules.settings import Settings
@@ -91,12 +91,17 @@ class AckStore:
         message_ids = [None] * len(batch) if source_message_ids is None else list(source_message_ids)
         if len(message_ids) != len(batch):
             raise ValueError("source_message_ids must have one entry per envelope")
-        if not batch:
-            return []
-        with self.engine.begin() as connection:
-            return ingestion.ingest(
-                connection, batch, api=checked_api, source=source, message_ids=message_ids, settings=self.settings
-            )
+        with ingestion.collection_paused():
+            intake = ingestion.Intake(batch, api=checked_api, source=source, message_ids=message_ids,
+                                      settings=self.settings)
+            if intake.alone:
+                with self.engine.connect() as connection, autocommitting(connection):
+                    if intake.store_alone(connection):
+                        return intake.answers()
+            if intake.to_store:
+                with self.engine.begin() as connection:
+                    intake.store(connection)
+            return intake.answers()
 
     # --- subscribers ------------------------------------------------------------------
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ackstore.rules import errors, labels, limits, numbers
 from ackstore.rules.durations import parse_duration_ms
@@ -40,16 +39,15 @@ class Outcome(str, Enum):
     SETTLED_AFTER_ACKS = "settled-after-acks"  # connectivity: nothing published, settled after acks
 
 
-@dataclass(frozen=True)
-class AckRequest:
-    """The normalised acknowledgement request of one signal."""
+class AckRequest(NamedTuple):
+    """The normalised acknowledgement request of one signal (a named tuple, as envelopes.Signal)."""
 
     correlation_id: str
     requested_acks: tuple[str, ...]
     response_required: bool
     timeout_ms: int
     outcome: Outcome
-    headers: dict[str, Any] = field(compare=False)
+    headers: dict[str, Any]
 
     @property
     def timeout_zero(self) -> bool:
@@ -73,9 +71,9 @@ def normalize(
 ) -> AckRequest:
     """Apply B.7 steps A–D (and the WebSocket rule) to ``raw_headers``; raise DittoError if invalid."""
     check_api(api)
-    if not isinstance(raw_headers, Mapping):
+    if type(raw_headers) is not dict and not isinstance(raw_headers, Mapping):
         raise errors.json_field_invalid("/headers", "JSON object")
-    headers = {str(name).lower(): value for name, value in raw_headers.items()}
+    headers = lowered(raw_headers)
     headers.pop(WEAK_ACK, None)
 
     correlation_id = _correlation_id(headers.get(CORRELATION_ID), new_correlation_id)
@@ -93,23 +91,27 @@ def normalize(
     if api == "websocket" and not response_required and acks:
         raise errors.websocket_acks_without_response()
 
-    headers.update(
-        {
-            CORRELATION_ID: correlation_id,
-            REQUESTED_ACKS: list(acks),
-            RESPONSE_REQUIRED: response_required,
-        }
-    )
+    headers[CORRELATION_ID] = correlation_id
+    headers[REQUESTED_ACKS] = list(acks)
+    headers[RESPONSE_REQUIRED] = response_required
     if not timeout_as_given:
         headers[TIMEOUT] = f"{timeout_ms}ms"  # defaulted or capped: record the effective timeout
     return AckRequest(
-        correlation_id=correlation_id,
-        requested_acks=acks,
-        response_required=response_required,
-        timeout_ms=timeout_ms,
-        outcome=outcome(api, response_required=response_required, has_acks=bool(acks)),
-        headers=headers,
+        correlation_id, acks, response_required, timeout_ms,
+        outcome(api, response_required=response_required, has_acks=bool(acks)), headers,
     )
+
+
+def lowered(raw_headers: Mapping[Any, Any]) -> dict[str, Any]:
+    """Header names are case-insensitive: the headers by lower-case name (of names that differ in
+    case only, the last one's value)."""
+    return {str(name).lower(): value for name, value in raw_headers.items()}
+
+
+def correlation_id_given(raw_headers: Mapping[Any, Any]) -> Any:
+    """The correlation-id header's value as :func:`normalize` reads it; None when there is none
+    (normalize then makes one up). Lets a batch look its correlation ids up before normalising."""
+    return lowered(raw_headers).get(CORRELATION_ID)
 
 
 def outcome(api: Api, *, response_required: bool, has_acks: bool) -> Outcome:
@@ -156,6 +158,8 @@ def _step_a_defaults(
 
 def _step_b_drop_foreign_builtins(acks: tuple[str, ...], channel: labels.Channel) -> tuple[str, ...]:
     foreign = labels.foreign_builtins(channel)
+    if foreign.isdisjoint(acks):
+        return acks
     return tuple(label for label in acks if label not in foreign)
 
 

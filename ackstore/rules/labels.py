@@ -43,7 +43,10 @@ def is_builtin(label: str) -> bool:
 
 def foreign_builtins(channel: Channel) -> frozenset[str]:
     """Built-in labels that belong to the other channel and are dropped without an error."""
-    return BUILTIN_LABELS - CHANNEL_BUILTINS[channel]
+    return _FOREIGN_BUILTINS[channel]
+
+
+_FOREIGN_BUILTINS = {channel: BUILTIN_LABELS - own for channel, own in CHANNEL_BUILTINS.items()}
 
 
 def validate_issuable(label: object) -> str:

@@ -1,24 +1,90 @@
 -- Statements of ingestion (ackstore/ledger/ingest.py): a batch of signals in one transaction.
--- Values are bind parameters; a batch travels as one JSON array (:rows).
+-- Values are bind parameters; a batch travels as COPY text (copy_signals), or as one JSON array
+-- (:rows) on the careful path; a list of keys as one array literal.
 
 -- name: lock_things
 -- Per-thing ingestion order (decisions #19): every thing of the batch, locked in one order
--- (by hash) so that two batches never wait for each other in a cycle.
-SELECT count(pg_advisory_xact_lock(:lock_class, h.key))
+-- (by hash) so that two batches never wait for each other in a cycle; and the transaction's
+-- time, which the signals' deadlines count from.
+SELECT count(pg_advisory_xact_lock(:lock_class, h.key)) AS locked, now() AS now
 FROM (SELECT DISTINCT hashtext(t) AS key FROM unnest(CAST(:thing_ids AS text[])) t ORDER BY 1) h
 
 -- name: already_stored
--- Which of the batch's message ids (of this source) and correlation ids are taken already.
-SELECT (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[]))) AS same_message,
-       s.source_message_id, s.correlation_id
-FROM signals s
-WHERE (s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[])))
-   OR s.correlation_id = ANY (CAST(:correlation_ids AS text[]))
+-- Which of the batch's message ids (of this source) and correlation ids are taken already. Each id
+-- is one probe of its unique index, whatever the statistics say (OFFSET 0 keeps each lookup a
+-- subquery of its own: flattened, a table never analysed is planned as a scan of it).
+SELECT true AS same_message, s.source_message_id, s.correlation_id
+FROM unnest(CAST(:message_ids AS text[])) m(id),
+     LATERAL (SELECT s.source_message_id, s.correlation_id FROM signals s
+              WHERE s.source = :source AND s.source_message_id = m.id OFFSET 0) s
+UNION ALL
+SELECT false, s.source_message_id, s.correlation_id
+FROM unnest(CAST(:correlation_ids AS text[])) c(id),
+     LATERAL (SELECT s.source_message_id, s.correlation_id FROM signals s WHERE s.correlation_id = c.id OFFSET 0) s
+
+-- name: copy_signals
+-- The new signals of a batch, in its order (ids follow it), as COPY text; the trigger on signals
+-- opens their attempt 1. A key already taken fails it whole (the careful path answers then).
+COPY signals (source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
+              headers, value, requested_acks, response_required, timeout_ms, deadline_at)
+FROM STDIN
+
+-- name: enqueue_copied
+-- The signals copy_signals stored, by message id (one index probe each, as already_stored's), and
+-- the work they make (as insert_signals'); in the batch's order, which is their ids' order.
+WITH copied AS (
+    SELECT s.id, s.source_message_id, s.kind
+    FROM unnest(CAST(:message_ids AS text[])) m(id),
+         LATERAL (SELECT s.id, s.source_message_id, s.kind FROM signals s
+                  WHERE s.source = :source AND s.source_message_id = m.id OFFSET 0) s
+), to_apply AS (
+    INSERT INTO queue_apply (signal_id) SELECT c.id FROM copied c WHERE c.kind = 'twin-command'
+), to_decide AS (
+    INSERT INTO queue_decide (signal_id, attempt) SELECT c.id, 1 FROM copied c
+)
+SELECT c.id, c.source_message_id FROM copied c
+
+-- name: prepare_insert_one
+-- A single submission, prepared once per session (its plan is then made once, not per call: a
+-- third of the server's work for one signal). Its thing locked first (decisions #19: the id is
+-- drawn under the lock), then the signal and its work stored as insert_signals stores a batch's.
+-- Nothing is returned when its message or correlation id is taken: the retransmission path
+-- answers. A key taken before the statement began draws no id (ids stay dense as a batch's).
+-- Parameters: $1 lock class, $2 source, $3 source message id, $4 correlation id, $5 api,
+-- $6 channel, $7 kind, $8 action, $9 thing id, $10 topic, $11 path, $12 value, $13 headers,
+-- $14 requested acks, $15 response required, $16 timeout (ms).
+PREPARE ackstore_insert_one (integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb,
+                             text[], boolean, bigint) AS
+WITH locked AS (
+    SELECT pg_advisory_xact_lock($1, hashtext($9))
+), stored AS (
+    INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                         thing_id, topic, path, value, headers, requested_acks, response_required,
+                         timeout_ms, deadline_at)
+    SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+           now() + make_interval(secs => $16 / 1000.0)
+    FROM locked
+    WHERE NOT EXISTS (SELECT FROM signals s WHERE s.source = $2 AND s.source_message_id = $3)
+      AND NOT EXISTS (SELECT FROM signals s WHERE s.correlation_id = $4)
+    ON CONFLICT DO NOTHING
+    RETURNING id, kind
+), to_apply AS (
+    INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
+), to_decide AS (
+    INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
+)
+SELECT s.id FROM stored s
+
+-- name: insert_one
+-- A single submission (prepare_insert_one): the new signal's id, or nothing.
+EXECUTE ackstore_insert_one (:lock_class, :source, :source_message_id, :correlation_id, :api, :channel, :kind,
+                             :action, :thing_id, :topic, :path, :value, :headers, :requested_acks,
+                             :response_required, :timeout_ms)
 
 -- name: insert_signals
--- The new signals in the batch's order (ids follow it) and the work they make: apply_twin for
--- twin commands, the sweep for every request. A row that lost a race
--- for its message or correlation id to a concurrent submission is skipped and not returned.
+-- The careful path's new signals in the batch's order (ids follow it) and the work they make:
+-- apply_twin for twin commands, the sweep for every request. A row that lost a race for its
+-- message or correlation id to a concurrent submission is skipped and not returned.
 WITH input AS (
     SELECT * FROM json_to_recordset(CAST(:rows AS json)) AS r(
         ord integer, source_message_id text, correlation_id text, channel text, kind text,
@@ -46,10 +112,13 @@ SELECT s.id, s.source_message_id FROM stored s
 
 -- name: lock_retransmitted
 -- The stored signals a batch retransmits, locked in id order before any is looked at, so that
--- two batches never wait for each other in a cycle. NO KEY UPDATE: it excludes a concurrent
--- redelivery of the same signal, yet not the foreign-key checks of the pipeline's writes.
+-- two batches never wait for each other in a cycle (one index probe per id, as already_stored's).
+-- NO KEY UPDATE: it excludes a concurrent redelivery of the same signal, yet not the foreign-key
+-- checks of the pipeline's writes.
 SELECT s.id FROM signals s
-WHERE s.source = :source AND s.source_message_id = ANY (CAST(:message_ids AS text[]))
+WHERE s.id = ANY (ARRAY(SELECT f.id FROM unnest(CAST(:message_ids AS text[])) m(id),
+                             LATERAL (SELECT s.id FROM signals s
+                                      WHERE s.source = :source AND s.source_message_id = m.id OFFSET 0) f))
 ORDER BY s.id
 FOR NO KEY UPDATE
 
