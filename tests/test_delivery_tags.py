@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Iterator
 
 import pika
 import pytest
@@ -21,6 +20,7 @@ from ackstore.connectors.amqp import send
 from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.rules.connectivity import Disposition
 from tests.broker import AMQP_URL, Broker
+from tests.test_amqp_connector import broker  # noqa: F401 (fixture)
 
 ACK = Disposition(ack=True)
 REJECT = Disposition(ack=False, requeue=False)
@@ -112,13 +112,6 @@ def test_tags_only_grow() -> None:
 # --- the cost on the real broker -----------------------------------------------------------------
 
 HELD = 30_000
-
-
-@pytest.fixture
-def broker() -> Iterator[Broker]:
-    broker = Broker()
-    yield broker
-    broker.close()
 
 
 def holding(broker: Broker, name: str) -> tuple[pika.BlockingConnection, object, str, list[int]]:
