@@ -17,8 +17,9 @@ and only then considered received:
   decision its signal already has, or opening the next attempt after a redeliver decision.
 
 Targets publish the twin events and live signals the connection subscribes to (pulled from the
-ledger under a lease) to an exchange with publisher confirms, and issue the target's
-acknowledgement label from the broker's answer: 200 on a confirm, 503 on a nack.
+ledger under a lease) to an exchange, on a thread and connection of their own with asynchronous
+publisher confirms, and issue the target's acknowledgement label from the broker's answer: 200
+on a confirm, 503 on a nack (:mod:`ackstore.connectors.targets`).
 
 Three threads overlap the work, with bounded hand-overs so memory stays flat under a backlog:
 
@@ -624,7 +625,7 @@ class AmqpConnector:
         for reply in to_publish:
             self._outbox.put(_Reply(reply.reply_to, _result_reply(reply)))
 
-    # --- replies and targets (the broker's thread) ---------------------------------------------
+    # --- replies (the broker's thread) ---------------------------------------------------------
 
     def _reply(self, reply_to: str | None, message: dict[str, Any]) -> None:
         """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto)."""
