@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 import pika
-from sqlalchemy import text
+from sqlalchemy import Row, text
 
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.store import AckStore
@@ -108,46 +108,45 @@ def seed_things(spark, settings, url: str) -> None:
         raise SystemExit(f"seeding made {made} things, not {THINGS}")
 
 
-def answered(db_url: str) -> str:
-    """How the measured messages were answered: their results' statuses, counted."""
+def ledger_rows(db_url: str, sql: str, params: dict[str, object] | None = None) -> list[Row]:
+    """One read of the ledger on a connection of its own (the benchmark's own looks, not timed)."""
     engine = make_engine(db_url)
     with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT r.status, count(*) FROM signals s JOIN request_results r ON r.signal_id = s.id "
-            "WHERE s.source = 'bench' GROUP BY r.status ORDER BY r.status")).all()
+        rows = conn.execute(text(sql), params or {}).all()
     engine.dispose()
+    return rows
+
+
+def ledger_now(db_url: str) -> object:
+    """The ledger's clock: what its timestamps are compared with."""
+    return ledger_rows(db_url, "SELECT clock_timestamp()")[0][0]
+
+
+def answered(db_url: str) -> str:
+    """How the measured messages were answered: their results' statuses, counted."""
+    rows = ledger_rows(db_url, "SELECT r.status, count(*) FROM signals s JOIN request_results r ON r.signal_id = s.id "
+                               "WHERE s.source = 'bench' GROUP BY r.status ORDER BY r.status")
     return ", ".join(f"{count:,} × {status}" for status, count in rows) or "none"
 
 
 def held_count(db_url: str, since: object) -> int:
-    engine = make_engine(db_url)
-    with engine.connect() as conn:
-        n = conn.execute(text("SELECT count(*) FROM signals WHERE source = 'bench' AND received_at > :t"),
-                         {"t": since}).scalar_one()
-    engine.dispose()
-    return n
+    return ledger_rows(db_url, "SELECT count(*) FROM signals WHERE source = 'bench' AND received_at > :t",
+                       {"t": since})[0][0]
 
 
 def stage_seconds(db_url: str, started_at: object) -> dict[str, float]:
     """Seconds from the start to the last message stored, decided and settled (the ledger's clocks)."""
-    engine = make_engine(db_url)
-    with engine.connect() as conn:
-        row = conn.execute(text(
-            "SELECT extract(epoch FROM (SELECT max(received_at) FROM signals WHERE source = 'bench') - :t0),"
-            "       extract(epoch FROM (SELECT max(r.decided_at) FROM request_results r JOIN signals s"
-            "                               ON s.id = r.signal_id WHERE s.source = 'bench') - :t0),"
-            "       extract(epoch FROM (SELECT max(carried_out_at) FROM settlements) - :t0)"), {"t0": started_at}).one()
-    engine.dispose()
+    (row,) = ledger_rows(db_url,
+        "SELECT extract(epoch FROM (SELECT max(received_at) FROM signals WHERE source = 'bench') - :t0),"
+        "       extract(epoch FROM (SELECT max(r.decided_at) FROM request_results r JOIN signals s"
+        "                               ON s.id = r.signal_id WHERE s.source = 'bench') - :t0),"
+        "       extract(epoch FROM (SELECT max(carried_out_at) FROM settlements) - :t0)", {"t0": started_at})
     return {"stored": float(row[0]), "decided": float(row[1]), "settled": float(row[2])}
 
 
 def settled_count(db_url: str) -> int:
-    engine = make_engine(db_url)
-    with engine.connect() as conn:
-        n = conn.execute(text("SELECT count(*) FROM settlements st JOIN signals s ON s.id = st.signal_id "
-                              "WHERE st.carried_out_at IS NOT NULL AND s.source = 'bench'")).scalar_one()
-    engine.dispose()
-    return n
+    return ledger_rows(db_url, "SELECT count(*) FROM settlements st JOIN signals s ON s.id = st.signal_id "
+                               "WHERE st.carried_out_at IS NOT NULL AND s.source = 'bench'")[0][0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark = spark_session("ackstore-bench-broker", cores=args.cores)
             settings = PipelineSettings(database_url=url, partitions=max(2, args.cores * 2))
             seed_things(spark, settings, url)
-            engine = make_engine(url)
-            with engine.connect() as conn:
-                started_at = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
-            engine.dispose()
+            started_at = ledger_now(url)
             started = time.perf_counter()
             connector = subprocess.Popen(
                 [sys.executable, "-m", "ackstore.cli", "--database-url", url, "connect", "amqp", "--url", args.amqp,
@@ -197,10 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stages = stage_seconds(url, started_at)
             how = answered(url)
             # The stop: as many again stored and held (no pipeline runs), then given back.
-            engine = make_engine(url)
-            with engine.connect() as conn:
-                second_at = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
-            engine.dispose()
+            second_at = ledger_now(url)
             publish(args.amqp, queue, messages(n, f"s{run}"))
             while held_count(url, second_at) < n:
                 time.sleep(0.2)

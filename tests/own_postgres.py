@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine
@@ -40,7 +40,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-class OwnPostgres:
+class OwnServer:
+    """A server a test owns: started when entered, closed on exit or when its start fails."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class OwnPostgres(OwnServer):
     """One cluster in a temporary folder: ``start``, ``stop_immediately``, ``restart``; ``close``
     stops it by its postmaster's PID whatever state it is in and removes the folder."""
 
@@ -132,17 +153,6 @@ class OwnPostgres:
                 os.kill(pid, signal.SIGKILL)
         self._pid = None
         shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> "OwnPostgres":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
 
     def _run(self, program: str, *args: str) -> None:
         options: dict[str, Any] = {}

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pika
 
-from tests.own_postgres import free_port
+from tests.own_postgres import OwnServer, free_port
 
 SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the Debian package's, not the root-only wrapper
 
 
-class OwnRabbitMQ:
+class OwnRabbitMQ(OwnServer):
     """``start`` (waits until AMQP answers), ``kill`` (SIGKILL of the whole node, as a crash),
     ``close`` (kill whatever runs, remove the folder)."""
 
@@ -101,17 +101,6 @@ class OwnRabbitMQ:
     def close(self) -> None:
         self.kill()
         shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> "OwnRabbitMQ":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
 
     @staticmethod
     def _wait_for_group_to_end(group: int, timeout: float = 30) -> None:

@@ -180,7 +180,8 @@ class AmqpConnector:
         if self.config.targets:
             targets = Targets(self.store, self.config, interval_s=self.options.target_interval_s,
                               lease=self.options.target_lease, reconnect_s=self.options.reconnect_s,
-                              stop=self._done, published=self._published)
+                              outage=self._outage("the database (targets)"), stop=self._done,
+                              published=self._published)
             threads.append(self._start(targets.run, "targets"))
         try:
             while not self.stopping and self._broken is None:

@@ -54,7 +54,3 @@ class Held:
 
     def __len__(self) -> int:
         return self._count
-
-    def __contains__(self, signal_id: int) -> bool:
-        with self._lock:
-            return signal_id in self._by_signal

@@ -42,7 +42,8 @@ class Targets:
     """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss)."""
 
     def __init__(self, store: AckStore, config: ConnectionConfig, *, interval_s: float, lease: str,
-                 reconnect_s: float, stop: threading.Event, published: Callable[[int], None]) -> None:
+                 reconnect_s: float, outage: Outage, stop: threading.Event,
+                 published: Callable[[int], None]) -> None:
         self.store = store
         self.config = config
         self.interval_s = interval_s
@@ -54,7 +55,7 @@ class Targets:
         self._channel: Any = None
         self._unconfirmed: dict[int, _Published] = {}  # publish sequence number -> what it carried
         self._sequence = 0
-        self.outage = Outage(f"connector {config.id}: the database (targets)", log, interval_s, 30.0)
+        self.outage = outage  # the database, as this thread sees it
 
     def run(self) -> None:
         while not self.stop.is_set():
