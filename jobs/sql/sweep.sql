@@ -6,7 +6,8 @@
 -- The bulk of the common case, one row per request and no per-label rows: every label built in
 -- (twin-persisted, search-persisted) and its fact in time (command_facts; for a request waiting in
 -- the queue — its current attempt, undecided — builtin_acks counts a fact iff it is there, and
--- it is in time iff its time is by the deadline), all 2xx. Not the built-in-only shortcut (Python).
+-- it is in time iff its time is by the deadline), all 2xx. The built-in-only shortcut (one
+-- shortcut label, a response required: :shortcut_labels) is the plain response, cause 'response'.
 -- A created thing's location (wire.location) is written here when it needs no percent-escaping;
 -- otherwise the request goes to Python too. The headers are the aggregated ones: NULL, derived by
 -- request_answers. decide_common below then decides what is left.
@@ -30,11 +31,11 @@ WITH facts AS MATERIALIZED (
                 ELSE '{}'::jsonb END AS persisted_headers,
            cardinality(f.requested_acks) AS labels,
            twin_persisted() = ANY (f.requested_acks) AS persisted, search_persisted() = ANY (f.requested_acks) AS indexed,
+           f.response_required AND cardinality(f.requested_acks) = 1
+               AND f.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])) AS plain,
            f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
     FROM facts f
-    WHERE NOT (f.response_required AND cardinality(f.requested_acks) = 1
-               AND f.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
-      AND (twin_persisted() <> ALL (f.requested_acks)
+    WHERE (twin_persisted() <> ALL (f.requested_acks)
            OR (f.persisted_at <= f.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
       AND (search_persisted() <> ALL (f.requested_acks) OR f.indexed_at <= f.deadline_at)
       AND NOT (f.api = 'http' AND f.response_required AND cardinality(f.requested_acks) >= 2
@@ -54,9 +55,10 @@ WITH facts AS MATERIALIZED (
                                                      d.correlation_id),
                          search_persisted(), ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
                                                        d.correlation_id)) END,
-           NULL,
-           'acks',
-           CASE WHEN d.persisted AND d.indexed THEN jsonb_build_object(twin_persisted(), d.persisted_status,
+           CASE WHEN d.plain THEN jsonb_build_object('correlation-id', d.correlation_id) END,  -- else aggregated
+           CASE WHEN d.plain THEN 'response' ELSE 'acks' END,
+           CASE WHEN d.plain THEN '{}'::jsonb
+                WHEN d.persisted AND d.indexed THEN jsonb_build_object(twin_persisted(), d.persisted_status,
                                                                         search_persisted(), d.indexed_status)
                 WHEN d.persisted THEN jsonb_build_object(twin_persisted(), d.persisted_status)
                 ELSE jsonb_build_object(search_persisted(), d.indexed_status) END,
@@ -121,9 +123,10 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
 DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.attempt = x.attempt
 
 -- name: undecided
--- Every request waiting for a decision (queue_decide holds only those) with what is known of
--- it (read by Spark). Only acks of that attempt whose fact happened by its deadline count
--- (A.2.1); whether the deadline has passed is judged now.
+-- Every request waiting for a decision (queue_decide holds only those) that could be decided now
+-- — not those still awaiting their command's response — with what is known of it (read by
+-- Spark). Only acks of that attempt whose fact happened by its deadline count (A.2.1); whether
+-- the deadline has passed is judged now.
 SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api, s.thing_id, s.path, s.headers::text AS headers,
        a.requested_acks, s.response_required, s.timeout_ms, a.deadline_at <= statement_timestamp() AS deadline_passed,
        r.status AS response_status, r.payload::text AS response_payload,
@@ -140,10 +143,17 @@ FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
 JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
 LEFT JOIN command_responses r ON r.signal_id = s.id
+WHERE NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_required, r.signal_id IS NOT NULL)
 
 -- name: undecided_bounds
--- Whether anything waits for a decision, and the id range the partitioned read spans.
-SELECT min(q.signal_id), max(q.signal_id) FROM queue_decide q
+-- Whether anything waiting for a decision could be decided now, and the id range the
+-- partitioned read spans.
+SELECT min(q.signal_id), max(q.signal_id)
+FROM queue_decide q
+JOIN signals s ON s.id = q.signal_id
+JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+LEFT JOIN command_responses r ON r.signal_id = q.signal_id
+WHERE NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_required, r.signal_id IS NOT NULL)
 
 -- name: pending_count
 -- How many requests wait for a decision: what the decision queue holds as this run starts.

@@ -47,3 +47,20 @@ $$;
 CREATE OR REPLACE FUNCTION judged_by_deadline(cause text) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT cause IN ('deadline', 'error')
 $$;
+
+-- name: awaits_command_response
+-- Whether a request certainly cannot be decided yet for want of its command's response, so the
+-- sweep need not read it (aggregation.decide answers None for it; tests/test_sweep_decisions.py
+-- proves it): its deadline has not passed, no response is stored, and it asked for a built-in
+-- ack of the command — twin-persisted and search-persisted are facts of that response
+-- (command_facts), and nobody else may issue them — or, asking for no ack, for the response
+-- itself. Under steady traffic these are most of the decision queue: the commands that arrived
+-- while the run applied the ones before them.
+-- version: 0013
+CREATE OR REPLACE FUNCTION awaits_command_response(deadline_at timestamptz, requested_acks text[],
+                                                   response_required boolean, responded boolean)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+SELECT deadline_at > statement_timestamp() AND NOT responded
+       AND (requested_acks && ARRAY[twin_persisted(), search_persisted()]
+            OR (cardinality(requested_acks) = 0 AND response_required))
+$$;
