@@ -223,16 +223,19 @@ def _run_dag(url: str) -> bool:
 
 def _print_steps(store: AckStore) -> None:
     """What each step of the DAG run did: its stats as recorded in ``pipeline_runs``."""
-    from jobs.pipeline import counts
+    from jobs.pipeline import PASS_MARK, counts
 
-    with store.engine.connect() as conn:
-        run_id = conn.execute(text("SELECT run_id FROM pipeline_runs ORDER BY id DESC LIMIT 1")).scalar_one()
+    with store.engine.connect() as conn:  # the newest run, every pass of it ("<run id>#k" after the first)
+        run_id = conn.execute(text("SELECT split_part(run_id, :mark, 1) FROM pipeline_runs ORDER BY id DESC LIMIT 1"),
+                              {"mark": PASS_MARK}).scalar_one()
         rows = conn.execute(
-            text("SELECT step, stats FROM pipeline_runs WHERE run_id = :r ORDER BY id"), {"r": run_id}
+            text("SELECT run_id, step, stats FROM pipeline_runs WHERE split_part(run_id, :mark, 1) = :r ORDER BY id"),
+            {"r": run_id, "mark": PASS_MARK},
         ).all()
     print(f"\n== what each step did (pipeline_runs, run {run_id})")
-    for step, stats in rows:
-        print(f"   {step:<13} {stats.get('seconds', 0):6.2f} s  {json.dumps(counts(stats))}")
+    for pass_id, step, stats in rows:
+        where = "" if pass_id == run_id else f" (pass {pass_id.rsplit(PASS_MARK, 1)[1]})"
+        print(f"   {step:<13} {stats.get('seconds', 0):6.2f} s  {json.dumps(counts(stats))}{where}")
 
 
 def _step(title: str, value: Any) -> Any:

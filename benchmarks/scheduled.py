@@ -33,6 +33,7 @@ from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.local_airflow import DAG_ID, wait_until
 from benchmarks.deployment import BIN, Deployment, airflow, seconds, when
 from benchmarks.pipeline import DEFAULT_SERVER
+from jobs.pipeline import PASS_MARK
 
 
 def finished_runs(deployment: Deployment) -> list[dict[str, Any]]:
@@ -46,10 +47,14 @@ def task_profile(deployment: Deployment, ledger: str, runs: list[dict[str, Any]]
     pipeline_runs: a step belongs to the task it finished in). Per pipeline step (under its name
     in brackets): its own seconds."""
     engine = make_engine(ledger)
-    with engine.connect() as conn:
+    with engine.connect() as conn:  # a run's passes after the first record as "<run id>#k"
         steps = [(row.run_id, row.step, row.finished_at, float(row.stats.get("seconds", 0))) for row in conn.execute(
-            text("SELECT run_id, step, finished_at, stats FROM pipeline_runs WHERE run_id = ANY(:ids) ORDER BY id"),
-            {"ids": [run["dag_run_id"] for run in runs]})]
+            text("SELECT split_part(run_id, :mark, 1) AS run_id, step, finished_at, stats FROM pipeline_runs "
+                 "WHERE split_part(run_id, :mark, 1) = ANY(:ids) ORDER BY id"),
+            {"ids": [run["dag_run_id"] for run in runs], "mark": PASS_MARK})]
+        passes = conn.execute(text("SELECT count(DISTINCT run_id) FROM pipeline_runs "
+                                   "WHERE split_part(run_id, :mark, 1) = ANY(:ids) GROUP BY split_part(run_id, :mark, 1)"),
+                              {"ids": [run["dag_run_id"] for run in runs], "mark": PASS_MARK}).scalars().all()
     engine.dispose()
     figures: dict[str, dict[str, list[float]]] = {}
     for run in runs:
@@ -67,6 +72,7 @@ def task_profile(deployment: Deployment, ledger: str, runs: list[dict[str, Any]]
             previous_end = ended
     for run_id, step, _, seconds in steps:
         figures.setdefault(f"[{step}]", {"steps": []})["steps"].append(seconds)
+    figures["passes"] = {"steps": [float(n) for n in passes] or [0.0]}
     return {name: {key: statistics.median(values) for key, values in each.items()} for name, each in figures.items()}
 
 
@@ -80,8 +86,8 @@ def print_profile(profile: dict[str, dict[str, float]], run_seconds: float) -> N
     total = {key: sum(each[key] for each in tasks.values()) for key in ("wait", "task", "steps")}
     print(f"    {'all tasks':<16}{total['wait']:8.2f}{total['task']:8.2f}{total['steps']:8.2f}"
           f"{total['task'] - total['steps']:8.2f}   of a {run_seconds:.2f} s run")
-    print("    steps: " + ", ".join(f"{name[1:-1]} {each['steps']:.2f}" for name, each in profile.items()
-                                   if "task" not in each))
+    print(f"    passes per run {profile['passes']['steps']:.0f}; steps per pass: "
+          + ", ".join(f"{name[1:-1]} {each['steps']:.2f}" for name, each in profile.items() if name.startswith("[")))
 
 
 def main() -> None:

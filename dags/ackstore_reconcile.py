@@ -13,8 +13,13 @@ order, in one task (`reconcile`):
 | `validate` | the sweep batches and settlements past its watermarks: what was decided since the last passed check | nothing on failure; on success the slice's connection requests go to `queue_settle` and the watermarks move |
 | `settle` | `queue_settle`: validated results from broker connections | one `settlements` decision per attempt, then `NOTIFY ackstore_settlements` |
 
-The task calls `jobs.pipeline.run` — exactly what `ackstore pipeline run` calls — and returns
-each step's counts (see its XCom; its log has a line per step). **One task, not six:** Airflow
+The task calls `jobs.pipeline.run_while_behind`: a pass is `jobs.pipeline.run` — exactly what
+`ackstore pipeline run` calls — and the task makes another pass while the one before found new
+work (commands to apply, requests to decide) and the next pass, as long as the last, still ends
+within the minute: what arrived during a run waits for the next pass, not for the next
+minute. Pass *k* > 1 records its steps under the run id
+`<run id>#k`. The task returns every pass's counts by that id (see its XCom; its log has a line
+per step). **One task, not six:** Airflow
 spends about a second starting each task (the scheduler's loop, a process, the imports, the
 connection), and each step that found work opened a Spark session of its own; in one task the
 steps share one process and one session (an idle run: ~7 s as six tasks, see
@@ -51,6 +56,10 @@ from airflow.sdk import Asset, dag, task
 
 SETTLEMENTS = Asset(name="ackstore_settlements", uri="ackstore://settlements")
 
+# The schedule's interval: a run makes passes while work keeps arriving, as long as they end
+# before the next run is due.
+INTERVAL = timedelta(minutes=1)
+
 DEFAULT_ARGS = {
     "owner": "ackstore",
     "retries": 2,
@@ -59,7 +68,7 @@ DEFAULT_ARGS = {
 }
 
 
-def _run_pipeline() -> dict[str, dict[str, Any]]:
+def _run_pipeline() -> dict[str, dict[str, dict[str, Any]]]:
     """Every step for this DAG run: ledger URL and run id looked up now, at run time."""
     from airflow.exceptions import AirflowNotFoundException
     from airflow.sdk import Connection, get_current_context
@@ -77,12 +86,12 @@ def _run_pipeline() -> dict[str, dict[str, Any]]:
         url = DatabaseUrl.from_airflow_connection(ledger).text()
     run_id = get_current_context()["run_id"]
     settings = PipelineSettings.from_env(url, run_id=run_id, origin=f"the Airflow connection {LEDGER_CONNECTION}")
-    return pipeline.run(None, settings)
+    return pipeline.run_while_behind(None, settings, within=INTERVAL.total_seconds())
 
 
 @dag(
     dag_id="ackstore_reconcile",
-    schedule="* * * * *",
+    schedule="* * * * *",  # INTERVAL
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -93,7 +102,7 @@ def _run_pipeline() -> dict[str, dict[str, Any]]:
 )
 def ackstore_reconcile() -> None:
     @task(outlets=[SETTLEMENTS])
-    def reconcile() -> dict[str, dict[str, Any]]:
+    def reconcile() -> dict[str, dict[str, dict[str, Any]]]:
         return _run_pipeline()
 
     reconcile()

@@ -1,12 +1,14 @@
 """The pipeline: six steps, in order. :func:`run_step` is the one call per step that both
-``ackstore pipeline run --step NAME`` and the Airflow DAG's task ``NAME`` make, so the two
-can never disagree.
+``ackstore pipeline run --step NAME`` and the pipeline's runs make, so the two can never
+disagree. :func:`run` is one pass of every step; :func:`run_while_behind` is what the DAG's task
+runs: passes while work keeps arriving, within the schedule's interval.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from jobs import apply_twin, index_search, settle, sweep, validate, weak_acks
@@ -82,6 +84,41 @@ def run(spark: Any | None, settings: PipelineSettings, steps: tuple[str, ...] = 
             failed.completed = dict(done)  # what ran before the gate closed, for the caller to show
             raise
     return done
+
+
+PASS_MARK = "#"  # pass k > 1 of a run records its steps as "<run id>#k" (Airflow's run ids hold no "#")
+
+
+def run_while_behind(spark: Any | None, settings: PipelineSettings, within: float) -> dict[str, dict[str, dict[str, Any]]]:
+    """Pass after pass of :func:`run` on one session, while the pass before found new work
+    (:func:`found_work`) and another pass as long as it still ends within ``within`` seconds of
+    the first one's start: what arrived during a run waits for the next pass, not for the next
+    scheduled run. Every pass is a whole run (each step idempotent, atomic, gated by validate);
+    pass k > 1 runs as ``<run id>#k``. The stats of every pass, by its run id."""
+    if spark is None:
+        from jobs.spark import LazySession
+
+        session = LazySession("ackstore-pipeline")
+        try:
+            return run_while_behind(session, settings, within)
+        finally:
+            session.stop()
+    started = time.monotonic()
+    passes: dict[str, dict[str, dict[str, Any]]] = {}
+    while True:
+        run_id = settings.run_id if not passes else f"{settings.run_id}{PASS_MARK}{len(passes) + 1}"
+        began = time.monotonic()
+        passes[run_id] = run(spark, replace(settings, run_id=run_id))
+        took = time.monotonic() - began
+        if not found_work(passes[run_id]) or time.monotonic() - started + took > within:
+            log.info("run %s: %d pass(es) in %.1f s", settings.run_id, len(passes), time.monotonic() - started)
+            return passes
+
+
+def found_work(stats: dict[str, dict[str, Any]]) -> bool:
+    """Whether a pass found anything new: commands to apply or requests to decide (everything
+    else a pass does follows from those: index marks, results, settlements)."""
+    return bool(stats.get("apply_twin", {}).get("commands") or stats.get("sweep", {}).get("decided"))
 
 
 def counts(stats: dict[str, Any]) -> dict[str, Any]:

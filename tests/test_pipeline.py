@@ -352,3 +352,52 @@ def test_a_run_with_nothing_pending_opens_no_spark_session(store: AckStore, data
     stats = pipeline.run(session, PipelineSettings(database_url=database_url))
     assert list(stats) == list(pipeline.STEPS)
     assert not session.opened
+
+
+def test_a_run_makes_passes_while_work_arrives_and_stops_when_caught_up(store: AckStore, spark, database_url) -> None:
+    """What arrives while a run works is applied and decided by its next pass, not the next run's:
+    commands submitted once the first pass has applied its own go through pass 2; pass 3 finds
+    nothing and is the last."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    first = [submit(store, "create", "/", {}, cid="first-0", requested_acks=["twin-persisted"])]
+    first += [submit(store, "modify", "/attributes/n", n, cid=f"first-{n}", requested_acks=["twin-persisted"])
+              for n in (1, 2)]
+    later: list[str] = []
+
+    def submit_once_applied() -> None:
+        deadline = time.monotonic() + 120
+        while not rows(store, "SELECT 1 FROM pipeline_runs WHERE run_id = 'passes' AND step = 'apply_twin'"):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        later.extend(submit(store, "modify", "/attributes/n", n, cid=f"later-{n}", requested_acks=["twin-persisted"])
+                     for n in range(2))
+
+    import threading
+
+    submitter = threading.Thread(target=submit_once_applied)
+    submitter.start()
+    passes = pipeline.run_while_behind(spark, PipelineSettings(database_url=database_url, partitions=2,
+                                                               run_id="passes"), within=600)
+    submitter.join()
+    assert list(passes) == ["passes", "passes#2", "passes#3"]
+    assert [each["apply_twin"]["commands"] for each in passes.values()] == [3, 2, 0]
+    assert not pipeline.found_work(passes["passes#3"])
+    created = {"first-0": 201, "first-1": 201}  # the thing, then its attribute; the rest modify
+    assert {cid: store.result(cid)["status"] for cid in first + later} == {**dict.fromkeys(first + later, 204),
+                                                                           **created}
+    recorded = rows(store, "SELECT DISTINCT run_id FROM pipeline_runs ORDER BY run_id")
+    assert [r.run_id for r in recorded] == ["passes", "passes#2", "passes#3"]
+
+
+def test_no_pass_begins_that_would_end_after_the_interval(store: AckStore, spark, database_url) -> None:
+    """A pass as long as the last one would end past ``within``: the run stops, work or not (the
+    next scheduled run takes it)."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    submit(store, "modify", "/attributes/n", 1, cid="one", requested_acks=["twin-persisted"])
+    passes = pipeline.run_while_behind(spark, PipelineSettings(database_url=database_url, partitions=2, run_id="short"),
+                                       within=0)
+    assert list(passes) == ["short"] and pipeline.found_work(passes["short"])
