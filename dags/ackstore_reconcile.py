@@ -15,9 +15,9 @@ order, in one task (`reconcile`):
 
 The task calls `jobs.pipeline.run_while_behind`: a pass is `jobs.pipeline.run` — exactly what
 `ackstore pipeline run` calls — and the task makes another pass while the one before found new
-work (commands to apply, requests to decide) and the next pass, as long as the last, still ends
-within the minute: what arrived during a run waits for the next pass, not for the next
-minute. Pass *k* > 1 records its steps under the run id
+work (commands to apply, requests to decide) and the minute is not up: what arrived during a
+pass waits for the next pass, not for the next minute. No pass begins once the next run is due;
+the last may end after it, and that run then starts at once and carries on. Pass *k* > 1 records its steps under the run id
 `<run id>#k`. The task returns every pass's counts by that id (see its XCom; its log has a line
 per step). **One task, not six:** Airflow
 spends about a second starting each task (the scheduler's loop, a process, the imports, the
@@ -56,8 +56,8 @@ from airflow.sdk import Asset, dag, task
 
 SETTLEMENTS = Asset(name="ackstore_settlements", uri="ackstore://settlements")
 
-# The schedule's interval: a run makes passes while work keeps arriving, as long as they end
-# before the next run is due.
+# The schedule's interval: a run makes passes while work keeps arriving, and begins none once
+# the next run is due.
 INTERVAL = timedelta(minutes=1)
 
 DEFAULT_ARGS = {

@@ -91,10 +91,11 @@ PASS_MARK = "#"  # pass k > 1 of a run records its steps as "<run id>#k" (Airflo
 
 def run_while_behind(spark: Any | None, settings: PipelineSettings, within: float) -> dict[str, dict[str, dict[str, Any]]]:
     """Pass after pass of :func:`run` on one session, while the pass before found new work
-    (:func:`found_work`) and another pass as long as it still ends within ``within`` seconds of
-    the first one's start: what arrived during a run waits for the next pass, not for the next
-    scheduled run. Every pass is a whole run (each step idempotent, atomic, gated by validate);
-    pass k > 1 runs as ``<run id>#k``. The stats of every pass, by its run id."""
+    (:func:`found_work`) and fewer than ``within`` seconds have gone by since the first began:
+    what arrived during a pass waits for the next pass, not for the next scheduled run, and no
+    pass begins once the next run is due (the last may end up to a pass after it; that run then
+    starts at once and carries on). Every pass is a whole run (each step idempotent, atomic,
+    gated by validate); pass k > 1 runs as ``<run id>#k``. The stats of every pass, by its run id."""
     if spark is None:
         from jobs.spark import LazySession
 
@@ -107,10 +108,8 @@ def run_while_behind(spark: Any | None, settings: PipelineSettings, within: floa
     passes: dict[str, dict[str, dict[str, Any]]] = {}
     while True:
         run_id = settings.run_id if not passes else f"{settings.run_id}{PASS_MARK}{len(passes) + 1}"
-        began = time.monotonic()
         passes[run_id] = run(spark, replace(settings, run_id=run_id))
-        took = time.monotonic() - began
-        if not found_work(passes[run_id]) or time.monotonic() - started + took > within:
+        if not found_work(passes[run_id]) or time.monotonic() - started >= within:
             log.info("run %s: %d pass(es) in %.1f s", settings.run_id, len(passes), time.monotonic() - started)
             return passes
 

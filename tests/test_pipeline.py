@@ -391,9 +391,9 @@ def test_a_run_makes_passes_while_work_arrives_and_stops_when_caught_up(store: A
     assert [r.run_id for r in recorded] == ["passes", "passes#2", "passes#3"]
 
 
-def test_no_pass_begins_that_would_end_after_the_interval(store: AckStore, spark, database_url) -> None:
-    """A pass as long as the last one would end past ``within``: the run stops, work or not (the
-    next scheduled run takes it)."""
+def test_no_pass_begins_after_the_interval(store: AckStore, spark, database_url) -> None:
+    """Once ``within`` has gone by the run stops, work or not: the next scheduled run, due by
+    then, takes it."""
     from jobs import pipeline
     from jobs.settings import PipelineSettings
 
