@@ -1,18 +1,21 @@
 """Step 6, settle: the transport decision for every validated result from a connection (B.9).
 
-Spark reads the requests waiting in ``queue_settle`` (decided, through the validation gate,
-from a broker connection) and applies :func:`ackstore.rules.settlement.decide_settlement` to
-each: ack, reject, redeliver — or dead-letter once the attempts are used up (A.2.10). One
-transaction writes one ``settlements`` row per attempt, empties the queue of what it decided,
-and sends ``NOTIFY ackstore_settlements, '<source>'`` so that the connector holding those
-deliveries wakes up and carries the decisions out.
+First SQL acks what succeeded (``settle_common``: a 2xx result whose entries are all 2xx), in a
+transaction of its own. Then Spark reads the rest of ``queue_settle`` (decided, through the
+validation gate, from a broker connection) and applies
+:func:`ackstore.rules.settlement.decide_settlement` to each: ack, reject, redeliver — or
+dead-letter once the attempts are used up (A.2.10). Each transaction writes one ``settlements``
+row per attempt, empties the queue of what it decided, and sends ``NOTIFY
+ackstore_settlements, '<source>'`` so that the connector holding those deliveries wakes up and
+carries the decisions out. Where both can decide, both decide alike (tests/test_settle.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ackstore.ledger.schema import settlements, stage_settlements
+from ackstore import faults
+from ackstore.ledger.schema import queue_settle, settlements, stage_settlements
 from ackstore.ledger.settlements import NOTIFY_CHANNEL
 from ackstore.rules import jsontext, settlement
 from jobs.settings import PipelineSettings
@@ -26,7 +29,23 @@ DECISION_COLUMNS = (("signal_id", "int64"), ("attempt", "int32"), ("decision", "
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_settlements,))
-    return step.run_once(spark, "pending_bounds", _stage, _merge, idle={"decided": 0})
+    return step.run_once(spark, "pending_bounds", _stage, _merge, first=settle_common,
+                         idle={"decided": 0, "settled_in_sql": 0, "settlements": 0, "by_decision": {},
+                               "notified_sources": 0})
+
+
+def settle_common(step: Step) -> None:
+    """The acks SQL decides alone (jobs/sql/settle.sql), in one transaction of their own."""
+    ack = settlement.Settlement.ACK.value
+    with step.transaction() as conn:
+        # the queue as this run finds it (the last run left it empty): see Step.refresh_statistics
+        step.refresh_statistics(conn, {queue_settle: step.scalar(conn, "pending_count", {})})
+        by_source = conn.execute(statement(JOB, "settle_common"), {"ack": ack, "channel": NOTIFY_CHANNEL}).all()
+        settled = sum(row.settled for row in by_source)
+        step.refresh_statistics(conn, {settlements: settled, queue_settle: settled})
+    faults.checkpoint(f"{step.name}:common")
+    step.stats.update(settled_in_sql=settled, decided=settled, settlements=settled,
+                      by_decision={ack: settled} if settled else {}, notified_sources=len(by_source))
 
 
 def _stage(spark: Any, step: Step, bounds: tuple[int, int]) -> None:
@@ -43,11 +62,12 @@ def _merge(step: Step) -> None:
         run_statement = step.runner(conn, params)
         staged = step.scalar(conn, "staged", params)
         step.refresh_statistics(conn, {stage_settlements: staged})  # the queue's: validate's, as it filled it
-        step.stats["settlements"] = run_statement("insert_settlements")
+        step.stats["settlements"] += run_statement("insert_settlements")
         expect_count("settle queue", run_statement("dequeue"), staged)
-        step.stats["decided"] = staged
-        step.stats["by_decision"] = {row.decision: row.n for row in conn.execute(statement(JOB, "counts"), params)}
-        step.stats["notified_sources"] = len(conn.execute(statement(JOB, "notify"), params).all())
+        step.stats["decided"] += staged
+        for row in conn.execute(statement(JOB, "counts"), params):
+            step.stats["by_decision"][row.decision] = step.stats["by_decision"].get(row.decision, 0) + row.n
+        step.stats["notified_sources"] += len(conn.execute(statement(JOB, "notify"), params).all())
         run_statement("clear_staging")
         step.refresh_statistics(conn, {settlements: step.stats["settlements"]})
 

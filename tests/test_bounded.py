@@ -35,11 +35,12 @@ READS = [
     ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
     ("sweep", "decide_builtin"), ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
     ("validate", "watermarks"), ("validate", "slice"), ("validate", "enqueue_settlements"),
-    ("settle", "pending"), ("settle", "pending_bounds"),
+    ("settle", "settle_common"), ("settle", "pending_count"), ("settle", "pending"), ("settle", "pending_bounds"),
 ]
 PARAMS = {
     "run_id": "r", "batch_id": 1, "partition": 0, "partitions": 4, "transport_api": settlement.TRANSPORT_API,
     "local_sources": list(settlement.LOCAL_SOURCES), **sweep.COMMON_PARAMS,
+    "ack": settlement.Settlement.ACK.value, "channel": "ackstore_settlements",
 }
 # What a pull reads (ackstore/ledger/sql/deliveries.sql): its cost follows what it hands out.
 PULL_READS = ["decided_ready", "ready", "lease", "close", "events_after", "requested_now", "messages", "lock_delivery"]

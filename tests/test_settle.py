@@ -7,12 +7,15 @@ opens attempts, the twin change is never applied twice, and attempts end in dead
 
 from __future__ import annotations
 
+import json
 import select as select_module
 import time
 from typing import Any
 
 import psycopg2
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from ackstore.ledger.store import AckStore
@@ -219,3 +222,60 @@ def test_attempts_end_in_dead_letter(auditor: AckStore, run_pipeline) -> None:
     assert from_connection(store, "m1", thing="org.acme/t1", path="/", value={}) == cid
     assert snapshot(store.engine) == before
     assert [a["settlement"]["decision"] for a in store.stored_signal(cid)["attempts"]] == ["redeliver", "dead-letter"]
+
+
+# --- SQL's common case against the B.9 rule ----------------------------------------------------
+
+_result_spec = st.fixed_dictionaries({
+    "api": st.sampled_from(["connectivity", "connectivity", "http"]),
+    "source": st.sampled_from([SOURCE, SOURCE, "api", "cli"]),
+    "channel": st.sampled_from(["twin", "twin", "live"]),
+    "cause": st.sampled_from(["acks", "acks", "response", "accepted", "deadline", "error"]),
+    "status": st.sampled_from([200, 201, 202, 204, 204, 400, 404, 408, 412, 424, 503]),
+    "ack_statuses": st.dictionaries(st.sampled_from(["twin-persisted", "search-persisted", "live-response", LABEL]),
+                                    st.sampled_from([200, 201, 204, 204, 400, 408, 424, 503]), max_size=3),
+    "attempt": st.sampled_from([1, 1, 1, 5]),
+})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(specs=st.lists(_result_spec, min_size=1, max_size=8))
+def test_sql_acks_exactly_the_successes_and_as_python_would(engine, specs: list[dict[str, Any]]) -> None:
+    """settle_common (jobs/sql/settle.sql) writes 'ack' for exactly the queued results whose status
+    and every entry are 2xx, from a connection, and Python's B.9 decision for each is 'ack' too."""
+    from ackstore.ledger.schema import LEDGER_TABLES
+    from jobs import settle
+    from jobs.sql import statements
+
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in LEDGER_TABLES)} RESTART IDENTITY"))
+        for n, spec in enumerate(specs, start=1):
+            conn.execute(text(
+                "INSERT INTO signals (id, source, source_message_id, correlation_id, api, channel, kind, action, "
+                "thing_id, topic, path, headers, requested_acks, response_required, timeout_ms, deadline_at) "
+                "VALUES (:n, :source, :n, :n, :api, :channel, :kind, 'modify', 'org.acme:t', 'x', '/', '{}', '{}', "
+                "true, 10000, now())"),
+                {"n": n, "source": spec["source"], "api": spec["api"], "channel": spec["channel"],
+                 "kind": "live-message" if spec["channel"] == "live" else "twin-command"})
+            for attempt in range(2, spec["attempt"] + 1):
+                conn.execute(text("INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at) "
+                                  "VALUES (:n, :a, '{}', now(), now())"), {"n": n, "a": attempt})
+            conn.execute(text(
+                "INSERT INTO request_results (signal_id, attempt, status, headers, cause, ack_statuses, batch_id) "
+                "VALUES (:n, :a, :status, '{}', :cause, CAST(:statuses AS jsonb), 0)"),
+                {"n": n, "a": spec["attempt"], "status": spec["status"], "cause": spec["cause"],
+                 "statuses": json.dumps(spec["ack_statuses"])})
+            conn.execute(text("INSERT INTO queue_settle (signal_id, attempt) VALUES (:n, :a)"),
+                         {"n": n, "a": spec["attempt"]})
+    with engine.connect() as conn:
+        python = {row["signal_id"]: settle.decide_row(dict(row), max_attempts=5)
+                  for row in conn.execute(text(statements("settle")["pending"])).mappings()}
+        conn.execute(text(statements("settle")["settle_common"]), {"ack": "ack", "channel": "test"})
+        sql = dict(conn.execute(text("SELECT signal_id, decision FROM settlements")).all())
+        left = {row.signal_id for row in conn.execute(text("SELECT signal_id FROM queue_settle"))}
+        conn.rollback()
+    succeeded = {n for n, spec in enumerate(specs, start=1)
+                 if spec["api"] == "connectivity" and spec["source"] not in ("api", "cli")
+                 and 200 <= spec["status"] < 300 and all(200 <= s < 300 for s in spec["ack_statuses"].values())}
+    assert set(sql) == succeeded and left == set(python) - succeeded
+    assert all(decision == "ack" == python[n] for n, decision in sql.items()), (sql, python)
