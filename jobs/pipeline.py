@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from jobs import apply_twin, index_search, settle, sweep, validate, weak_acks
 from jobs.settings import PipelineSettings
@@ -32,6 +32,7 @@ class UnknownStep(ValueError):
         super().__init__(f"unknown step(s) {names}; the steps are {list(STEPS)}")
 
 log = logging.getLogger("ackstore.pipeline")
+T = TypeVar("T")
 
 
 def run_step(name: str, settings: PipelineSettings, spark: Any | None = None) -> dict[str, Any]:
@@ -64,18 +65,12 @@ def run(spark: Any | None, settings: PipelineSettings, steps: tuple[str, ...] = 
     """Run ``steps`` in pipeline order on one session; the stats of each, by name. A failed
     validation stops the run there: nothing after it (``settle``) runs. Without a session, one
     is opened when the first step finds work (Spark Connect when ``$SPARK_REMOTE`` is set) and
-    stopped at the end: what the DAG's task does."""
+    stopped at the end: what ``ackstore pipeline run`` does."""
     unknown = [name for name in steps if name not in STEPS]
     if unknown:
         raise UnknownStep(unknown)
     if spark is None:
-        from jobs.spark import LazySession
-
-        session = LazySession("ackstore-pipeline")
-        try:
-            return run(session, settings, steps)
-        finally:
-            session.stop()
+        return _on_a_lazy_session(lambda session: run(session, settings, steps))
     done: dict[str, dict[str, Any]] = {}
     for name in (name for name in STEPS if name in steps):
         try:
@@ -97,13 +92,7 @@ def run_while_behind(spark: Any | None, settings: PipelineSettings, within: floa
     starts at once and carries on). Every pass is a whole run (each step idempotent, atomic,
     gated by validate); pass k > 1 runs as ``<run id>#k``. The stats of every pass, by its run id."""
     if spark is None:
-        from jobs.spark import LazySession
-
-        session = LazySession("ackstore-pipeline")
-        try:
-            return run_while_behind(session, settings, within)
-        finally:
-            session.stop()
+        return _on_a_lazy_session(lambda session: run_while_behind(session, settings, within))
     started = time.monotonic()
     passes: dict[str, dict[str, dict[str, Any]]] = {}
     while True:
@@ -118,6 +107,17 @@ def found_work(stats: dict[str, dict[str, Any]]) -> bool:
     """Whether a pass found anything new: commands to apply or requests to decide (everything
     else a pass does follows from those: index marks, results, settlements)."""
     return bool(stats.get("apply_twin", {}).get("commands") or stats.get("sweep", {}).get("decided"))
+
+
+def _on_a_lazy_session(work: Callable[[Any], T]) -> T:
+    """``work`` on a session opened when a step first finds work, and stopped afterwards."""
+    from jobs.spark import LazySession
+
+    session = LazySession("ackstore-pipeline")
+    try:
+        return work(session)
+    finally:
+        session.stop()
 
 
 def counts(stats: dict[str, Any]) -> dict[str, Any]:

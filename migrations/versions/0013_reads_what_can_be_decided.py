@@ -16,6 +16,7 @@ from __future__ import annotations
 from alembic import op
 
 from ackstore.ledger import objects
+from ackstore.ledger.named_sql import ledger_statement
 
 revision = '0013'
 down_revision = '0012'
@@ -27,6 +28,8 @@ SIGNATURE = "awaits_command_response(timestamptz, text[], boolean, boolean)"
 
 def upgrade() -> None:
     objects.create(op.get_bind(), "awaits_command_response", revision)
+    # a superuser migrating from empty runs as itself throughout: the new function becomes the admin role's
+    op.execute(ledger_statement("migrations", "own_everything"))
 
 
 def downgrade() -> None:
