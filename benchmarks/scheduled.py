@@ -47,14 +47,14 @@ def task_profile(deployment: Deployment, ledger: str, runs: list[dict[str, Any]]
     pipeline_runs: a step belongs to the task it finished in). Per pipeline step (under its name
     in brackets): its own seconds."""
     engine = make_engine(ledger)
+    of_runs = {"ids": [run["dag_run_id"] for run in runs], "mark": PASS_MARK}
     with engine.connect() as conn:  # a run's passes after the first record as "<run id>#k"
         steps = [(row.run_id, row.step, row.finished_at, float(row.stats.get("seconds", 0))) for row in conn.execute(
             text("SELECT split_part(run_id, :mark, 1) AS run_id, step, finished_at, stats FROM pipeline_runs "
-                 "WHERE split_part(run_id, :mark, 1) = ANY(:ids) ORDER BY id"),
-            {"ids": [run["dag_run_id"] for run in runs], "mark": PASS_MARK})]
+                 "WHERE split_part(run_id, :mark, 1) = ANY(:ids) ORDER BY id"), of_runs)]
         passes = conn.execute(text("SELECT count(DISTINCT run_id) FROM pipeline_runs "
                                    "WHERE split_part(run_id, :mark, 1) = ANY(:ids) GROUP BY split_part(run_id, :mark, 1)"),
-                              {"ids": [run["dag_run_id"] for run in runs], "mark": PASS_MARK}).scalars().all()
+                              of_runs).scalars().all()
     engine.dispose()
     figures: dict[str, dict[str, list[float]]] = {}
     for run in runs:

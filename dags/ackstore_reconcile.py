@@ -17,9 +17,9 @@ The task calls `jobs.pipeline.run_while_behind`: a pass is `jobs.pipeline.run` â
 `ackstore pipeline run` calls â€” and the task makes another pass while the one before found new
 work (commands to apply, requests to decide) and the minute is not up: what arrived during a
 pass waits for the next pass, not for the next minute. No pass begins once the next run is due;
-the last may end after it, and that run then starts at once and carries on. Pass *k* > 1 records its steps under the run id
-`<run id>#k`. The task returns every pass's counts by that id (see its XCom; its log has a line
-per step). **One task, not six:** Airflow
+the last may end after it, and that run then starts at once and carries on. Pass *k* > 1
+records its steps under the run id `<run id>#k`. The task returns every pass's counts by that
+id (see its XCom; its log has a line per step). **One task, not six:** Airflow
 spends about a second starting each task (the scheduler's loop, a process, the imports, the
 connection), and each step that found work opened a Spark session of its own; in one task the
 steps share one process and one session (an idle run: ~7 s as six tasks, see
