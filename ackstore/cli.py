@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Callable, Sequence
 
-from ackstore.ledger.database import make_engine, resolve_url
+from sqlalchemy.exc import DBAPIError
+
+from ackstore.ledger import failures
+from ackstore.ledger.database import URL_VARIABLE, make_engine, resolve_url
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.registry import REPORTS, described
 from ackstore.reporting.text import json_text
@@ -199,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except errors.DittoError as error:  # e.g. a malformed database URL: answered, not a traceback
         return _answer(error.to_json())
+    except DBAPIError as problem:  # the ledger cannot be reached: a 503, not a traceback
+        answer = failures.unavailable(problem, getattr(args, "database_url", None) or os.environ.get(URL_VARIABLE))
+        if answer is None:
+            raise
+        return _answer(answer.to_json())
 
 
 def _run(args: argparse.Namespace) -> int:

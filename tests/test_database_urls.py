@@ -16,6 +16,7 @@ import sys
 import uuid
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given
@@ -179,6 +180,75 @@ def test_the_cli_answers_a_malformed_url_with_the_error_not_a_traceback(how: str
         answer = json.loads(done.stdout)
         assert answer["error"] == "database.url.invalid" and f"<{origin}>" in answer["message"]
         assert "Traceback" not in done.stderr and "hunter2" not in done.stdout + done.stderr
+
+
+# Passwords with each character a URL or a key=value string treats specially, typed as a user
+# would — right, or wrong (unencoded, unquoted): whatever libpq makes of it, no error shows it.
+PASSWORDS = ["s3 crEt", "pa/ss", "p@ss", "pa:ss", "pa%ss", "it's", 'say"hi', "q?x#y", "/@:%'\" "]
+TYPED_FORMS = {
+    "url, encoded": lambda pw: f"postgresql://u:{quote(pw, safe='')}@127.0.0.1:1/x",
+    "url, unencoded": lambda pw: f"postgresql://u:{pw}@127.0.0.1:1/x",
+    "url option, unencoded": lambda pw: f"postgresql://127.0.0.1:1/x?password={pw}&bogus",
+    "keyword, quoted": lambda pw: "host=127.0.0.1 password='" + pw.replace("\\", "\\\\").replace("'", "\\'") + "' bogus",
+    "keyword, unquoted": lambda pw: f"host=127.0.0.1 password={pw} bogus",
+    "keyword, spaced": lambda pw: f"host=127.0.0.1 password = {pw} bogus",
+    "keyword, password first": lambda pw: f"password={pw} host=127.0.0.1 port=x",
+}
+
+
+def _pieces(password: str) -> list[str]:
+    """What of ``password`` must not be printed: all of it, and each run of three characters."""
+    return [password] + [password[i:i + 3] for i in range(len(password) - 2)]
+
+
+@pytest.mark.parametrize("form", TYPED_FORMS)
+@pytest.mark.parametrize("password", PASSWORDS)
+def test_no_password_in_the_error_of_any_typed_form(form: str, password: str) -> None:
+    typed = TYPED_FORMS[form](password)
+    try:
+        parsed = DatabaseUrl.parse(typed)
+    except DittoError as error:
+        body = error.to_json()
+        assert (body["status"], body["error"]) == (400, "database.url.invalid")
+        shown = json.dumps(body, ensure_ascii=False)
+    else:
+        shown = f"{parsed} {parsed!r} {redacted(typed)}"
+    leaked = [piece for piece in _pieces(password) if piece in shown.replace("127.0.0.1", "")]
+    assert not leaked, shown
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+CONNECTION_FAILURES = {
+    "a database that does not exist": lambda server: f"{server}/ackstore_no_such_database",
+    "a port nobody listens on": lambda server: f"postgresql://u:{quote(SECRET_PASSWORD, safe='')}@127.0.0.1:{_unused_port()}/x",
+    "a bad sslmode": lambda server: f"{server}/postgres?sslmode=bogus",
+    "a bad options setting": lambda server: f"{server}/postgres?options=-cackstore_no_such_setting%3D1",
+    "a role that does not exist, key=value": lambda server: (
+        f"host=127.0.0.1 port=5432 dbname=postgres user=ackstore_no_such_role password='{SECRET_PASSWORD}'"),
+}
+
+
+@pytest.mark.parametrize("failure", CONNECTION_FAILURES)
+def test_the_cli_answers_a_connection_failure_with_a_503_naming_server_and_database(failure: str) -> None:
+    server = ADMIN_URL.rsplit("/", 1)[0]
+    url = CONNECTION_FAILURES[failure](server)
+    named = DatabaseUrl.parse(url).describe()
+    for command in (["report", "audit"], ["db", "upgrade"], ["pipeline", "run"]):
+        done = subprocess.run([sys.executable, "-m", "ackstore.cli", "--database-url", url, *command], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == cli.EXIT_ERROR_ANSWER, done.stderr[-2000:]
+        answer = json.loads(done.stdout)
+        assert (answer["status"], answer["error"]) == (503, "database.unavailable")
+        assert named in answer["message"] and answer["description"]
+        assert "Traceback" not in done.stderr
+        assert SECRET_PASSWORD not in done.stdout + done.stderr
 
 
 # --- end to end: the pipeline and the connector with every form ------------------------------

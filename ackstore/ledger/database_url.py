@@ -26,6 +26,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote
@@ -39,7 +40,10 @@ LEDGER_CONNECTION = "ackstore_ledger"  # the Airflow connection that names the l
 
 DRIVER = "postgresql+psycopg2"
 _SCHEME = re.compile(r"^(postgres(?:ql)?)(?:\+[A-Za-z0-9_]+)?://", re.IGNORECASE)
-_USERINFO_PASSWORD = re.compile(r"^([A-Za-z0-9+]+://[^:/@?#]*:)[^/?#]*@")
+_URL_FORM = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]*://")
+_PASSWORD_KEYWORD = re.compile(r"(?:^|\s)password\s*=\s*")
+_QUOTED = re.compile(r"([\"'])(.*?)\1")  # a fragment libpq's reason cites
+_KEYWORD_VALUE = re.compile(r"'(?:[^'\\]|\\.)*'?|\S*")  # quoted (to its closing quote), or to the next space
 _URL_PARTS = ("host", "port", "user", "password", "dbname")
 DEFAULT_PORT = "5432"
 # libpq's connection keywords (PostgreSQL 15-17, "Parameter Key Words"): what an Airflow
@@ -94,10 +98,12 @@ class DatabaseUrl:
         try:
             params = parse_dsn(libpq_text)
         except Exception as exc:  # psycopg2.ProgrammingError: libpq's own reason
-            raise errors.database_url_invalid(origin, _without(redacted(str(exc).strip()), text), redacted(text)) from None
+            raise errors.database_url_invalid(origin, _without(str(exc).strip(), text), redacted(text, malformed=True)) from None
         port = params.get("port")
         if port and not all(part.strip().isascii() and part.strip().isdigit() for part in port.split(",")):
-            raise errors.database_url_invalid(origin, f"the port {port!r} is not a number", redacted(text))
+            # a password holding "/" reads as a host and a port: the "port" may be part of it
+            why = _without(f"the port {port!r} is not a number", text)
+            raise errors.database_url_invalid(origin, why, redacted(text, malformed=True))
         return cls(params)
 
     @classmethod
@@ -238,6 +244,17 @@ class DatabaseUrl:
     def database(self) -> str | None:
         return self.params.get("dbname")
 
+    def describe(self) -> str:
+        """Which server and database, for people: ``<dbname> at <host:port>``, libpq's defaults filled in."""
+        params = self.resolved()
+        host = params.get("host") or "the local socket"
+        return f"<{params['dbname']}> at <{_url_host(host)}:{params['port']}>"
+
+    def without_password(self, message: str) -> str:
+        """``message`` with this URL's password (given, or libpq's default) and its pieces hidden."""
+        password = self.resolved().get("password")
+        return _without(message, f"password={password}") if password else message
+
     def text(self) -> str:
         """A libpq URL of the same parameters (the password percent-encoded in it)."""
         params = dict(self.params)
@@ -266,21 +283,66 @@ class DatabaseUrl:
         return self.redacted()
 
 
-def redacted(text: str) -> str:
+def redacted(text: str, *, malformed: bool = False) -> str:
     """A URL as it may be printed: the password after ``user:`` replaced by ``***``, and a
-    ``password=`` option too."""
-    shown = _USERINFO_PASSWORD.sub(lambda m: f"{m.group(1)}***@", text, count=1)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", shown)
+    ``password=`` option's value too. ``malformed``: libpq could not read ``text``, so where its
+    password ends is a guess — everything from the password on is hidden."""
+    scheme = _URL_FORM.match(text)
+    if scheme:
+        text = re.sub(r"(password=)[^&]*" if malformed else r"(password=)[^&\s]*", r"\1***", text)
+        at = text.rfind("@")  # a password may hold an unencoded "/", "?", "#" or "@": the host follows the last
+        userinfo = text[scheme.end():at] if at > scheme.end() else None
+        if userinfo is not None and ":" in userinfo:
+            text = f"{text[:scheme.end()]}{userinfo.split(':', 1)[0]}:***{text[at:]}"
+        return text
+    keyword = _PASSWORD_KEYWORD.search(text)
+    if keyword is None:
+        return text
+    if malformed:
+        return text[:keyword.end()] + "***"
+    value = _KEYWORD_VALUE.match(text, keyword.end())
+    return text[:keyword.end()] + "***" + text[value.end() if value else keyword.end():]
+
+
+def _secret(text: str) -> str:
+    """What in ``text`` may be (part of) its password: the userinfo after ``user:`` and the
+    ``password=`` options of a URL; everything from the keyword on in ``key=value`` form."""
+    scheme = _URL_FORM.match(text)
+    if scheme:
+        at = text.rfind("@")
+        userinfo = text[scheme.end():at] if at > scheme.end() else ""
+        secret = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+        secret += " " + " ".join(re.findall(r"password=([^&]*)", text))
+    else:
+        keyword = _PASSWORD_KEYWORD.search(text)
+        secret = text[keyword.end():] if keyword else ""
+    return secret.strip()
 
 
 def _without(message: str, text: str) -> str:
-    """libpq's reason for rejecting ``text``, with any piece of its userinfo taken out."""
-    match = re.match(r"^[A-Za-z0-9+]+://([^/?#]*)@", text)
-    if match:
-        for secret in sorted(match.group(1).split(":")[1:], key=len, reverse=True):
-            if secret:
-                message = message.replace(secret, "***")
+    """A reason for rejecting ``text`` (libpq's, or ours), with any piece of its password taken
+    out: each quoted fragment the reason cites that overlaps it, and the pieces of it."""
+    secret = _secret(text)
+    if not secret:
+        return message
+
+    def hidden(match: re.Match[str]) -> str:
+        return f"{match.group(1)}***{match.group(1)}" if _overlaps(match.group(2), secret) else match.group(0)
+
+    message = _QUOTED.sub(hidden, message)
+    pieces = {secret} | set(re.split(r"[\s/?#:@&'\"=]+", secret))
+    for piece in sorted((piece for piece in pieces if len(piece) >= 3), key=len, reverse=True):
+        message = message.replace(piece, "***")
     return message
+
+
+def _overlaps(fragment: str, secret: str) -> bool:
+    """Whether ``fragment`` is in ``secret`` (one character only if that is all of it: not the
+    "=" of "missing "=" after …") or shares three characters in a row with it."""
+    if fragment in secret and (len(fragment) >= 2 or fragment == secret):
+        return True
+    match = SequenceMatcher(None, fragment, secret, autojunk=False).find_longest_match()
+    return match.size >= 3
 
 
 def _jdbc_host(host: str) -> str:

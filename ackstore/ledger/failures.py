@@ -8,8 +8,13 @@ would fail the same way forever, so it is isolated to the message that causes it
 
 from __future__ import annotations
 
+import re
+
 import psycopg2
 from sqlalchemy.exc import DBAPIError
+
+from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.rules import errors
 
 # SQLSTATE classes: 08 connection exception, 40 transaction rollback (deadlock, serialization),
 # 53 insufficient resources, 57 operator intervention (admin shutdown, cannot connect now),
@@ -28,3 +33,18 @@ def is_transient(problem: BaseException) -> bool:
     if code is None:  # no SQLSTATE: the client's own error — a lost connection, or input it cannot send
         return isinstance(problem.orig, (psycopg2.OperationalError, psycopg2.InterfaceError))
     return code[:2] in TRANSIENT_SQLSTATE_CLASSES or code in TRANSIENT_SQLSTATES
+
+
+def unavailable(problem: BaseException, url: str | None) -> errors.DittoError | None:
+    """The 503 for ``problem`` if it is a failure to reach the database at ``url`` (a refused
+    or lost connection, a database that does not exist, a login or option the server refuses),
+    naming its server and database and never its password; None for any other problem. ``url``
+    None: the embedded server."""
+    if not isinstance(problem, DBAPIError) or not isinstance(problem.orig, psycopg2.OperationalError):
+        return None
+    if problem.statement is not None and not problem.connection_invalidated:
+        return None  # a statement's own failure (a timeout, say), not the connection's
+    parsed = DatabaseUrl.parse(url) if url else None
+    where = parsed.describe() if parsed else "of the embedded server"
+    reason = re.sub(r"\s+", " ", str(problem.orig)).strip()
+    return errors.database_unavailable(where, parsed.without_password(reason) if parsed else reason)

@@ -354,6 +354,18 @@ def database_url_invalid(origin: str, why: str, shown: str | None = None) -> Dit
     )
 
 
+def database_unavailable(where: str, reason: str) -> DittoError:
+    """The ledger's database could not be reached or refused the session; ``where`` names the
+    server and database, ``reason`` is libpq's, both without the password."""
+    return DittoError(
+        503,
+        "database.unavailable",
+        f"The ledger database {where} is unavailable: {reason}" + ("" if reason.endswith(("?", ".")) else "."),
+        "Check that PostgreSQL runs there, that the database exists and that the URL's user, password and "
+        "options are right; then try again.",
+    )
+
+
 def nul_character(what: str) -> DittoError:
     return DittoError(400, "json.invalid", f"The {what} contains the character U+0000, which cannot be stored.",
                       "Remove the U+0000 characters and try again.")
