@@ -260,13 +260,13 @@ def _show(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.reporting.terminal import render_timeline
 
     shown = store.show(args.correlation_id)
+    if shown is None:  # answered as ``result`` answers it, with or without --json
+        return _answer(store.unknown(args.correlation_id))
     if args.json:
         _print(shown)
-    elif shown is None:
-        print(f"no signal has the correlation id {args.correlation_id!r}", file=sys.stderr)
     else:
         render_timeline(shown, shown["timeline"])
-    return EXIT_OK if shown is not None else EXIT_ERROR_ANSWER
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -65,6 +65,19 @@ def test_error_answers_exit_non_zero_and_change_nothing(store: AckStore, databas
     assert snapshot(store.engine) == before
 
 
+@pytest.mark.parametrize(("correlation_id", "error"), [("unknown", "acknowledgement:request.notfound"),
+                                                      ("x" * 3000, "header.invalid")])
+def test_show_and_result_answer_an_unknown_id_alike(store: AckStore, database_url: str, correlation_id: str,
+                                                    error: str) -> None:
+    """``show`` (table or --json) gives the 404 that ``result`` gives (400 for an id no signal
+    could have), not a plain line or null."""
+    answers = [run(command, correlation_id, *flags, url=database_url)
+               for command, flags in (("result", ()), ("show", ()), ("show", ("--json",)))]
+    assert all(code == 1 for code, _ in answers), answers
+    assert answers[0][1]["error"] == error
+    assert answers[1][1] == answers[0][1] == answers[2][1]
+
+
 def test_search_on_an_empty_index(store: AckStore, database_url: str) -> None:
     assert run("search", "exists(attributes)", "--namespace", "org.acme", url=database_url) == (
         0, {"status": 200, "items": []}

@@ -24,6 +24,7 @@ from ackstore.ledger import reports
 from ackstore.ledger.reports import Window
 from ackstore.reporting.asked import parse_bucket, parse_instant, window_of
 from ackstore.rules import errors, settlement
+from ackstore.rules.limits import MAX_SOURCE_BYTES
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
 
@@ -469,11 +470,22 @@ def test_each_report_prints_whole_headers_at_80_columns(seeded: Engine, database
         assert header in done.stdout, (header, done.stdout)
 
 
-@pytest.mark.parametrize("source", ["plant-a", "plant a", "pl'ant", "pl\"ant%", "植物", "a" * 5000])
+@pytest.mark.parametrize("source", ["plant-a", "plant a", "pl'ant", "pl\"ant%", "植物", "a" * MAX_SOURCE_BYTES,
+                                    "植" * (MAX_SOURCE_BYTES // 3)])
 def test_any_source_a_user_types_is_a_filter(seeded: Engine, database_url: str, source: str) -> None:
     done = _cli(database_url, "watermarks", "--json", *WINDOW_ARGS, "--source", source)
     assert done.returncode == 0, done.stderr
     assert [row["source"] for row in json.loads(done.stdout)] == (["plant-a"] if source == "plant-a" else [])
+
+
+@pytest.mark.parametrize("source", ["a" * (MAX_SOURCE_BYTES + 1), "植" * (MAX_SOURCE_BYTES // 3 + 1), "a" * 100_000])
+@pytest.mark.parametrize("report", ["latency", "watermarks", "audit"])
+def test_a_source_longer_than_any_stored_one_is_refused_at_once(database_url: str, report: str, source: str) -> None:
+    done = _cli(database_url, report, "--json", "--source", source)
+    assert done.returncode == 1, done.stderr
+    answer = json.loads(done.stdout)
+    assert (answer["status"], answer["error"]) == (400, "report:option.invalid")
+    assert f"at most {MAX_SOURCE_BYTES} bytes" in answer["message"] and len(answer["message"]) < 400
 
 
 def test_the_json_of_a_report_is_its_rows(seeded: Engine, database_url: str) -> None:

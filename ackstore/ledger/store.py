@@ -253,7 +253,7 @@ class AckStore:
         with self.engine.connect() as conn:
             row = results.latest(conn, correlation_id)
         if row is None:
-            return errors.request_not_found(correlation_id).to_json()
+            return self.unknown(correlation_id)
         if row.status is None:
             return None
         return {"status": row.status, "body": row.body, "headers": row.headers}
@@ -276,6 +276,16 @@ class AckStore:
             return None
         with self.engine.connect() as conn, conn.begin():
             return results.show(conn, correlation_id)
+
+    @staticmethod
+    def unknown(correlation_id: str) -> dict[str, Any]:
+        """The answer for a correlation id no stored signal has: 400 for one no signal could have,
+        else 404 (what ``result`` answers; ``ackstore show`` too)."""
+        try:
+            limits.check_correlation_id(correlation_id)
+        except errors.DittoError as error:
+            return error.to_json()
+        return errors.request_not_found(correlation_id).to_json()
 
     def stored_signal(self, correlation_id: str) -> dict[str, Any] | None:
         """What ``show`` reads of one signal, without its timeline (None if unknown)."""

@@ -10,6 +10,7 @@ from datetime import date, datetime, timedelta, timezone
 from ackstore.ledger.reports import Window
 from ackstore.reporting.values import instant
 from ackstore.rules import errors
+from ackstore.rules.limits import MAX_SOURCE_BYTES, utf8_size
 from ackstore.rules.durations import parse_duration_ms
 
 DEFAULT_WINDOW = timedelta(hours=24)
@@ -84,3 +85,5 @@ def check_limit_and_source(limit: int, source: str | None) -> None:
         raise errors.report_option_invalid("--limit", limit, f"an integer from 1 to {MAX_LIMIT:,}")
     if source is not None and "\x00" in source:  # no stored source holds one; PostgreSQL refuses it as text
         raise errors.report_option_invalid("--source", source.replace("\x00", "\\0"), "text without NUL characters")
+    if source is not None and utf8_size(source) > MAX_SOURCE_BYTES:  # no stored source is longer: answered at once
+        raise errors.report_option_invalid("--source", source, f"a source of at most {MAX_SOURCE_BYTES} bytes")
