@@ -181,6 +181,20 @@ def test_an_ack_on_another_things_topic_is_refused_and_stored_nowhere(store: Ack
     assert store.acknowledge("app", ack_message("t1", LABEL)) == {"status": 204}
 
 
+def test_an_ack_on_another_channel_than_its_signals_is_refused_and_stored_nowhere(store: AckStore, engine: Engine) -> None:
+    assert store.declare("app", [LABEL], channels=["twin", "live"])["status"] == 204
+    assert store.submit(twin_command(correlation_id="t1", requested_acks=[LABEL]))["status"] == 202
+    assert store.submit(live_message("m1", **{"requested-acks": [LABEL]}), api="http")["status"] == 202
+    for cid, wrong, right in (("t1", "live", "twin"), ("m1", "twin", "live")):
+        answer = store.acknowledge("app", ack_message(cid, LABEL, channel=wrong))
+        assert (answer["status"], answer["error"]) == (400, "acknowledgement:channel.mismatch"), answer
+        assert f"<{wrong}>" in answer["message"] and f"<{right}>" in answer["message"]
+        with engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(acks)).scalar_one() == 0
+    for cid, right in (("t1", "twin"), ("m1", "live")):
+        assert store.acknowledge("app", ack_message(cid, LABEL, channel=right)) == {"status": 204}
+
+
 def test_a_pulled_signal_shows_only_the_labels_its_subscriber_declared(store: AckStore) -> None:
     assert store.declare("mine", ["mine:done"], channels=["live"])["status"] == 204
     assert store.declare("theirs", ["theirs:done"], channels=["live"])["status"] == 204

@@ -102,3 +102,23 @@ def test_bad_acknowledgements(populated: AckStore, case: str, message: object) -
     answer = populated.acknowledge("auditor", message)  # type: ignore[arg-type]
     assert 400 <= answer["status"] < 500 and {"error", "message", "description"} <= set(answer)
     assert snapshot(populated.engine) == before
+
+
+@pytest.mark.parametrize("subscriber", ["", " ", "\t", "  \n", " app", "app ", "\u00a0app"])
+def test_a_blank_or_padded_subscriber_id_is_refused_everywhere(store: AckStore, subscriber: str) -> None:
+    """" app" and "app" would be two subscribers nobody can tell apart; " " is no one."""
+    before = snapshot(store.engine)
+    answers = [
+        store.declare(subscriber, ["app:done"]),
+        store.acknowledge(subscriber, ack_message("c1", "app:done")),
+        store.respond(subscriber, {"topic": "org.acme/lamp-1/things/live/messages/ask",
+                                   "headers": {"correlation-id": "c1"}, "status": 200}),
+    ]
+    try:
+        store.pull(subscriber, max=1, lease="30s")
+    except Exception as error:  # pull raises its Ditto error
+        answers.append(error.to_json())  # type: ignore[attr-defined]
+    else:
+        answers.append({"status": "pulled"})
+    assert [(a["status"], a["error"]) for a in answers] == [(400, "json.invalid")] * 4, answers
+    assert snapshot(store.engine) == before

@@ -123,6 +123,10 @@ def test_a_token_names_its_hand_out_and_only_under_its_key(key: str, handout: in
     with pytest.raises(errors.DittoError) as foreign:
         subscriptions.token_handout(token, key + "x")
     assert foreign.value.status == 400 and foreign.value.error == "acknowledgement:token.invalid"
+    number, _, mac = token.partition(".")
+    for respelled in (f"0{number}", f"00{number}", f"+{number}", f" {number}", f"{number} "):
+        with pytest.raises(errors.DittoError):  # only the token as issued names the hand-out
+            subscriptions.token_handout(f"{respelled}.{mac}", key)
 
 
 @pytest.mark.parametrize("token", ["", "1", "1.", "x.abc", "-1.abc", 5, None, "1.0000000000000000000000000000000"])

@@ -99,8 +99,10 @@ def check_namespaces(namespaces: object) -> None:
 
 
 def check_subscriber_id(subscriber: object) -> str:
-    if not isinstance(subscriber, str) or not subscriber:
+    if not isinstance(subscriber, str) or not subscriber.strip():
         raise errors.json_field_invalid("/subscriber", "non-empty String")
+    if subscriber != subscriber.strip():  # " app" and "app" would be two subscribers no one can tell apart
+        raise errors.json_field_invalid("/subscriber", "String without leading or trailing whitespace")
     return limits.check_id("subscriber id", subscriber, limits.MAX_SUBSCRIBER_ID_BYTES)
 
 

@@ -150,6 +150,8 @@ class AckStore:
                 return errors.request_not_found(incoming.correlation_id).to_json()
             if incoming.thing_id != target.thing_id:  # decisions #40: stored nowhere
                 return errors.ack_thing_mismatch(incoming.thing_id, target.thing_id, incoming.correlation_id).to_json()
+            if incoming.channel != target.channel:  # a twin command's ack on a live topic, or the reverse
+                return errors.ack_channel_mismatch(incoming.channel, target.channel, incoming.correlation_id).to_json()
             try:
                 to_store = self._answer_handout(conn, subscriber, target.id, incoming.token, incoming.acks)
             except errors.DittoError as error:

@@ -193,6 +193,17 @@ def ack_thing_mismatch(ack_thing_id: str, signal_thing_id: str, correlation_id: 
     )
 
 
+def ack_channel_mismatch(ack_channel: str, signal_channel: str, correlation_id: str) -> DittoError:
+    return DittoError(
+        400,
+        "acknowledgement:channel.mismatch",
+        f"The acknowledgement was sent on the <{ack_channel}> channel, but the signal with correlation-id "
+        f"<{correlation_id}> was sent on the <{signal_channel}> channel.",
+        "Send an acknowledgement on its signal's channel: <thing>/things/twin/acks/<label> for a twin command, "
+        "<thing>/things/live/acks/<label> for a live command or message.",
+    )
+
+
 def lease_invalid(text: str, maximum: str) -> DittoError:
     return DittoError(
         400,

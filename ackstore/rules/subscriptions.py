@@ -173,8 +173,10 @@ def token_handout(token: object, key: str) -> int:
     token this delivery never issued."""
     if isinstance(token, str) and token.isascii():  # compare_digest takes ASCII text only
         number, _, mac = token.partition(".")
-        # ASCII digits only (str.isdigit() also takes "²"), and no longer than a hand-out count can be.
-        if 0 < len(number) <= MAX_HANDOUT_DIGITS and number.isdigit() and hmac.compare_digest(mac, _mac(key, int(number))):
+        # ASCII digits only (str.isdigit() also takes "²"), no longer than a hand-out count can be,
+        # and written as it was issued: "01" is not hand-out 1's token.
+        if (0 < len(number) <= MAX_HANDOUT_DIGITS and number.isdigit() and not number.startswith("0")
+                and hmac.compare_digest(mac, _mac(key, int(number)))):
             return int(number)
     raise errors.token_invalid(token)
 
