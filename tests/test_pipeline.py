@@ -334,7 +334,8 @@ def test_an_in_time_ack_committed_after_the_sweeps_read_defers_the_decision(stor
     with step.locked():
         sweep._stage(spark, step, (1, 1))  # decides "racy": 408, no ack seen
         assert store.acknowledge("app", ack_message("racy", "org:one", 200)) == {"status": 204}
-        with store.engine.begin() as conn:  # its transaction began before the deadline
+        with store.engine.begin() as conn:  # its transaction began before the deadline (an ack's facts
+            conn.execute(text("SET LOCAL session_replication_role = replica"))  # never change: the guard off)
             conn.execute(text("UPDATE acks SET received_at = (SELECT received_at FROM signals WHERE correlation_id = 'racy')"))
         sweep._merge(step)
     assert step.stats["deferred"] == 1 and store.result("racy") is None

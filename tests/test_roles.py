@@ -158,6 +158,39 @@ def test_the_ingest_role_cannot_change_a_decided_result_or_a_settlement(engine: 
         ingest.dispose()
 
 
+ACK_FACTS = {"signal_id": "signal_id + 1", "attempt": "attempt + 1", "label": "'app:forged'", "status": "500",
+             "payload": "'\"forged\"'", "headers": "'{}'", "issuer": "'someone-else'", "weak": "NOT weak",
+             "received_at": "received_at - interval '1 hour'", "reason": "'forged'", "id": "id + 1000"}
+
+
+@pytest.mark.parametrize("who", ["ackstore_pipeline", "superuser"])
+def test_an_acks_facts_never_change_only_its_disposition(engine: Engine, database_url: str, logins, who: str) -> None:
+    """Whoever holds UPDATE on acks (the pipeline, to flag a late ack; a superuser) cannot rewrite
+    what a subscriber said; only a superuser with the triggers off could, and validate catches that."""
+    store = AckStore(engine)
+    assert store.declare("app", ["app:done"])["status"] == 204
+    assert store.submit(twin_command(correlation_id="k1", requested_acks=["app:done"]))["status"] == 202
+    assert store.acknowledge("app", ack_message("k1", "app:done", 200, value="said")) == {"status": 204}
+    writer = engine if who == "superuser" else make_engine(as_login(database_url, logins[who]))
+    before = _ack_rows(engine)
+    try:
+        for column, value in ACK_FACTS.items():
+            assert refused(writer, f"UPDATE acks SET {column} = {value}"), column
+        assert _ack_rows(engine) == before
+        with writer.begin() as conn:  # what the sweep's flag_late does
+            assert conn.execute(text("UPDATE acks SET disposition = 'late'")).rowcount == 1
+    finally:
+        if writer is not engine:
+            writer.dispose()
+    assert _ack_rows(engine) == [(*row[:-1], "late") for row in before]
+
+
+def _ack_rows(engine: Engine) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(text("SELECT id, signal_id, attempt, label, status, payload, headers, "
+                                                        "issuer, weak, received_at, reason, disposition FROM acks"))]
+
+
 def test_a_member_of_the_admin_role_runs_the_migrations(logins) -> None:
     name = f"ackstore_roles_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     server = create_engine(DatabaseUrl.parse(ADMIN_URL).sqlalchemy(), isolation_level="AUTOCOMMIT")
