@@ -1,0 +1,258 @@
+"""CPU time by component over a measured window, read from /proc (Linux; standard library only).
+
+A component is a set of root processes and their descendants, a subtree stopping where another
+component's root begins (the benchmark process's subtree leaves out the Spark JVM and the
+connector it started). Its CPU at an instant is, over its live processes, their own time
+(utime + stime, every thread) plus what they have reaped (cutime + cstime: the children they
+waited for, each with its own reaped children). A child that exits inside the window is no
+longer in the table but in its parent's reaped time, so it still counts, and counts once — as
+long as the parent is in the same component. A component *root* that exits inside the window
+is reaped by its parent outside the component: end the window before stopping one.
+
+``other`` is the whole machine's busy time (/proc/stat) minus every component: other sessions'
+work, the kernel's interrupts, and any process no component claims.
+
+    with CpuWindow({"postgres": [postmaster]}) as window:
+        ...                                   # the measured work
+    window.profile.seconds                    # {"benchmark": 1.2, "postgres": 0.8, "other": 0.1}
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+PROC = Path("/proc")
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+BENCHMARK, OTHER = "benchmark", "other"
+LISTEN = "0A"  # a socket's state in /proc/net/tcp
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """What /proc/<pid>/stat says of a process's CPU, in clock ticks."""
+
+    ppid: int
+    ticks: int  # utime + stime: its own threads, live and exited
+    reaped: int  # cutime + cstime: the children it has waited for, with what they reaped
+
+
+@dataclass(frozen=True)
+class MachineTicks:
+    """The first line of /proc/stat, summed: every core's busy and total ticks."""
+
+    busy: int
+    total: int
+    cores: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at the machine and the components, at ``wall`` (perf_counter seconds)."""
+
+    wall: float
+    machine: MachineTicks
+    components: dict[str, int]
+
+
+@dataclass(frozen=True)
+class CpuProfile:
+    """CPU seconds per component over a window, with ``other``; the machine's busy seconds."""
+
+    wall: float
+    cores: int
+    busy: float  # the machine's busy CPU seconds, every core
+    capacity: float  # the machine's CPU seconds, busy or not
+    seconds: dict[str, float]
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy / self.capacity if self.capacity else 0.0
+
+    @property
+    def busy_cores(self) -> float:
+        return self.busy_fraction * self.cores
+
+    @property
+    def ours(self) -> float:
+        """The CPU seconds of every component but ``other``: what the measured work cost."""
+        return sum(seconds for name, seconds in self.seconds.items() if name != OTHER)
+
+
+def parse_pid_stat(text: str) -> ProcStat:
+    """/proc/<pid>/stat's text as a :class:`ProcStat`."""
+    # comm (field 2) may hold spaces and parentheses: the fields after it start past the last ")"
+    fields = text[text.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state) of proc(5): field n is fields[n - 3]
+    return ProcStat(ppid=int(fields[1]), ticks=int(fields[11]) + int(fields[12]),
+                    reaped=int(fields[13]) + int(fields[14]))
+
+
+def parse_machine_stat(text: str) -> MachineTicks:
+    """/proc/stat's text: busy is user, nice, system, irq and softirq (guest is inside user);
+    idle, iowait and steal are the rest of the total."""
+    lines = text.splitlines()
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in lines[0].split()[1:9])
+    busy = user + nice + system + irq + softirq
+    cores = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return MachineTicks(busy=busy, total=busy + idle + iowait + steal, cores=cores)
+
+
+def read_processes(proc: Path = PROC) -> dict[int, ProcStat]:
+    """Every live process's :class:`ProcStat`, by pid."""
+    table = {}
+    for entry in os.scandir(proc):
+        if entry.name.isdigit():
+            try:
+                table[int(entry.name)] = parse_pid_stat(Path(entry.path, "stat").read_text())
+            except (FileNotFoundError, ProcessLookupError):  # it exited while we looked
+                continue
+    return table
+
+
+def component_ticks(table: Mapping[int, ProcStat], roots: Mapping[str, Iterable[int]]) -> dict[str, int]:
+    """Each component's ticks: own and reaped time of every process in its roots' subtrees,
+    a subtree stopping at another component's root."""
+    roots = {name: list(pids) for name, pids in roots.items()}
+    owner = {pid: name for name, pids in roots.items() for pid in pids}
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, stat in table.items():
+        children[stat.ppid].append(pid)
+    totals = {}
+    for name, pids in roots.items():
+        total, stack = 0, [pid for pid in pids if pid in table]
+        while stack:
+            pid = stack.pop()
+            total += table[pid].ticks + table[pid].reaped
+            stack.extend(child for child in children[pid] if owner.get(child, name) == name)
+        totals[name] = total
+    return totals
+
+
+def sample(roots: Mapping[str, Iterable[int]], proc: Path = PROC) -> Sample:
+    """The machine's ticks and each component's, now."""
+    wall = time.perf_counter()
+    machine = parse_machine_stat(Path(proc, "stat").read_text())
+    return Sample(wall=wall, machine=machine, components=component_ticks(read_processes(proc), roots))
+
+
+def profile(start: Sample, stop: Sample) -> CpuProfile:
+    """What happened between two samples, in seconds; ``other`` is the machine's busy time
+    that no component accounts for."""
+    seconds = {name: (ticks - start.components.get(name, 0)) / TICKS_PER_SECOND
+               for name, ticks in stop.components.items()}
+    busy = (stop.machine.busy - start.machine.busy) / TICKS_PER_SECOND
+    seconds[OTHER] = busy - sum(seconds.values())
+    return CpuProfile(wall=stop.wall - start.wall, cores=stop.machine.cores, busy=busy,
+                      capacity=(stop.machine.total - start.machine.total) / TICKS_PER_SECOND, seconds=seconds)
+
+
+class CpuWindow:
+    """A measured window: ``with CpuWindow(roots) as window: ...`` then ``window.profile``.
+    ``benchmark`` is this process unless ``roots`` says otherwise; :meth:`add` names a root
+    started inside the window (it is counted from 0). A root that is None (not found) is left
+    out, and a component without roots is not reported: its time is in ``other``."""
+
+    def __init__(self, roots: Mapping[str, Iterable[int | None]] | None = None) -> None:
+        self.roots: dict[str, list[int]] = {BENCHMARK: [os.getpid()]}
+        for name, pids in (roots or {}).items():
+            self.roots[name] = []
+            for pid in pids:
+                self.add(name, pid)
+        self._start: Sample | None = None
+        self.profile: CpuProfile | None = None
+
+    def add(self, component: str, pid: int | None) -> None:
+        if pid is not None:
+            self.roots.setdefault(component, []).append(pid)
+
+    def _roots(self) -> dict[str, list[int]]:
+        return {name: pids for name, pids in self.roots.items() if pids}
+
+    def start(self) -> CpuWindow:
+        self._start = sample(self._roots())
+        return self
+
+    def stop(self) -> CpuProfile:
+        if self._start is None:
+            raise RuntimeError("the window was never started")
+        self.profile = profile(self._start, sample(self._roots()))
+        return self.profile
+
+    def __enter__(self) -> CpuWindow:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def listening_inodes(text: str, port: int) -> set[int]:
+    """The socket inodes listening on ``port`` in /proc/net/tcp or tcp6's text."""
+    inodes = set()
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], int(fields[9])
+        if state == LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
+            inodes.add(inode)
+    return inodes
+
+
+def listener_pid(port: int, proc: Path = PROC) -> int | None:
+    """The process that listens on TCP ``port`` here (root sees every process's sockets),
+    or None when none it can see does."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        path = Path(proc, "net", table)
+        if path.exists():
+            inodes |= listening_inodes(path.read_text(), port)
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    for entry in os.scandir(proc):
+        if entry.name.isdigit() and targets & _fd_targets(Path(entry.path, "fd")):
+            return int(entry.name)
+    return None
+
+
+def _fd_targets(fd_dir: Path) -> set[str]:
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:  # not ours to read, or gone
+        return set()
+    targets = set()
+    for name in names:
+        try:
+            targets.add(os.readlink(fd_dir / name))
+        except OSError:
+            continue
+    return targets
+
+
+def postmaster_pid(data_directory: str) -> int | None:
+    """The postmaster of the cluster in ``data_directory`` (its postmaster.pid's first line),
+    or None when the file cannot be read or names no live process."""
+    try:
+        pid = int(Path(data_directory, "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    return pid if Path(PROC, str(pid)).exists() else None
+
+
+def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]) -> list[str]:
+    """Two lines: µs of CPU per ``unit`` by component (in ``order``, then ``other``); the
+    machine's busy share, the rate per busy core, and the ceiling on every core of the machine
+    if the components alone had them (cores / their CPU seconds per unit)."""
+    per = {name: seconds / count * 1e6 for name, seconds in window.seconds.items()}
+    names = [name for name in order if name in per] + [OTHER]
+    rate = count / window.wall
+    ours = window.ours / count
+    ceiling = window.cores / ours if ours > 0 else float("inf")
+    return [
+        f"CPU µs per {unit}: " + "  ".join(f"{name} {per[name]:.1f}" for name in names)
+        + f"  (ours, without other: {ours * 1e6:.1f})",
+        f"machine busy {window.busy_fraction:.0%} of {window.cores} cores ({window.busy_cores:.2f} busy cores): "
+        f"{rate / window.busy_cores if window.busy_cores else 0:,.0f} {unit}s/s per busy core; "
+        f"ceiling {window.cores} cores / ours = {ceiling:,.0f} {unit}s/s",
+    ]
