@@ -20,16 +20,19 @@ work, the kernel's interrupts, and any process no component claims.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 PROC = Path("/proc")
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 BENCHMARK, OTHER = "benchmark", "other"
 LISTEN = "0A"  # a socket's state in /proc/net/tcp
+# a backend's process title: "postgres: [cluster: ]user database host(port)|[local] activity"
+BACKEND_TITLE = re.compile(r"^postgres: (?:.*?: )?(\S+) (\S+) (?:\[local\]|\S+\(\d+\))(?: |$)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Sample:
     wall: float
     machine: MachineTicks
     components: dict[str, int]
+    processes: dict[int, ProcStat]
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,19 @@ def sample(roots: Mapping[str, Iterable[int]], proc: Path = PROC) -> Sample:
     """The machine's ticks and each component's, now."""
     wall = time.perf_counter()
     machine = parse_machine_stat(Path(proc, "stat").read_text())
-    return Sample(wall=wall, machine=machine, components=component_ticks(read_processes(proc), roots))
+    table = read_processes(proc)
+    return Sample(wall=wall, machine=machine, components=component_ticks(table, roots), processes=table)
+
+
+def live_seconds(start: Sample, stop: Sample, pids: Iterable[int]) -> float:
+    """The own CPU seconds inside the window of these processes, live at ``stop`` (from 0 for
+    one born inside it): a part of a component, never more than its live processes did."""
+    ticks = 0
+    for pid in pids:
+        if pid in stop.processes:
+            before = start.processes.get(pid)
+            ticks += stop.processes[pid].ticks - (before.ticks if before else 0)
+    return ticks / TICKS_PER_SECOND
 
 
 def profile(start: Sample, stop: Sample) -> CpuProfile:
@@ -164,7 +180,9 @@ class CpuWindow:
             for pid in pids:
                 self.add(name, pid)
         self._start: Sample | None = None
+        self._stop: Sample | None = None
         self.profile: CpuProfile | None = None
+        self.titles: dict[int, str] = {}
 
     def add(self, component: str, pid: int | None) -> None:
         if pid is not None:
@@ -180,8 +198,20 @@ class CpuWindow:
     def stop(self) -> CpuProfile:
         if self._start is None:
             raise RuntimeError("the window was never started")
-        self.profile = profile(self._start, sample(self._roots()))
+        self._stop = sample(self._roots())
+        self.profile = profile(self._start, self._stop)
+        # the roots' children's titles now, while they are alive (a server's backends say their database)
+        roots = {pid for pids in self.roots.values() for pid in pids}
+        self.titles = {pid: process_title(pid) for pid, stat in self._stop.processes.items() if stat.ppid in roots}
         return self.profile
+
+    def live_seconds(self, pids: Iterable[int]) -> float:
+        """:func:`live_seconds` over this (stopped) window."""
+        return live_seconds(self._start, self._stop, pids)
+
+    def children(self, parent: int) -> dict[int, str]:
+        """The children of root ``parent`` when the window stopped, with their titles."""
+        return {pid: title for pid, title in self.titles.items() if self._stop.processes[pid].ppid == parent}
 
     def __enter__(self) -> CpuWindow:
         return self.start()
@@ -230,6 +260,21 @@ def _fd_targets(fd_dir: Path) -> set[str]:
     return targets
 
 
+def process_title(pid: int, proc: Path = PROC) -> str:
+    """Its command line as ``ps`` shows it (PostgreSQL writes its backends' titles there)."""
+    try:
+        return Path(proc, str(pid), "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def backend_database(title: str) -> str | None:
+    """The database a PostgreSQL backend serves, from its process title; None for the
+    server's own processes (checkpointer, WAL writer, autovacuum, ...)."""
+    match = BACKEND_TITLE.match(title)
+    return match.group(2) if match else None
+
+
 def postmaster_pid(data_directory: str) -> int | None:
     """The postmaster of the cluster in ``data_directory`` (its postmaster.pid's first line),
     or None when the file cannot be read or names no live process."""
@@ -240,19 +285,44 @@ def postmaster_pid(data_directory: str) -> int | None:
     return pid if Path(PROC, str(pid)).exists() else None
 
 
-def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]) -> list[str]:
-    """Two lines: µs of CPU per ``unit`` by component (in ``order``, then ``other``); the
-    machine's busy share, the rate per busy core, and the ceiling on every core of the machine
-    if the components alone had them (cores / their CPU seconds per unit)."""
+def elsewhere_seconds(window: CpuWindow, postmaster: int | None, databases: Collection[str]) -> float:
+    """The CPU inside the window of the server's backends, live at its end, that serve a
+    database not in ``databases``: a lower bound on another session's share of ``postgres``
+    (its backends that exited, and its share of the server's own processes, are not told apart)."""
+    if postmaster is None:
+        return 0.0
+    served = {pid: backend_database(title) for pid, title in window.children(postmaster).items()}
+    return window.live_seconds(pid for pid, database in served.items() if database and database not in databases)
+
+
+def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str],
+                 postgres_elsewhere: float = 0.0) -> list[str]:
+    """Two lines: µs of CPU per ``unit`` by component (in ``order``, then ``other``), postgres
+    with what its backends of other databases took (``postgres_elsewhere`` seconds), and ours:
+    the components' without other and without those; then the machine's busy share, the rate per
+    busy core, and the ceiling were ours alone on every core (cores / ours per unit)."""
     per = {name: seconds / count * 1e6 for name, seconds in window.seconds.items()}
     names = [name for name in order if name in per] + [OTHER]
+    shown = {name: f"{per[name]:.1f}" for name in names}
+    if "postgres" in shown:
+        shown["postgres"] += f" (other databases' backends {postgres_elsewhere / count * 1e6:.1f})"
+    ours = (window.ours - postgres_elsewhere) / count
     rate = count / window.wall
-    ours = window.ours / count
     ceiling = window.cores / ours if ours > 0 else float("inf")
     return [
-        f"CPU µs per {unit}: " + "  ".join(f"{name} {per[name]:.1f}" for name in names)
-        + f"  (ours, without other: {ours * 1e6:.1f})",
+        f"CPU µs per {unit}: " + "  ".join(f"{name} {value}" for name, value in shown.items())
+        + f"  ours {ours * 1e6:.1f}",
         f"machine busy {window.busy_fraction:.0%} of {window.cores} cores ({window.busy_cores:.2f} busy cores): "
         f"{rate / window.busy_cores if window.busy_cores else 0:,.0f} {unit}s/s per busy core; "
         f"ceiling {window.cores} cores / ours = {ceiling:,.0f} {unit}s/s",
     ]
+
+
+def print_profile(title: str, window: CpuWindow, count: int, unit: str, order: Iterable[str],
+                  postmaster: int | None = None, databases: Collection[str] = ()) -> None:
+    """:func:`report_lines` of a stopped window under ``title``, indented as the benchmarks print;
+    ``databases`` are the benchmark's own on the server of ``postmaster``."""
+    elsewhere = elsewhere_seconds(window, postmaster, databases)
+    print(f"    {title}")
+    for line in report_lines(window.profile, count, unit, order, elsewhere):
+        print(f"        {line}")

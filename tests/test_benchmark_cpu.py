@@ -12,8 +12,9 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from benchmarks.cpu import (OTHER, CpuProfile, CpuWindow, ProcStat, component_ticks, listener_pid,
-                            parse_machine_stat, parse_pid_stat, postmaster_pid, report_lines)
+from benchmarks.cpu import (OTHER, CpuProfile, CpuWindow, ProcStat, backend_database, component_ticks,
+                            elsewhere_seconds, listener_pid, parse_machine_stat, parse_pid_stat, postmaster_pid,
+                            report_lines)
 from tests.conftest import ADMIN_URL
 
 BURN = 0.5  # CPU seconds each burner spends
@@ -153,7 +154,37 @@ def test_the_postmaster_of_the_data_directory_is_the_parent_of_our_backend() -> 
 def test_report_lines_give_µs_per_unit_the_busy_cores_and_the_ceiling() -> None:
     profile = CpuProfile(wall=10.0, cores=2, busy=16.0, capacity=20.0,
                          seconds={"benchmark": 2.0, "postgres": 6.0, OTHER: 8.0})
-    first, second = report_lines(profile, 40_000, "signal", ["postgres", "benchmark", "spark"])
-    assert first == "CPU µs per signal: postgres 150.0  benchmark 50.0  other 200.0  (ours, without other: 200.0)"
+    first, second = report_lines(profile, 40_000, "signal", ["postgres", "benchmark", "spark"], 2.0)
+    assert first == ("CPU µs per signal: postgres 150.0 (other databases' backends 50.0)  benchmark 50.0  "
+                     "other 200.0  ours 150.0")
     assert second == ("machine busy 80% of 2 cores (1.60 busy cores): 2,500 signals/s per busy core; "
-                      "ceiling 2 cores / ours = 10,000 signals/s")
+                      "ceiling 2 cores / ours = 13,333 signals/s")
+
+
+@pytest.mark.parametrize(("title", "database"), [
+    ("postgres: 15/main: postgres bench_ingest_1 127.0.0.1(36478) idle", "bench_ingest_1"),
+    ("postgres: alice ledger [local] SELECT", "ledger"),
+    ("postgres: 15/main: ann db ::1(5) INSERT waiting", "db"),
+    ("postgres: 15/main: checkpointer", None),
+    ("postgres: 15/main: autovacuum worker bench_ingest_1", None),
+    ("postgres: 15/main: logical replication launcher", None),
+])
+def test_backend_database_reads_a_backends_title(title: str, database: str | None) -> None:
+    assert backend_database(title) == database
+
+
+@pytest.mark.db
+def test_a_backend_of_another_database_is_told_apart() -> None:
+    connection = psycopg2.connect(ADMIN_URL.replace("+psycopg2", ""))  # database "postgres"
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('data_directory')")
+            postmaster = postmaster_pid(cursor.fetchone()[0])
+            with CpuWindow({"postgres": [postmaster]}) as window:
+                cursor.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+    finally:
+        connection.close()
+    # other sessions may be busy on the server: what tells our backend apart is the difference
+    ours_elsewhere = elsewhere_seconds(window, postmaster, {"template1"})
+    ours_not = elsewhere_seconds(window, postmaster, {"postgres"})
+    assert 0.1 <= ours_elsewhere - ours_not <= ours_elsewhere <= window.profile.seconds["postgres"]
