@@ -21,14 +21,19 @@ Ditto's published figure for QoS-1 twin modifies is about 3 200/s on a cluster.
 CPU (``benchmarks.cpu``, from /proc), over the end-to-end window (from the connector's start to
 the last settlement seen): µs of CPU per message of ``connector`` (the ``ackstore connect amqp``
 subprocess), ``postgres`` (the whole server: postmaster, backends, WAL writer, checkpointer,
-autovacuum — another session's queries count there too; in parentheses the part its live
-backends of databases not this run's took, a lower bound of that), ``rabbitmq`` (the node's
-beam.smp, found by the AMQP port, with its children), ``spark`` (the local session's JVM and its
-Python workers: the pipeline loop), ``benchmark`` (this process: the loop's driver and its polls),
+autovacuum — another session's queries count there too), ``rabbitmq`` (the node's beam.smp,
+found by the AMQP port, with its children — shared with other sessions too), ``spark`` (the
+local session's JVM and its Python workers: the pipeline's jobs), ``benchmark`` (this process:
+the pipeline's driver, whose steps run their SQL from here, and the benchmark's polls),
 ``other`` (the machine's busy time none of them accounts for: other sessions, interrupts) and
-``ours`` (every component but other, less those backends). Then the machine's busy share of its
-cores; messages/s per busy core ("the figure per core"); and the ceiling ours implies were it
-alone on the machine: cores / ours CPU seconds per message.
+``ours`` (every component but other, less postgres's live backends of other databases). Then the
+machine's busy share of its cores; messages/s per busy core ("the figure per core"); and the
+ceiling ours implies were it alone on the machine: cores / ours CPU seconds per message. Last,
+postgres by whom it served: the component holding each live backend's connection (connector,
+benchmark, spark), other sessions' live backends (``other databases``, ``unknown clients``), the
+server's own processes (``server``) and ``exited``: connections opened and closed inside the
+window (Spark's JDBC reads and its workers' COPY open theirs per task) with everyone's ended
+backends and autovacuum workers.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ is reaped by its parent outside the component: end the window before stopping on
 ``other`` is the whole machine's busy time (/proc/stat) minus every component: other sessions'
 work, the kernel's interrupts, and any process no component claims.
 
+A server shared with other sessions counts their work in its component. For PostgreSQL,
+:func:`postgres_parts` splits its time by whom each live backend served: a component (the
+client's TCP port leads to the process holding the socket), another database (its title names
+it: another session's), the server itself; the backends that exited inside the window are in
+the postmaster's reaped time, everyone's together.
+
     with CpuWindow({"postgres": [postmaster]}) as window:
         ...                                   # the measured work
     window.profile.seconds                    # {"benchmark": 1.2, "postgres": 0.8, "other": 0.1}
@@ -32,7 +38,8 @@ TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 BENCHMARK, OTHER = "benchmark", "other"
 LISTEN = "0A"  # a socket's state in /proc/net/tcp
 # a backend's process title: "postgres: [cluster: ]user database host(port)|[local] activity"
-BACKEND_TITLE = re.compile(r"^postgres: (?:.*?: )?(\S+) (\S+) (?:\[local\]|\S+\(\d+\))(?: |$)")
+BACKEND_TITLE = re.compile(r"^postgres: (?:.*?: )?(\S+) (\S+) (?:\[local\]|\S+\((\d+)\))(?: |$)")
+SERVER, EXITED, ELSEWHERE, UNKNOWN = "server", "exited", "other databases", "unknown clients"
 
 
 @dataclass(frozen=True)
@@ -118,23 +125,28 @@ def read_processes(proc: Path = PROC) -> dict[int, ProcStat]:
     return table
 
 
-def component_ticks(table: Mapping[int, ProcStat], roots: Mapping[str, Iterable[int]]) -> dict[str, int]:
-    """Each component's ticks: own and reaped time of every process in its roots' subtrees,
-    a subtree stopping at another component's root."""
+def members(table: Mapping[int, ProcStat], roots: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
+    """Each component's live processes: its roots' subtrees, a subtree stopping at another
+    component's root."""
     roots = {name: list(pids) for name, pids in roots.items()}
     owner = {pid: name for name, pids in roots.items() for pid in pids}
     children: dict[int, list[int]] = defaultdict(list)
     for pid, stat in table.items():
         children[stat.ppid].append(pid)
-    totals = {}
+    found = {}
     for name, pids in roots.items():
-        total, stack = 0, [pid for pid in pids if pid in table]
+        found[name], stack = [], [pid for pid in pids if pid in table]
         while stack:
             pid = stack.pop()
-            total += table[pid].ticks + table[pid].reaped
+            found[name].append(pid)
             stack.extend(child for child in children[pid] if owner.get(child, name) == name)
-        totals[name] = total
-    return totals
+    return found
+
+
+def component_ticks(table: Mapping[int, ProcStat], roots: Mapping[str, Iterable[int]]) -> dict[str, int]:
+    """Each component's ticks: own and reaped time of every one of its :func:`members`."""
+    return {name: sum(table[pid].ticks + table[pid].reaped for pid in pids)
+            for name, pids in members(table, roots).items()}
 
 
 def sample(roots: Mapping[str, Iterable[int]], proc: Path = PROC) -> Sample:
@@ -183,6 +195,9 @@ class CpuWindow:
         self._stop: Sample | None = None
         self.profile: CpuProfile | None = None
         self.titles: dict[int, str] = {}
+        self.members: dict[str, list[int]] = {}
+        self.sockets: list[tuple[int, int, str, int]] = []
+        self.owners: dict[int, str] = {}
 
     def add(self, component: str, pid: int | None) -> None:
         if pid is not None:
@@ -203,6 +218,9 @@ class CpuWindow:
         # the roots' children's titles now, while they are alive (a server's backends say their database)
         roots = {pid for pids in self.roots.values() for pid in pids}
         self.titles = {pid: process_title(pid) for pid, stat in self._stop.processes.items() if stat.ppid in roots}
+        self.members = members(self._stop.processes, self._roots())
+        # and who holds which TCP socket, before the clients close their connections
+        self.sockets, self.owners = read_tcp_sockets(), socket_owners(self.members)
         return self.profile
 
     def live_seconds(self, pids: Iterable[int]) -> float:
@@ -220,26 +238,30 @@ class CpuWindow:
         self.stop()
 
 
-def listening_inodes(text: str, port: int) -> set[int]:
-    """The socket inodes listening on ``port`` in /proc/net/tcp or tcp6's text."""
-    inodes = set()
+def tcp_sockets(text: str) -> list[tuple[int, int, str, int]]:
+    """(local port, remote port, state, inode) of each socket in /proc/net/tcp or tcp6's text."""
+    sockets = []
     for line in text.splitlines()[1:]:
         fields = line.split()
-        local, state, inode = fields[1], fields[3], int(fields[9])
-        if state == LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
-            inodes.add(inode)
-    return inodes
+        local, remote = (int(address.rsplit(":", 1)[1], 16) for address in fields[1:3])
+        sockets.append((local, remote, fields[3], int(fields[9])))
+    return sockets
+
+
+def read_tcp_sockets(proc: Path = PROC) -> list[tuple[int, int, str, int]]:
+    """:func:`tcp_sockets` of IPv4 and IPv6."""
+    sockets = []
+    for table in ("tcp", "tcp6"):
+        path = Path(proc, "net", table)
+        if path.exists():
+            sockets += tcp_sockets(path.read_text())
+    return sockets
 
 
 def listener_pid(port: int, proc: Path = PROC) -> int | None:
     """The process that listens on TCP ``port`` here (root sees every process's sockets),
     or None when none it can see does."""
-    inodes = set()
-    for table in ("tcp", "tcp6"):
-        path = Path(proc, "net", table)
-        if path.exists():
-            inodes |= listening_inodes(path.read_text(), port)
-    targets = {f"socket:[{inode}]" for inode in inodes}
+    targets = {f"socket:[{inode}]" for local, _, state, inode in read_tcp_sockets(proc) if local == port and state == LISTEN}
     for entry in os.scandir(proc):
         if entry.name.isdigit() and targets & _fd_targets(Path(entry.path, "fd")):
             return int(entry.name)
@@ -275,6 +297,13 @@ def backend_database(title: str) -> str | None:
     return match.group(2) if match else None
 
 
+def backend_client_port(title: str) -> int | None:
+    """The client's TCP port of a PostgreSQL backend, from its process title (None: a Unix
+    socket, or not a backend)."""
+    match = BACKEND_TITLE.match(title)
+    return int(match.group(3)) if match and match.group(3) else None
+
+
 def postmaster_pid(data_directory: str) -> int | None:
     """The postmaster of the cluster in ``data_directory`` (its postmaster.pid's first line),
     or None when the file cannot be read or names no live process."""
@@ -285,44 +314,69 @@ def postmaster_pid(data_directory: str) -> int | None:
     return pid if Path(PROC, str(pid)).exists() else None
 
 
-def elsewhere_seconds(window: CpuWindow, postmaster: int | None, databases: Collection[str]) -> float:
-    """The CPU inside the window of the server's backends, live at its end, that serve a
-    database not in ``databases``: a lower bound on another session's share of ``postgres``
-    (its backends that exited, and its share of the server's own processes, are not told apart)."""
-    if postmaster is None:
-        return 0.0
-    served = {pid: backend_database(title) for pid, title in window.children(postmaster).items()}
-    return window.live_seconds(pid for pid, database in served.items() if database and database not in databases)
+def socket_owners(components: Mapping[str, Iterable[int]]) -> dict[int, str]:
+    """Socket inode -> the component whose process holds it."""
+    owners = {}
+    for name, pids in components.items():
+        for pid in pids:
+            for target in _fd_targets(Path(PROC, str(pid), "fd")):
+                if target.startswith("socket:["):
+                    owners[int(target[8:-1])] = name
+    return owners
+
+
+def postgres_parts(window: CpuWindow, postmaster: int | None, databases: Collection[str]) -> dict[str, float]:
+    """``postgres``'s CPU seconds in a stopped window, by whom it served: each live backend's
+    client component (found by the client's TCP port, the socket's holder), else ``other
+    databases`` (a database not in ``databases``: another session's) or ``unknown clients``; the
+    server's own processes (``server``: postmaster, checkpointer, WAL writer, ...); and
+    ``exited``: the rest — backends and autovacuum workers that ended inside the window."""
+    if postmaster is None or "postgres" not in window.profile.seconds:
+        return {}
+    sockets, owners = window.sockets, window.owners
+    server_ports = {local for local, _, state, inode in sockets if state == LISTEN and owners.get(inode) == "postgres"}
+    # a client's side of a connection to the server: its port -> the component holding it
+    by_port = {local: owners[inode] for local, remote, _, inode in sockets
+               if remote in server_ports and owners.get(inode, "postgres") != "postgres"}
+    parts: dict[str, float] = defaultdict(float)
+    parts[SERVER] = window.live_seconds([postmaster])
+    for pid, title in window.children(postmaster).items():
+        client = by_port.get(backend_client_port(title))
+        database = backend_database(title)
+        part = SERVER if database is None else client or (UNKNOWN if database in databases else ELSEWHERE)
+        parts[part] += window.live_seconds([pid])
+    parts[EXITED] = window.profile.seconds["postgres"] - sum(parts.values())
+    return dict(parts)
 
 
 def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str],
-                 postgres_elsewhere: float = 0.0) -> list[str]:
-    """Two lines: µs of CPU per ``unit`` by component (in ``order``, then ``other``), postgres
-    with what its backends of other databases took (``postgres_elsewhere`` seconds), and ours:
-    the components' without other and without those; then the machine's busy share, the rate per
-    busy core, and the ceiling were ours alone on every core (cores / ours per unit)."""
+                 postgres: Mapping[str, float] | None = None) -> list[str]:
+    """µs of CPU per ``unit`` by component (in ``order``, then ``other``) and ours (every
+    component but other, less postgres's backends of other databases); the machine's busy share,
+    the rate per busy core, and the ceiling were ours alone on every core (cores / ours per unit);
+    then, given :func:`postgres_parts`, postgres's µs per ``unit`` by whom it served."""
     per = {name: seconds / count * 1e6 for name, seconds in window.seconds.items()}
     names = [name for name in order if name in per] + [OTHER]
-    shown = {name: f"{per[name]:.1f}" for name in names}
-    if "postgres" in shown:
-        shown["postgres"] += f" (other databases' backends {postgres_elsewhere / count * 1e6:.1f})"
-    ours = (window.ours - postgres_elsewhere) / count
+    ours = (window.ours - (postgres or {}).get(ELSEWHERE, 0.0)) / count
     rate = count / window.wall
     ceiling = window.cores / ours if ours > 0 else float("inf")
-    return [
-        f"CPU µs per {unit}: " + "  ".join(f"{name} {value}" for name, value in shown.items())
-        + f"  ours {ours * 1e6:.1f}",
+    lines = [
+        f"CPU µs per {unit}: " + "  ".join(f"{name} {per[name]:.1f}" for name in names) + f"  ours {ours * 1e6:.1f}",
         f"machine busy {window.busy_fraction:.0%} of {window.cores} cores ({window.busy_cores:.2f} busy cores): "
         f"{rate / window.busy_cores if window.busy_cores else 0:,.0f} {unit}s/s per busy core; "
         f"ceiling {window.cores} cores / ours = {ceiling:,.0f} {unit}s/s",
     ]
+    if postgres:
+        lines.append("postgres by whom it served, µs per " + unit + ": "
+                     + "  ".join(f"{name} {seconds / count * 1e6:.1f}" for name, seconds in postgres.items()))
+    return lines
 
 
 def print_profile(title: str, window: CpuWindow, count: int, unit: str, order: Iterable[str],
                   postmaster: int | None = None, databases: Collection[str] = ()) -> None:
-    """:func:`report_lines` of a stopped window under ``title``, indented as the benchmarks print;
-    ``databases`` are the benchmark's own on the server of ``postmaster``."""
-    elsewhere = elsewhere_seconds(window, postmaster, databases)
+    """:func:`report_lines` of a window just stopped under ``title``, indented as the benchmarks
+    print; ``databases`` are the benchmark's own on the server of ``postmaster``."""
+    parts = postgres_parts(window, postmaster, databases)
     print(f"    {title}")
-    for line in report_lines(window.profile, count, unit, order, elsewhere):
+    for line in report_lines(window.profile, count, unit, order, parts):
         print(f"        {line}")

@@ -18,11 +18,14 @@ CPU (``benchmarks.cpu``, from /proc), for submit_many from one thread and for 16
 clients, over the window of that measurement alone. First line, µs of CPU per signal:
 ``benchmark`` (this process: the client — parsing, validation, SQLAlchemy, psycopg2),
 ``postgres`` (the server's postmaster and every child: backends, WAL writer, checkpointer,
-autovacuum — the whole server, so another session's queries count there too; in parentheses the
-part its live backends of databases not this run's took, a lower bound of that), ``other`` (the
-machine's busy time neither accounts for: other sessions, interrupts), and ``ours`` (benchmark +
-postgres − those backends). Second line: the machine's busy share of its cores, signals/s per busy
-core, and the ceiling ours implies were it alone on the machine (cores / ours per signal).
+autovacuum — the whole server, so another session's queries count there too), ``other`` (the
+machine's busy time neither accounts for: other sessions, interrupts) and ``ours`` (benchmark +
+postgres, less postgres's live backends of other databases). Second line: the machine's busy
+share of its cores, signals/s per busy core, and the ceiling ours implies were it alone on the
+machine (cores / ours per signal). Third line: postgres by whom it served — ``benchmark`` (the
+backends of this process's connections), ``other databases`` and ``unknown clients`` (live
+backends of other sessions), ``server`` (its own processes) and ``exited`` (backends and
+autovacuum workers that ended inside the window, everyone's).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import os
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 from sqlalchemy import text
@@ -180,7 +184,9 @@ def _in_clients(clients: int, items: list[tuple[str, bytes]], submit_one: Callab
     return time.perf_counter() - started
 
 
-def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> float:
+def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]], cpu: CpuWindow | None = None) -> float:
+    """Seconds to submit ``items`` from ``clients`` threads; ``cpu`` is measured over the same
+    span (the connections still open at its end, so that their backends are told apart)."""
     engine = make_engine(url, pool_size=clients + 2)
     store = AckStore(engine, Settings())
 
@@ -188,7 +194,8 @@ def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> f
         answer = store.submit(body, api="connectivity", source="bench", source_message_id=message_id)
         assert answer["status"] == 202, answer
 
-    seconds = _in_clients(clients, items, submit_one)
+    with cpu or nullcontext():
+        seconds = _in_clients(clients, items, submit_one)
     engine.dispose()
     return seconds
 
@@ -244,8 +251,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         items = messages(args.single, f"b{clients}{run}")
         with fresh_database(args.server, "single_raw") as raw_url, fresh_database(args.server, "single") as url:
             raw = raw_single(raw_url, clients, items)
-            with CpuWindow(server) as single_cpu:
-                ours = ackstore_single(url, clients, items)
+            single_cpu = CpuWindow(server)
+            ours = ackstore_single(url, clients, items, single_cpu)
             single_urls = [raw_url, url]
         print(f"    {clients:7d}  {args.single / ours:8,.0f}  {args.single / raw:6,.0f}  {ours / raw:5.2f}x")
     print_cpu(f"CPU, submit, {clients} clients:", single_cpu, args.single, server_pid, single_urls)

@@ -7,14 +7,16 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import psycopg2
 import pytest
 
-from benchmarks.cpu import (OTHER, CpuProfile, CpuWindow, ProcStat, backend_database, component_ticks,
-                            elsewhere_seconds, listener_pid, parse_machine_stat, parse_pid_stat, postmaster_pid,
-                            report_lines)
+from benchmarks.cpu import (ELSEWHERE, OTHER, UNKNOWN, CpuProfile, CpuWindow, ProcStat, backend_database,
+                            component_ticks, listener_pid, parse_machine_stat, parse_pid_stat, postgres_parts,
+                            postmaster_pid, report_lines)
 from tests.conftest import ADMIN_URL
 
 BURN = 0.5  # CPU seconds each burner spends
@@ -143,22 +145,24 @@ def test_the_postmaster_of_the_data_directory_is_the_parent_of_our_backend() -> 
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('data_directory'), pg_backend_pid()")
             data_directory, backend = cursor.fetchone()
+        parent = parse_pid_stat(Path(f"/proc/{backend}/stat").read_text()).ppid  # while the backend lives
     finally:
         connection.close()
-    postmaster = postmaster_pid(data_directory)
-    assert postmaster is not None
-    assert parse_pid_stat(Path(f"/proc/{backend}/stat").read_text()).ppid == postmaster
+    assert postmaster_pid(data_directory) == parent
     assert postmaster_pid("/nonexistent") is None
 
 
-def test_report_lines_give_µs_per_unit_the_busy_cores_and_the_ceiling() -> None:
+def test_report_lines_give_µs_per_unit_the_busy_cores_the_ceiling_and_postgres_by_client() -> None:
     profile = CpuProfile(wall=10.0, cores=2, busy=16.0, capacity=20.0,
                          seconds={"benchmark": 2.0, "postgres": 6.0, OTHER: 8.0})
-    first, second = report_lines(profile, 40_000, "signal", ["postgres", "benchmark", "spark"], 2.0)
-    assert first == ("CPU µs per signal: postgres 150.0 (other databases' backends 50.0)  benchmark 50.0  "
-                     "other 200.0  ours 150.0")
+    parts = {"server": 1.0, "benchmark": 2.0, ELSEWHERE: 2.0, "exited": 1.0}
+    first, second, third = report_lines(profile, 40_000, "signal", ["postgres", "benchmark", "spark"], parts)
+    assert first == "CPU µs per signal: postgres 150.0  benchmark 50.0  other 200.0  ours 150.0"
     assert second == ("machine busy 80% of 2 cores (1.60 busy cores): 2,500 signals/s per busy core; "
                       "ceiling 2 cores / ours = 13,333 signals/s")
+    assert third == ("postgres by whom it served, µs per signal: server 25.0  benchmark 50.0  other databases 50.0  "
+                     "exited 25.0")
+    assert len(report_lines(profile, 40_000, "signal", ["postgres"])) == 2
 
 
 @pytest.mark.parametrize(("title", "database"), [
@@ -173,18 +177,35 @@ def test_backend_database_reads_a_backends_title(title: str, database: str | Non
     assert backend_database(title) == database
 
 
-@pytest.mark.db
-def test_a_backend_of_another_database_is_told_apart() -> None:
-    connection = psycopg2.connect(ADMIN_URL.replace("+psycopg2", ""))  # database "postgres"
+@contextmanager
+def burning_in_postgres(roots: dict[str, list[int]]) -> Iterator[tuple[CpuWindow, int]]:
+    """A window over a query that burns CPU in a backend of database "postgres", over TCP from
+    this process; the connection stays open while the caller looks."""
+    connection = psycopg2.connect(ADMIN_URL.replace("+psycopg2", ""))
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('data_directory')")
             postmaster = postmaster_pid(cursor.fetchone()[0])
-            with CpuWindow({"postgres": [postmaster]}) as window:
+            with CpuWindow({**roots, "postgres": [postmaster]}) as window:
                 cursor.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+            yield window, postmaster
     finally:
         connection.close()
-    # other sessions may be busy on the server: what tells our backend apart is the difference
-    ours_elsewhere = elsewhere_seconds(window, postmaster, {"template1"})
-    ours_not = elsewhere_seconds(window, postmaster, {"postgres"})
-    assert 0.1 <= ours_elsewhere - ours_not <= ours_elsewhere <= window.profile.seconds["postgres"]
+
+
+@pytest.mark.db
+def test_postgres_parts_give_a_backend_to_the_component_of_its_client() -> None:
+    with burning_in_postgres({}) as (window, postmaster):
+        parts = postgres_parts(window, postmaster, {"template1"})  # "benchmark" holds the client's socket
+    assert 0.1 <= parts["benchmark"] <= window.profile.seconds["postgres"]
+    assert sum(parts.values()) == pytest.approx(window.profile.seconds["postgres"])
+
+
+@pytest.mark.db
+@pytest.mark.parametrize(("databases", "part"), [({"template1"}, ELSEWHERE), ({"postgres"}, UNKNOWN)])
+def test_postgres_parts_tell_a_backend_of_another_database_by_its_title(databases: set[str], part: str) -> None:
+    with burning_in_postgres({"benchmark": []}) as (window, postmaster):  # no component holds the client's socket
+        parts = postgres_parts(window, postmaster, databases)
+    # other sessions may be busy on the server too: ours is the 0.1 s at least
+    assert 0.1 <= parts[part] <= window.profile.seconds["postgres"]
+    assert "benchmark" not in parts
