@@ -14,8 +14,8 @@ bytes requesting ``twin-persisted``, over 10 000 things, each with its own messa
     (threads, each with its own connection): signals/s, against single-row INSERTs into the
     bare table with the same concurrency.
 
-CPU (``benchmarks.cpu``, from /proc), for submit_many from one thread and for 16 submitting
-clients, over the window of that measurement alone. First line, µs of CPU per signal:
+CPU (``benchmarks.cpu``, from /proc), for submit_many from one thread, for the raw COPY baseline
+(the floor) and for 16 submitting clients, over the window of that measurement alone. First line, µs of CPU per signal:
 ``benchmark`` (this process: the client — parsing, validation, SQLAlchemy, psycopg2),
 ``postgres`` (the server's postmaster and every child: backends, WAL writer, checkpointer,
 autovacuum — the whole server, so another session's queries count there too), ``other`` (the
@@ -229,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             fresh_database(args.server, "ingest2") as url2, fresh_database(args.server, "ingest_copy") as copy_url:
         ours_urls = [raw_url, url, url2, copy_url]
         raw = raw_batched(raw_url, args.batch, items)
-        copied = raw_batched(copy_url, args.batch, items, raw_copy)
+        with CpuWindow(server) as copy_cpu:  # the floor: what a bare COPY costs the client and the server
+            copied = raw_batched(copy_url, args.batch, items, raw_copy)
         store = AckStore(make_engine(url), Settings())
         with CpuWindow(server) as batched_cpu:
             ours = ackstore_batched(store, args.batch, items)
@@ -244,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"    ratio submit_many/raw INSERT: {ours / raw:.2f}x (1 thread), {two / raw:.2f}x (2 threads); "
           f"submit_many/raw COPY: {ours / copied:.2f}x (1 thread)")
     print_cpu("CPU, submit_many, 1 thread:", batched_cpu, args.messages, server_pid, ours_urls)
+    print_cpu("CPU, raw COPY, 1 thread:", copy_cpu, args.messages, server_pid, ours_urls)
 
     print(f"(b) {args.single} signals per run, submit one at a time (one transaction each)")
     print("    clients  submit/s   raw/s   ratio")
