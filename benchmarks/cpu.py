@@ -374,8 +374,8 @@ def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]
 
 def print_profile(title: str, window: CpuWindow, count: int, unit: str, order: Iterable[str],
                   postmaster: int | None = None, databases: Collection[str] = ()) -> None:
-    """:func:`report_lines` of a window just stopped under ``title``, indented as the benchmarks
-    print; ``databases`` are the benchmark's own on the server of ``postmaster``."""
+    """:func:`report_lines` of a stopped window under ``title``, indented as the benchmarks print;
+    ``databases`` are the benchmark's own on the server of ``postmaster``."""
     parts = postgres_parts(window, postmaster, databases)
     print(f"    {title}")
     for line in report_lines(window.profile, count, unit, order, parts):
