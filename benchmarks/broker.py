@@ -17,6 +17,23 @@ connector is stopped; it gives them back to the queue. Printed: the stop's secon
 of the give-back.
 
 Ditto's published figure for QoS-1 twin modifies is about 3 200/s on a cluster.
+
+CPU (``benchmarks.cpu``, from /proc), over the end-to-end window (from the connector's start to
+the last settlement seen): µs of CPU per message of ``connector`` (the ``ackstore connect amqp``
+subprocess), ``postgres`` (the whole server: postmaster, backends, WAL writer, checkpointer,
+autovacuum — another session's queries count there too), ``rabbitmq`` (the node's beam.smp,
+found by the AMQP port, with its children — shared with other sessions too), ``spark`` (the
+local session's JVM and its Python workers: the pipeline's jobs), ``benchmark`` (this process:
+the pipeline's driver, whose steps run their SQL from here, and the benchmark's polls),
+``other`` (the machine's busy time none of them accounts for: other sessions, interrupts) and
+``ours`` (every component but other, less postgres's live backends of other databases). Then the
+machine's busy share of its cores; messages/s per busy core ("the figure per core"); and the
+ceiling ours implies were it alone on the machine: cores / ours CPU seconds per message. Last,
+postgres by whom it served: the component holding each live backend's connection (connector,
+benchmark, spark), other sessions' live backends (``other databases``, ``unknown clients``), the
+server's own processes (``server``) and ``exited``: connections opened and closed inside the
+window (Spark's JDBC reads and its workers' COPY open theirs per task) with everyone's ended
+backends and autovacuum workers.
 """
 
 from __future__ import annotations
@@ -34,9 +51,10 @@ from typing import Sequence
 import pika
 from sqlalchemy import Row, text
 
-from ackstore.ledger.database import make_engine
+from ackstore.ledger.database import database_url, make_engine
 from ackstore.ledger.store import AckStore
-from benchmarks.ingest import THINGS, messages, raw_engine, raw_insert
+from benchmarks.cpu import CpuWindow, listener_pid, print_profile
+from benchmarks.ingest import THINGS, messages, postmaster, raw_engine, raw_insert
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jobs.spark import spark_session
 
     raw_queue, queue = f"ackstore-bench-raw-{run}", f"ackstore-bench-{run}"
+    server_pid, amqp_port = postmaster(args.server), pika.URLParameters(args.amqp).port
     # the connector's log goes to a file: a pipe nobody reads fills up and stalls the connector
     with fresh_database(args.server, "broker_raw") as raw_url, fresh_database(args.server, "broker") as url, \
             tempfile.TemporaryFile("w+") as log:
@@ -176,12 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = PipelineSettings(database_url=url, partitions=max(2, args.cores * 2))
             seed_things(spark, settings, url)
             started_at = ledger_now(url)
+            cpu = CpuWindow({"postgres": [server_pid], "rabbitmq": [listener_pid(amqp_port)],
+                             "spark": [spark.sparkContext._gateway.proc.pid]}).start()  # the launched JVM
             started = time.perf_counter()
             connector = subprocess.Popen(
                 [sys.executable, "-m", "ackstore.cli", "--database-url", url, "connect", "amqp", "--url", args.amqp,
                  "--connection-id", "bench", "--queue", queue, "--requested-acks", "twin-persisted",
                  "--batch-size", str(args.batch), "--prefetch", str(args.prefetch), "--poll", "1"],
                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True)
+            cpu.add("connector", connector.pid)
             runs = 0
             while settled_count(url) < n:
                 if connector.poll() is not None:
@@ -190,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pipeline.run(spark, PipelineSettings(database_url=url, partitions=settings.partitions))
                 runs += 1
             end_to_end = time.perf_counter() - started
+            cpu.stop()
             stages = stage_seconds(url, started_at)
             how = answered(url)
             # The stop: as many again stored and held (no pipeline runs), then given back.
@@ -216,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"    raw consumer (insert batch, ack after commit) {raw:7.1f} s  {n / raw:10,.0f} messages/s")
     print(f"    ratio end-to-end/raw: {end_to_end / raw:.2f}x;  vs Ditto's ~{DITTO_QOS1_MODIFIES_PER_S:,}/s: "
           f"{n / end_to_end / DITTO_QOS1_MODIFIES_PER_S:.2f}x")
+    print_profile("CPU, end to end:", cpu, n, "message", ["connector", "postgres", "rabbitmq", "spark", "benchmark"],
+                  server_pid, {database_url(url).database})
     return 0
 
 

@@ -13,6 +13,19 @@ bytes requesting ``twin-persisted``, over 10 000 things, each with its own messa
 (b) ``AckStore.submit``, one transaction per signal, from 1, 4 and 16 concurrent clients
     (threads, each with its own connection): signals/s, against single-row INSERTs into the
     bare table with the same concurrency.
+
+CPU (``benchmarks.cpu``, from /proc), for submit_many from one thread, for the raw COPY baseline
+(the floor) and for 16 submitting clients, over the window of that measurement alone. First line, µs of CPU per signal:
+``benchmark`` (this process: the client — parsing, validation, SQLAlchemy, psycopg2),
+``postgres`` (the server's postmaster and every child: backends, WAL writer, checkpointer,
+autovacuum — the whole server, so another session's queries count there too), ``other`` (the
+machine's busy time neither accounts for: other sessions, interrupts) and ``ours`` (benchmark +
+postgres, less postgres's live backends of other databases). Second line: the machine's busy
+share of its cores, signals/s per busy core, and the ceiling ours implies were it alone on the
+machine (cores / ours per signal). Third line: postgres by whom it served — ``benchmark`` (the
+backends of this process's connections), ``other databases`` and ``unknown clients`` (live
+backends of other sessions), ``server`` (its own processes) and ``exited`` (backends and
+autovacuum workers that ended inside the window, everyone's).
 """
 
 from __future__ import annotations
@@ -23,14 +36,16 @@ import os
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 from sqlalchemy import text
 
-from ackstore.ledger.database import make_engine
+from ackstore.ledger.database import database_url, make_engine
 from ackstore.ledger.store import AckStore
 from ackstore.rules import jsontext
 from ackstore.rules.settings import Settings
+from benchmarks.cpu import CpuWindow, postmaster_pid, print_profile
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 
 THINGS = 10_000
@@ -65,6 +80,22 @@ def messages(count: int, prefix: str) -> list[tuple[str, bytes]]:
         }
         out.append((f"{prefix}-m{i}", jsontext.dumps(body).encode()))
     return out
+
+
+def postmaster(server_url: str) -> int | None:
+    """The postmaster of the benchmark's server, if it runs on this machine and this user may
+    read its data directory's postmaster.pid (else None: its CPU is then in ``other``)."""
+    engine = make_engine(server_url)
+    with engine.connect() as conn:
+        data_directory = conn.execute(text("SELECT current_setting('data_directory')")).scalar_one()
+    engine.dispose()
+    return postmaster_pid(data_directory)
+
+
+def print_cpu(title: str, window: CpuWindow, count: int, postmaster: int | None, urls: Sequence[str]) -> None:
+    """The window's CPU per signal; ``urls``: the benchmark's databases (others' backends are told apart)."""
+    databases = {database_url(url).database for url in urls}
+    print_profile(title, window, count, "signal", ["benchmark", "postgres"], postmaster, databases)
 
 
 def _batches(items: Sequence, size: int) -> list[Sequence]:
@@ -153,7 +184,9 @@ def _in_clients(clients: int, items: list[tuple[str, bytes]], submit_one: Callab
     return time.perf_counter() - started
 
 
-def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> float:
+def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]], cpu: CpuWindow | None = None) -> float:
+    """Seconds to submit ``items`` from ``clients`` threads; ``cpu`` is measured over the same
+    span (the connections still open at its end, so that their backends are told apart)."""
     engine = make_engine(url, pool_size=clients + 2)
     store = AckStore(engine, Settings())
 
@@ -161,7 +194,8 @@ def ackstore_single(url: str, clients: int, items: list[tuple[str, bytes]]) -> f
         answer = store.submit(body, api="connectivity", source="bench", source_message_id=message_id)
         assert answer["status"] == 202, answer
 
-    seconds = _in_clients(clients, items, submit_one)
+    with cpu or nullcontext():
+        seconds = _in_clients(clients, items, submit_one)
     engine.dispose()
     return seconds
 
@@ -186,15 +220,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="a PostgreSQL URL; the benchmark creates and drops its own databases there")
     args = parser.parse_args(argv)
     run = uuid.uuid4().hex[:6]
+    server_pid = postmaster(args.server)
+    server = {"postgres": [server_pid]}
 
     print(f"(a) {args.messages} signals, batches of {args.batch}, one process")
     items = messages(args.messages, f"a{run}")
     with fresh_database(args.server, "ingest_raw") as raw_url, fresh_database(args.server, "ingest") as url, \
             fresh_database(args.server, "ingest2") as url2, fresh_database(args.server, "ingest_copy") as copy_url:
+        ours_urls = [raw_url, url, url2, copy_url]
         raw = raw_batched(raw_url, args.batch, items)
-        copied = raw_batched(copy_url, args.batch, items, raw_copy)
+        with CpuWindow(server) as copy_cpu:  # the floor: what a bare COPY costs the client and the server
+            copied = raw_batched(copy_url, args.batch, items, raw_copy)
         store = AckStore(make_engine(url), Settings())
-        ours = ackstore_batched(store, args.batch, items)
+        with CpuWindow(server) as batched_cpu:
+            ours = ackstore_batched(store, args.batch, items)
         store.close()
         store = AckStore(make_engine(url2), Settings())
         two = ackstore_batched(store, args.batch, items, threads=2)
@@ -205,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"    raw COPY, 1 thread:     {copied:7.2f} s  {args.messages / copied:10,.0f} rows/s")
     print(f"    ratio submit_many/raw INSERT: {ours / raw:.2f}x (1 thread), {two / raw:.2f}x (2 threads); "
           f"submit_many/raw COPY: {ours / copied:.2f}x (1 thread)")
+    print_cpu("CPU, submit_many, 1 thread:", batched_cpu, args.messages, server_pid, ours_urls)
+    print_cpu("CPU, raw COPY, 1 thread:", copy_cpu, args.messages, server_pid, ours_urls)
 
     print(f"(b) {args.single} signals per run, submit one at a time (one transaction each)")
     print("    clients  submit/s   raw/s   ratio")
@@ -212,8 +253,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         items = messages(args.single, f"b{clients}{run}")
         with fresh_database(args.server, "single_raw") as raw_url, fresh_database(args.server, "single") as url:
             raw = raw_single(raw_url, clients, items)
-            ours = ackstore_single(url, clients, items)
+            single_cpu = CpuWindow(server)
+            ours = ackstore_single(url, clients, items, single_cpu)
+            single_urls = [raw_url, url]
         print(f"    {clients:7d}  {args.single / ours:8,.0f}  {args.single / raw:6,.0f}  {ours / raw:5.2f}x")
+    print_cpu(f"CPU, submit, {clients} clients:", single_cpu, args.single, server_pid, single_urls)
 
 
 if __name__ == "__main__":
