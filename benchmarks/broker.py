@@ -54,8 +54,8 @@ from sqlalchemy import Row, text
 from ackstore.ledger.database import database_url, make_engine
 from ackstore.ledger.store import AckStore
 from benchmarks.cpu import CpuWindow, listener_pid, print_profile
-from benchmarks.ingest import THINGS, messages, postmaster, raw_engine, raw_insert
-from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
+from benchmarks.ingest import THINGS, messages, raw_engine, raw_insert
+from benchmarks.pipeline import DEFAULT_SERVER, fresh_database, postmaster
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AMQP = "amqp://guest:guest@127.0.0.1:5672/"

@@ -45,8 +45,8 @@ from ackstore.ledger.database import database_url, make_engine
 from ackstore.ledger.store import AckStore
 from ackstore.rules import jsontext
 from ackstore.rules.settings import Settings
-from benchmarks.cpu import CpuWindow, postmaster_pid, print_profile
-from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
+from benchmarks.cpu import CpuWindow, print_profile
+from benchmarks.pipeline import DEFAULT_SERVER, fresh_database, postmaster
 
 THINGS = 10_000
 CLIENTS = (1, 4, 16)
@@ -80,16 +80,6 @@ def messages(count: int, prefix: str) -> list[tuple[str, bytes]]:
         }
         out.append((f"{prefix}-m{i}", jsontext.dumps(body).encode()))
     return out
-
-
-def postmaster(server_url: str) -> int | None:
-    """The postmaster of the benchmark's server, if it runs on this machine and this user may
-    read its data directory's postmaster.pid (else None: its CPU is then in ``other``)."""
-    engine = make_engine(server_url)
-    with engine.connect() as conn:
-        data_directory = conn.execute(text("SELECT current_setting('data_directory')")).scalar_one()
-    engine.dispose()
-    return postmaster_pid(data_directory)
 
 
 def print_cpu(title: str, window: CpuWindow, count: int, postmaster: int | None, urls: Sequence[str]) -> None:

@@ -8,6 +8,11 @@ raw-SQL baseline in the other (the ledger's tables and indexes, one server-side 
 checks both decided every request, then runs the team's yardstick
 (``benchmarks/yardstick.sql``: the naive rows of that work, no ledger at all) right after.
 Prints each step's time, end to end, and the ratios pipeline/baseline and pipeline/yardstick.
+Then where the CPU went (benchmarks/cpu.py): µs per command of the pipeline run — this process
+(it drives the steps), the local Spark session's JVM and Python workers, PostgreSQL (split by whom
+it served: live backends by client, and backends that ended inside the window) — and of the
+yardstick, which is PostgreSQL alone; with the machine's busy share, so that one can see whether
+a step's statement kept one core busy while the other idled.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from typing import Iterator
 
 from sqlalchemy import text
 
-from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.database import database_url, make_engine, scratch_database
 from ackstore.ledger.migrate import upgrade
 from benchmarks import yardstick
+from benchmarks.cpu import CpuWindow, postmaster_pid, print_profile
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -43,6 +49,16 @@ def fresh_database(server_url: str, label: str) -> Iterator[str]:
         upgrade(engine)
         engine.dispose()
         yield url
+
+
+def postmaster(server_url: str) -> int | None:
+    """The postmaster of the benchmark's server, if it runs on this machine and this user may
+    read its data directory's postmaster.pid (else None: its CPU is then in ``other``)."""
+    engine = make_engine(server_url)
+    with engine.connect() as conn:
+        data_directory = conn.execute(text("SELECT current_setting('data_directory')")).scalar_one()
+    engine.dispose()
+    return postmaster_pid(data_directory)
 
 
 def generate(url: str, commands: int, things: int) -> float:
@@ -101,16 +117,20 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session("ackstore-bench", cores=args.cores)
         session_start = time.perf_counter() - started
         settings = PipelineSettings(database_url=pipe_url, partitions=max(2, args.cores * 2))
+        server = postmaster(args.server)
+        pipeline_cpu = CpuWindow({"postgres": [server], "spark": [spark.sparkContext._gateway.proc.pid]}).start()
         started = time.perf_counter()
         stats = pipeline.run(spark, settings)
         end_to_end = time.perf_counter() - started
+        pipeline_cpu.stop()
         spark.stop()
 
         for name, url in (("baseline", base_url), ("pipeline", pipe_url)):
             ok, total = decided(url)
             if ok != total:
                 raise SystemExit(f"{name}: only {ok} of {total} requests were decided with 200")
-        yard = yardstick.run(base_url, n)
+        with CpuWindow({"postgres": [server]}) as yardstick_cpu:
+            yard = yardstick.run(base_url, n)
 
     print(f"commands={n:,} things={things:,} cores={args.cores} (workload generated in {generation:.1f} s)")
     print(f"spark session start      {session_start:7.1f} s (not counted below)")
@@ -121,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'yardstick':<24} {yard:7.1f} s {n / yard:12,.0f} commands/s")
     print(f"ratio pipeline/baseline  {end_to_end / baseline:7.2f}x")
     print(f"yardstick ratio          {end_to_end / yard:7.2f}x")
+    for title, window, url in (("CPU, pipeline end to end:", pipeline_cpu, pipe_url),
+                               ("CPU, yardstick:", yardstick_cpu, base_url)):
+        print_profile(title, window, n, "command", ["benchmark", "spark", "postgres"], server,
+                      {database_url(url).database})
     return 0
 
 
