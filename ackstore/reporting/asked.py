@@ -10,8 +10,8 @@ from datetime import date, datetime, timedelta, timezone
 from ackstore.ledger.reports import Window
 from ackstore.reporting.values import instant
 from ackstore.rules import errors
-from ackstore.rules.limits import MAX_SOURCE_BYTES, utf8_size
 from ackstore.rules.durations import parse_duration_ms
+from ackstore.rules.limits import MAX_SOURCE_BYTES, utf8_size
 
 DEFAULT_WINDOW = timedelta(hours=24)
 DEFAULT_BUCKET = "1h"
