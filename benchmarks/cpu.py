@@ -59,6 +59,7 @@ class MachineTicks:
     busy: int
     total: int
     cores: int
+    steal: int = 0  # ticks the hypervisor gave to other machines: neither busy nor idle for us
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class CpuProfile:
     busy: float  # the machine's busy CPU seconds, every core
     capacity: float  # the machine's CPU seconds, busy or not
     seconds: dict[str, float]
+    stolen: float = 0.0  # CPU seconds the hypervisor took for other machines (a shared host)
 
     @property
     def busy_fraction(self) -> float:
@@ -111,7 +113,7 @@ def parse_machine_stat(text: str) -> MachineTicks:
     user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in lines[0].split()[1:9])
     busy = user + nice + system + irq + softirq
     cores = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
-    return MachineTicks(busy=busy, total=busy + idle + iowait + steal, cores=cores)
+    return MachineTicks(busy=busy, total=busy + idle + iowait + steal, cores=cores, steal=steal)
 
 
 def read_processes(proc: Path = PROC) -> dict[int, ProcStat]:
@@ -177,7 +179,8 @@ def profile(start: Sample, stop: Sample) -> CpuProfile:
     busy = (stop.machine.busy - start.machine.busy) / TICKS_PER_SECOND
     seconds[OTHER] = busy - sum(seconds.values())
     return CpuProfile(wall=stop.wall - start.wall, cores=stop.machine.cores, busy=busy,
-                      capacity=(stop.machine.total - start.machine.total) / TICKS_PER_SECOND, seconds=seconds)
+                      capacity=(stop.machine.total - start.machine.total) / TICKS_PER_SECOND, seconds=seconds,
+                      stolen=(stop.machine.steal - start.machine.steal) / TICKS_PER_SECOND)
 
 
 class CpuWindow:
@@ -358,7 +361,8 @@ def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]
                  postgres: Mapping[str, float] | None = None) -> list[str]:
     """µs of CPU per ``unit`` by component (in ``order``, then ``other``) and ours (every
     component but other, less postgres's backends of other databases); the machine's busy share,
-    the rate per busy core, and the ceiling were ours alone on every core (cores / ours per unit);
+    the rate per busy core, and the ceiling were ours alone on every core (cores / ours per unit),
+    with the share of the cores' time the hypervisor gave to other machines when there was any;
     then, given :func:`postgres_parts`, postgres's µs per ``unit`` by whom it served."""
     per = {name: seconds / count * 1e6 for name, seconds in window.seconds.items()}
     names = [name for name in order if name in per] + [OTHER]
@@ -369,7 +373,9 @@ def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]
         f"CPU µs per {unit}: " + "  ".join(f"{name} {per[name]:.1f}" for name in names) + f"  ours {ours * 1e6:.1f}",
         f"machine busy {window.busy_fraction:.0%} of {window.cores} cores ({window.busy_cores:.2f} busy cores): "
         f"{rate / window.busy_cores if window.busy_cores else 0:,.0f} {unit}s/s per busy core; "
-        f"ceiling {window.cores} cores / ours = {ceiling:,.0f} {unit}s/s",
+        f"ceiling {window.cores} cores / ours = {ceiling:,.0f} {unit}s/s"
+        + (f"; {window.stolen / window.capacity:.0%} of the cores' time stolen by the hypervisor"
+           if window.capacity and window.stolen / window.capacity >= 0.01 else ""),
     ]
     if postgres:
         lines.append("postgres by whom it served, µs per " + unit + ": "

@@ -126,7 +126,7 @@ def test_parse_machine_stat_counts_busy_ticks_and_cores() -> None:
     text = ("cpu  100 5 50 800 40 3 2 7 11 0\ncpu0 50 2 25 400 20 1 1 3 5 0\n"
             "cpu1 50 3 25 400 20 2 1 4 6 0\nintr 1 2 3\nctxt 99\n")
     machine = parse_machine_stat(text)
-    assert (machine.busy, machine.total, machine.cores) == (160, 1007, 2)
+    assert (machine.busy, machine.total, machine.cores, machine.steal) == (160, 1007, 2, 7)
 
 
 def test_the_listener_of_a_port_is_the_process_holding_the_socket() -> None:
@@ -163,6 +163,9 @@ def test_report_lines_give_µs_per_unit_the_busy_cores_the_ceiling_and_postgres_
     assert third == ("postgres by whom it served, µs per signal: server 25.0  benchmark 50.0  other databases 50.0  "
                      "exited 25.0")
     assert len(report_lines(profile, 40_000, "signal", ["postgres"])) == 2
+    shared = CpuProfile(wall=10.0, cores=2, busy=10.0, capacity=20.0, stolen=6.0, seconds=profile.seconds)
+    assert report_lines(shared, 40_000, "signal", ["postgres"])[1].endswith(
+        "; 30% of the cores' time stolen by the hypervisor")
 
 
 @pytest.mark.parametrize(("title", "database"), [
