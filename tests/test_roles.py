@@ -142,6 +142,20 @@ def test_the_reporter_cannot_write_anything(engine: Engine, database_url: str, l
         reporter.dispose()
 
 
+def test_the_reporter_reads_who_a_signal_was_handed_to_but_not_the_token_key(engine: Engine, database_url: str,
+                                                                           logins) -> None:
+    """With a delivery's token_key one could mint its ack-tokens; show reads the rest."""
+    reporter = make_engine(as_login(database_url, logins["ackstore_reporter"]))
+    try:
+        assert refused(reporter, "SELECT token_key FROM deliveries")
+        assert refused(reporter, "SELECT * FROM deliveries")
+        with reporter.connect() as conn:
+            conn.execute(text("SELECT subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, "
+                              "done_at, answered_handout, answered_labels FROM deliveries")).all()
+    finally:
+        reporter.dispose()
+
+
 def test_the_ingest_role_cannot_change_a_decided_result_or_a_settlement(engine: Engine, database_url: str,
                                                                         logins) -> None:
     assert AckStore(engine).submit(twin_command(correlation_id="s1"))["status"] == 202  # a signal to change

@@ -41,8 +41,11 @@ REVOKE EXECUTE ON FUNCTION refresh_statistics(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline
 
 -- name: ackstore_reporter
--- The reports and what `show` reads, read-only.
-GRANT SELECT ON signals, acks, attempts, command_responses, request_results, settlements, deliveries,
+-- The reports and what `show` reads, read-only; of a delivery all but the key its tokens are made
+-- with (migration 0015: nothing the reporter runs reads it, and with it one could mint tokens).
+GRANT SELECT ON signals, acks, attempts, command_responses, request_results, settlements,
                 pipeline_watermarks TO ackstore_reporter;
+GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, done_at,
+              answered_handout, answered_labels) ON deliveries TO ackstore_reporter;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter
