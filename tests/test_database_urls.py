@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -218,8 +219,6 @@ def test_no_password_in_the_error_of_any_typed_form(form: str, password: str) ->
 
 
 def _unused_port() -> int:
-    import socket
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
