@@ -111,4 +111,4 @@ def test_show_prints_the_timeline_readably_at_80_columns_and_as_json(store: AckS
     state = json.loads(as_json.stdout)
     assert [row["checkpoint"] for row in state["timeline"]][-2:] == ["carried out", "ack"]
     unknown = subprocess.run([*command[:-1], "nobody"], capture_output=True, text=True, timeout=120)
-    assert unknown.returncode != 0 and "nobody" in unknown.stderr
+    assert unknown.returncode == 1 and json.loads(unknown.stdout)["status"] == 404 and "<nobody>" in unknown.stdout
