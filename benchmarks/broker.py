@@ -55,7 +55,7 @@ from ackstore.ledger.database import database_url, make_engine
 from ackstore.ledger.store import AckStore
 from benchmarks.cpu import CpuWindow, listener_pid, print_profile
 from benchmarks.ingest import THINGS, messages, raw_engine, raw_insert
-from benchmarks.pipeline import DEFAULT_SERVER, fresh_database, postmaster
+from benchmarks.pipeline import DEFAULT_SERVER, fresh_database, postmaster, spark_jvm
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AMQP = "amqp://guest:guest@127.0.0.1:5672/"
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed_things(spark, settings, url)
             started_at = ledger_now(url)
             cpu = CpuWindow({"postgres": [server_pid], "rabbitmq": [listener_pid(amqp_port)],
-                             "spark": [spark.sparkContext._gateway.proc.pid]}).start()  # the launched JVM
+                             "spark": [spark_jvm(spark)]}).start()
             started = time.perf_counter()
             connector = subprocess.Popen(
                 [sys.executable, "-m", "ackstore.cli", "--database-url", url, "connect", "amqp", "--url", args.amqp,

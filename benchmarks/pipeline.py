@@ -61,6 +61,11 @@ def postmaster(server_url: str) -> int | None:
     return postmaster_pid(data_directory)
 
 
+def spark_jvm(spark: object) -> int:
+    """The process id of the JVM a local Spark session launched (pyspark keeps it privately)."""
+    return spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
+
+
 def generate(url: str, commands: int, things: int) -> float:
     sections = _sections()
     engine = make_engine(url)
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         session_start = time.perf_counter() - started
         settings = PipelineSettings(database_url=pipe_url, partitions=max(2, args.cores * 2))
         server = postmaster(args.server)
-        pipeline_cpu = CpuWindow({"postgres": [server], "spark": [spark.sparkContext._gateway.proc.pid]}).start()
+        pipeline_cpu = CpuWindow({"postgres": [server], "spark": [spark_jvm(spark)]}).start()
         started = time.perf_counter()
         stats = pipeline.run(spark, settings)
         end_to_end = time.perf_counter() - started

@@ -287,13 +287,11 @@ def redacted(text: str, *, malformed: bool = False) -> str:
     """A URL as it may be printed: the password after ``user:`` replaced by ``***``, and a
     ``password=`` option's value too. ``malformed``: libpq could not read ``text``, so where its
     password ends is a guess — everything from the password on is hidden."""
-    scheme = _URL_FORM.match(text)
-    if scheme:
+    if _URL_FORM.match(text):
         text = re.sub(r"(password=)[^&]*" if malformed else r"(password=)[^&\s]*", r"\1***", text)
-        at = text.rfind("@")  # a password may hold an unencoded "/", "?", "#" or "@": the host follows the last
-        userinfo = text[scheme.end():at] if at > scheme.end() else None
-        if userinfo is not None and ":" in userinfo:
-            text = f"{text[:scheme.end()]}{userinfo.split(':', 1)[0]}:***{text[at:]}"
+        start, userinfo, rest = _userinfo(text)
+        if ":" in userinfo:
+            text = f"{start}{userinfo.split(':', 1)[0]}:***{rest}"
         return text
     keyword = _PASSWORD_KEYWORD.search(text)
     if keyword is None:
@@ -307,16 +305,25 @@ def redacted(text: str, *, malformed: bool = False) -> str:
 def _secret(text: str) -> str:
     """What in ``text`` may be (part of) its password: the userinfo after ``user:`` and the
     ``password=`` options of a URL; everything from the keyword on in ``key=value`` form."""
-    scheme = _URL_FORM.match(text)
-    if scheme:
-        at = text.rfind("@")
-        userinfo = text[scheme.end():at] if at > scheme.end() else ""
+    if _URL_FORM.match(text):
+        _, userinfo, _ = _userinfo(text)
         secret = userinfo.split(":", 1)[1] if ":" in userinfo else ""
         secret += " " + " ".join(re.findall(r"password=([^&]*)", text))
     else:
         keyword = _PASSWORD_KEYWORD.search(text)
         secret = text[keyword.end():] if keyword else ""
     return secret.strip()
+
+
+def _userinfo(text: str) -> tuple[str, str, str]:
+    """A URL's text split around its userinfo: what comes before it (the scheme), the userinfo
+    ("" when there is none) and the rest from its "@". A password may hold an unencoded "/", "?",
+    "#" or "@": the host follows the last "@"."""
+    scheme_end = _URL_FORM.match(text).end()  # type: ignore[union-attr]  # callers matched it
+    at = text.rfind("@")
+    if at <= scheme_end:
+        return text[:scheme_end], "", text[scheme_end:]
+    return text[:scheme_end], text[scheme_end:at], text[at:]
 
 
 def _without(message: str, text: str) -> str:
