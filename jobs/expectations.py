@@ -100,6 +100,11 @@ INVARIANTS: tuple[Invariant, ...] = (
     ),
     Invariant(
         "requests",
+        "a built-in ack stored as a row is one kept from before the lean ledger (decisions #96)",
+        "stored AND builtin_stored_since_lean",
+    ),
+    Invariant(
+        "requests",
         "a weak ack is a 200 (B.8)",
         "stored AND weak_not_200",
     ),

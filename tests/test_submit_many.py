@@ -259,23 +259,22 @@ def test_a_copy_cut_off_by_a_lost_connection_is_a_transient_failure(store: AckSt
 
     with store.engine.connect() as first:
         first.begin()
-        ingest.ingest(first, [twin_command(thing="org.acme/x")], api="http", source="conn",
-                      message_ids=["same"], settings=Settings())
+        first.execute(text("LOCK TABLE stage_signals IN ACCESS EXCLUSIVE MODE"))  # the COPY waits for it
         raised: list[BaseException] = []
 
         def submit() -> None:
             try:
                 store.submit_many([twin_command(thing="org.acme/y"), twin_command(thing="org.acme/z")],
-                                  source="conn", source_message_ids=["same", "other"])
+                                  source="conn", source_message_ids=["one", "other"])
             except Exception as error:  # noqa: BLE001 — the test looks at what it is
                 raised.append(error)
 
         second = threading.Thread(target=submit)
         second.start()
         waiting = text("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() "
-                       "AND query LIKE '%COPY signals%' AND wait_event_type = 'Lock'")
+                       "AND query LIKE '%COPY stage_signals%' AND wait_event_type = 'Lock'")
         with store.engine.connect() as watcher:
-            for _ in range(200):  # the COPY waits for the first's uncommitted key
+            for _ in range(200):
                 pid = watcher.execute(waiting).scalar()
                 watcher.rollback()
                 if pid is not None or not second.is_alive():

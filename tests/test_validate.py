@@ -104,11 +104,21 @@ def _invariant(fragment: str) -> str:
     return match
 
 
-# A stored twin-persisted ack (as ledgers from before the lean model hold) whose event is gone.
+# A stored twin-persisted ack (as ledgers from before the lean model hold: its response is of the
+# batch 'migrated', and the ack counted in time) whose event is gone.
 LOST_EVENT = [
-    f"UPDATE command_responses SET event_id = NULL, revision = NULL, event_action = NULL WHERE signal_id = {_id('acks')}",
-    "INSERT INTO acks (signal_id, attempt, label, status, headers, issuer, disposition) "
-    f"VALUES ({_id('acks')}, 1, 'twin-persisted', 201, '{{}}', 'ackstore', 'counted')",
+    "INSERT INTO ledger_batches (step, committed_at) VALUES ('migrated', now())",
+    "UPDATE command_responses SET event_id = NULL, revision = NULL, event_action = NULL, "
+    f"batch_id = (SELECT max(id) FROM ledger_batches WHERE step = 'migrated') WHERE signal_id = {_id('acks')}",
+    "INSERT INTO acks (signal_id, attempt, label, status, headers, issuer, received_at, disposition) "
+    f"SELECT {_id('acks')}, 1, 'twin-persisted', 201, '{{}}', 'ackstore', opened_at, 'counted' FROM attempts "
+    f"WHERE signal_id = {_id('acks')} AND attempt = 1",
+]
+# A built-in ack stored as a row for a command applied since the lean ledger (its fact is derived).
+FORGED_BUILTIN = [
+    "INSERT INTO acks (signal_id, attempt, label, status, headers, issuer, received_at, disposition) "
+    f"SELECT {_id('acks')}, 1, 'twin-persisted', 500, '{{}}', 'ackstore', opened_at, 'counted' FROM attempts "
+    f"WHERE signal_id = {_id('acks')} AND attempt = 1",
 ]
 
 CORRUPTIONS = [
@@ -147,6 +157,8 @@ CORRUPTIONS = [
     ("twin-persisted for a command whose response failed", "response is a success",
      [f"UPDATE command_responses SET status = 500 WHERE signal_id = {_id('acks')}"], "acks"),
     ("twin-persisted without its event", "revision is in the event log", LOST_EVENT, "acks"),
+    ("a built-in ack stored as a row since the lean ledger", "kept from before the lean ledger", FORGED_BUILTIN,
+     "acks"),
     ("a weak ack that is not a 200", "weak ack is a 200",
      ["UPDATE acks SET status = 204 WHERE weak"], "weak-custom"),
     ("a weak ack without its header", "carries the header ditto-weak-ack",
@@ -234,6 +246,7 @@ def test_after_a_repair_the_next_run_passes_and_settles(ledger: str) -> None:
 def test_the_cli_exits_non_zero_and_prints_the_failures(ledger: str) -> None:
     engine = make_engine(ledger)
     with engine.begin() as conn:
+        conn.execute(text("SET LOCAL session_replication_role = replica"))  # a superuser, the guards' triggers off
         for statement in LOST_EVENT:
             conn.execute(text(statement))
     engine.dispose()

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ackstore.ledger.named_sql import ledger_statement
-from ackstore.rules import envelopes, jsontext
-from ackstore.rules.acks import ABSENT, Ack, Disposition, disposition_on_arrival
+from ackstore.rules import jsontext
+from ackstore.rules.acks import ABSENT, Ack, disposition_on_arrival
 
 
 def _sql(name: str) -> Any:
@@ -47,15 +47,11 @@ def store_ack(conn: Connection, target: Any, ack: Ack, issuer: str, decided: boo
     }
     disposition = disposition_on_arrival(
         decided=decided, requested=ack.label in target.requested_acks, invalid=invalid is not None)
-    if disposition is Disposition.COUNTED and conn.execute(_sql("insert_counted_ack"), row).first() is not None:
-        return
-    if disposition is Disposition.COUNTED:  # the first for its label was counted already
-        disposition = Disposition.DUPLICATE
-    conn.execute(_sql("insert_ack"), {**row, "disposition": disposition.value})
+    conn.execute(_sql("insert_ack"), {**row, "disposition": disposition.value})  # a counted one may stay a duplicate
 
 
-def store_live_response(conn: Connection, signal_id: int, answer: envelopes.LiveResponse) -> None:
+def store_live_response(conn: Connection, signal_id: int) -> None:
     """The first live response is the signal's response: the requester's plain answer when it
-    asked for none of the labels (B.7)."""
-    conn.execute(_sql("insert_live_response"),
-                 {"signal_id": signal_id, "status": answer.status, "payload": _json(answer.value)})
+    asked for none of the labels (B.7). It is what the live-response ack counted for the signal
+    carries, stored just before."""
+    conn.execute(_sql("insert_live_response"), {"signal_id": signal_id})

@@ -38,7 +38,6 @@ def subscriber_row(
         raise errors.json_field_invalid("/channels", "non-empty JSON array of 'twin' and 'live'")
     return {
         "subscriber": subscriber,
-        "holder": f"connection:{connection}" if connection else f"subscriber:{subscriber}",
         "connection_id": connection,
         "filter": filter,
         "namespaces": list(namespaces) if namespaces is not None else None,
@@ -60,26 +59,8 @@ def declarable_labels(requested: object, connection: str | None) -> list[str]:
 
 def declare(conn: Connection, row: dict[str, Any], wanted: list[str]) -> errors.DittoError | None:
     """Store the subscriber and its group's labels; the 409 when they clash, and nothing written."""
-    conn.execute(_sql("lock"))
-    conflict = _conflict(conn, row["subscriber"], row["holder"], wanted)
-    if conflict is not None:
-        return conflict
-    previous_holder = conn.execute(_sql("holder_of"), row).scalar()
-    conn.execute(_sql("upsert_subscriber"), row)
-    if previous_holder is not None and previous_holder != row["holder"]:
-        conn.execute(_sql("release_orphaned_labels"), {"holder": previous_holder})
-    conn.execute(_sql("drop_undeclared"), {"holder": row["holder"], "labels": wanted})
-    conn.execute(_sql("declare_labels"), {"holder": row["holder"], "labels": wanted})
-    return None
-
-
-def _conflict(conn: Connection, subscriber: str, holder: str, wanted: list[str]) -> errors.DittoError | None:
-    """409 if another holder owns one of the labels, or the group declares a different set."""
-    params = {"subscriber": subscriber, "holder": holder, "labels": wanted}
-    if conn.execute(_sql("others_in_group"), params).scalar_one():
-        if set(conn.execute(_sql("group_labels"), params).scalars()) != set(wanted):
-            return errors.label_not_unique()
-    return errors.label_not_unique() if conn.execute(_sql("labels_taken"), params).scalar_one() else None
+    declared = conn.execute(_sql("declare"), row | {"labels": wanted}).scalar_one()
+    return None if declared else errors.label_not_unique()
 
 
 def labels_declared_by(conn: Connection, subscriber: str) -> set[str]:

@@ -21,7 +21,7 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, select
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import deliveries
@@ -29,7 +29,6 @@ from ackstore.rules import errors, jsontext, subscriptions, wire
 from ackstore.rules.acks import ABSENT
 from ackstore.rules.envelopes import Signal
 
-READY = text("'-infinity'::timestamptz")  # available_at of a row ready to be handed out, whatever the clock
 EVENT_SCAN = 500  # events read per round while looking for ones that match the subscriber
 
 
@@ -56,11 +55,8 @@ def pull(
     if subscriber is None:
         raise errors.subscriber_not_found(subscriber_id)
     params = {"subscriber": subscriber_id, "now": now, "lease_ms": lease_ms}
-    decided = list(conn.execute(_sql("decided_ready"), params).scalars())
-    if decided:
-        conn.execute(_sql("close"), params | {"signal_ids": decided})
-    ready = list(conn.execute(_sql("ready"), params | {"limit": limit}).scalars())
-    handed = [dict(row) for row in conn.execute(_sql("lease"), params | {"signal_ids": ready}).mappings()] if ready else []
+    conn.execute(_sql("decided_ready"), params)
+    handed = [dict(row) for row in conn.execute(_sql("ready"), params | {"limit": limit}).mappings()]
     if len(handed) < limit and "twin" in subscriber["channels"]:
         budget = scan_budget(limit) if max_scan is None else max_scan
         handed += _hand_out_new_events(conn, subscriber, limit - len(handed), params, budget)
@@ -102,18 +98,12 @@ def _hand_out_new_events(
             "attempt": event["attempt"],
             "event_id": event["event_id"],
             "token_key": secrets.token_hex(16),
-            "handouts": 1,
-            "available_at": _lease_end(params),
-            "leased_at": params["now"],
+            "available_at": _lease_end(params).isoformat(),
+            "leased_at": params["now"].isoformat(),
         }
         for event in chosen
     ]
-    inserted = conn.execute(
-        deliveries.insert().returning(
-            deliveries.c.signal_id, deliveries.c.attempt, deliveries.c.handouts, deliveries.c.token_key
-        ),
-        rows,
-    )
+    inserted = conn.execute(_sql("hand_out_events"), {"rows": jsontext.dumps(rows)})
     return [dict(row) for row in inserted.mappings()]
 
 
@@ -181,12 +171,12 @@ def fan_out_live(conn: Connection, stored: Sequence[tuple[int, Signal]]) -> None
         value = None if signal.value is ABSENT else signal.value
         view = subscriptions.SignalView(signal.kind, signal.thing_id, signal.action, signal.path, value)
         rows.extend(
-            {"subscriber_id": sub.id, "signal_id": signal_id, "token_key": secrets.token_hex(16), "handouts": 0}
+            {"subscriber_id": sub.id, "signal_id": signal_id, "token_key": secrets.token_hex(16)}
             for sub in live_subscribers
             if subscriptions.exclusion(sub, view) is None
         )
     if rows:
-        conn.execute(deliveries.insert().values(available_at=READY), rows)
+        conn.execute(_sql("hand_out_live"), {"rows": jsontext.dumps(rows)})
 
 
 def handouts_of(conn: Connection, signal_id: int) -> list[dict[str, Any]]:
@@ -257,6 +247,3 @@ def was_handed(conn: Connection, subscriber: str, signal_id: int) -> bool:
 def close_without_token(conn: Connection, subscriber: str, signal_id: int, now: datetime | None) -> None:
     conn.execute(_sql("close_without_token"), {"subscriber": subscriber, "signal_id": signal_id, "now": now})
 
-
-def reopen(conn: Connection, signal_id: int, attempt: int) -> None:
-    conn.execute(_sql("reopen"), {"signal_id": signal_id, "attempt": attempt})

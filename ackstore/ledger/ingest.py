@@ -28,7 +28,6 @@ import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from sqlalchemy import Connection
@@ -43,7 +42,6 @@ from ackstore.rules.settings import Settings
 
 THING_INGESTION_LOCK = 1  # advisory-lock class of per-thing ingestion (two-key form)
 UNIQUE_VIOLATION = "23505"
-PREPARED_INSERT_ONE = "ackstore_insert_one"  # the session's prepared statement (sql/ingest.sql)
 
 
 @dataclass(frozen=True)
@@ -253,11 +251,11 @@ class _Decisions:
 
 
 def _store_batch(conn: Connection, intake: Intake) -> None:
-    now = _lock_things(conn, {parsed.signal.thing_id for parsed in intake.parsed})
+    _lock_things(conn, {parsed.signal.thing_id for parsed in intake.parsed})
     taken_messages, taken_correlations = _already_stored(
         conn, intake.source, [parsed.message_id for parsed in intake.parsed], intake.correlation_ids())
     decisions = _Decisions(frozenset(taken_messages), frozenset(taken_correlations))
-    rows = _copy_rows(_decided_new(intake.valid(), decisions), intake.api, intake.source, now)
+    rows = _copy_rows(_decided_new(intake.valid(), decisions), intake.api, intake.source)
     ids = _copy_new(conn, intake.api, intake.source, rows, decisions)
     _answer(conn, intake.source, decisions, ids, intake.results)
 
@@ -271,30 +269,27 @@ def _decided_new(valid: Iterator[_Valid], decisions: _Decisions) -> Iterator[_Va
 
 
 def _copy_new(conn: Connection, api: str, source: str, rows: Iterator[str], decisions: _Decisions) -> dict[str, int]:
-    """Store the new signals with one COPY and queue their work; their ids by message id. If a
-    concurrent submission took a key first, the COPY is undone and insert_signals skips that row."""
+    """Stage the new signals with one COPY, then store them and queue their work in one call;
+    their ids by message id. If a concurrent submission took a key first, both are undone and
+    insert_signals skips that row."""
     try:
         with conn.begin_nested():
             copy_in(conn, ledger_sql("ingest", "copy_signals"), rows)
+            if not decisions.new:
+                return {}
+            copied = conn.execute(ledger_statement("ingest", "enqueue_copied"))
+            return {message_id: signal_id for signal_id, message_id in copied}
     except DBAPIError as error:
         if getattr(error.orig, "pgcode", None) != UNIQUE_VIOLATION:
             raise
-        for _ in rows:  # decide what the COPY did not ask for before it failed
-            pass
         return _insert_new(conn, api, source, list(decisions.new.values()))
-    if not decisions.new:
-        return {}
-    copied = conn.execute(ledger_statement("ingest", "enqueue_copied"),
-                          {"source": source, "message_ids": text_array(decisions.new)})
-    return {message_id: signal_id for signal_id, message_id in copied}
 
 
-def _lock_things(conn: Connection, thing_ids: set[str]) -> datetime:
-    """Take the things' ingestion locks (in hash order); the transaction's time."""
-    row = conn.execute(
+def _lock_things(conn: Connection, thing_ids: set[str]) -> None:
+    """Take the things' ingestion locks (in hash order)."""
+    conn.execute(
         ledger_statement("ingest", "lock_things"), {"lock_class": THING_INGESTION_LOCK, "thing_ids": text_array(thing_ids)}
-    ).one()
-    return row.now
+    )
 
 
 def _answer(
@@ -376,23 +371,22 @@ _COPY_ESCAPES = str.maketrans({"\x00": "\t", "\\": "\\\\", "\n": "\\n", "\r": "\
 _NULL = "\\N"
 
 
-def _copy_rows(new: Iterator[_Valid], api: str, source: str, now: datetime) -> Iterator[str]:
+def _copy_rows(new: Iterator[_Valid], api: str, source: str) -> Iterator[str]:
     """COPY lines (copy_signals' columns) of the new signals, made one by one as the COPY asks
     for them (the server stores one chunk while Python encodes the next)."""
     constant = "\x00".join((source, api)).translate(_COPY_ESCAPES)
     requests: dict[tuple[int, tuple[str, ...], bool], str] = {}  # most signals request alike
-    for _, message_id, signal, request in new:
+    for position, (_, message_id, signal, request) in enumerate(new):
         key = (request.timeout_ms, request.requested_acks, request.response_required)
         requested = requests.get(key)
         if requested is None:
-            deadline = now + timedelta(milliseconds=request.timeout_ms)
             requested = requests[key] = "\t".join((
                 text_array(request.requested_acks).translate(_COPY_ESCAPES), "t" if request.response_required else "f",
-                str(request.timeout_ms), deadline.isoformat()))
+                str(request.timeout_ms)))
         texts = "\x00".join((message_id, request.correlation_id, signal.channel, signal.kind, signal.action,
                              signal.thing_id, signal.topic, signal.path)).translate(_COPY_ESCAPES)
         value = _NULL if signal.value is ABSENT else _copy_json(signal.value)
-        yield f"{constant}\t{texts}\t{_copy_json(request.headers)}\t{value}\t{requested}\n"
+        yield f"{position}\t{constant}\t{texts}\t{_copy_json(request.headers)}\t{value}\t{requested}\n"
 
 
 def _copy_json(value: Any) -> str:
@@ -424,7 +418,6 @@ def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: l
 def _insert_one(conn: Connection, item: _Valid, api: str, source: str) -> int | None:
     """The new signal's id; None if its message or correlation id is taken."""
     signal, request = item.signal, item.request
-    _prepare_insert_one(conn)
     return conn.execute(ledger_statement("ingest", "insert_one"), {
         "lock_class": THING_INGESTION_LOCK, "source": source, "source_message_id": item.message_id,
         "correlation_id": request.correlation_id, "api": api, "channel": signal.channel, "kind": signal.kind,
@@ -437,14 +430,6 @@ def _insert_one(conn: Connection, item: _Valid, api: str, source: str) -> int | 
 
 def _accepted(item: _Valid, signal_id: int) -> Stored:
     return Stored(accepted(item.request.correlation_id), signal_id, bool(item.request.requested_acks))
-
-
-def _prepare_insert_one(conn: Connection) -> None:
-    """Prepare insert_one on this session, once (a prepared statement outlives a rollback)."""
-    session = conn.connection.info
-    if not session.get(PREPARED_INSERT_ONE):
-        conn.exec_driver_sql(ledger_sql("ingest", "prepare_insert_one"))
-        session[PREPARED_INSERT_ONE] = True
 
 
 # --- retransmissions (A.3) and redeliveries (A.2.10) -----------------------------------------
@@ -472,17 +457,8 @@ def _open_next_attempt(conn: Connection, current: Any) -> None:
     change is not applied again; a built-in fact already in the ledger counts at once."""
     attempt = current.attempt + 1
     labels_again = list(settlement.labels_to_request_again(current.requested_acks, current.ack_statuses or {}))
-    params = {"signal_id": current.id, "attempt": attempt}
-    conn.execute(
-        ledger_statement("ingest", "open_attempt"),
-        params | {"requested_acks": labels_again, "timeout_ms": current.timeout_ms},
-    )
-    conn.execute(ledger_statement("ingest", "mark_requeued"), params)
-    conn.execute(ledger_statement("ingest", "enqueue_attempt"), params)
-    deliveries.reopen(conn, current.id, attempt)
-    builtin_again = [label for label in labels_again if labels.is_builtin(label)]
-    if builtin_again:
-        conn.execute(
-            ledger_statement("ingest", "carry_builtin_facts"),
-            params | {"labels": builtin_again, "builtin_issuer": BUILTIN_ISSUER},
-        )
+    conn.execute(ledger_statement("ingest", "open_attempt"), {
+        "signal_id": current.id, "attempt": attempt, "requested_acks": labels_again,
+        "builtin_labels": [label for label in labels_again if labels.is_builtin(label)],
+        "builtin_issuer": BUILTIN_ISSUER,
+    })

@@ -314,6 +314,7 @@ settlements = Table(
     PrimaryKeyConstraint("signal_id", "attempt"),
     UniqueConstraint("id"),
     CheckConstraint(_in("decision", SETTLEMENT_DECISIONS), name="decision"),
+    CheckConstraint("carried_out_at >= decided_at", name="carried_out"),  # never before it was decided
     CheckConstraint("attempt > 0", name="attempt"),
 )
 Index("ix_settlements_not_carried_out", settlements.c.signal_id, postgresql_where=text("carried_out_at IS NULL"))
@@ -488,6 +489,22 @@ stage_settlements = _staging(
     Column("decision", Text, nullable=True),  # NULL: no transport settlement (not from a connection)
 )
 Index(None, stage_settlements.c.run_id)
+
+# The bulk intake's staging (migration 0016): the ingest role COPYs a batch's signals here, and
+# merge_staged_signals moves this transaction's rows into signals in the same transaction. The
+# role may insert every column but ``batch``, so a batch is always its own transaction's.
+STAGED_SIGNAL_COLUMNS = ("source", "api", "source_message_id", "correlation_id", "channel", "kind", "action",
+                         "thing_id", "topic", "path", "headers", "value", "requested_acks", "response_required",
+                         "timeout_ms")
+stage_signals = Table(
+    "stage_signals",
+    metadata,
+    Column("batch", BigInteger, nullable=False, server_default=text("txid_current()")),
+    Column("ord", Integer, nullable=False),  # the batch's order
+    *(Column(column.name, column.type, nullable=column.nullable) for column in signals.columns
+      if column.name in STAGED_SIGNAL_COLUMNS),
+    prefixes=["UNLOGGED"],
+)
 
 STAGING_TABLES = (
     stage_twin_outcomes,

@@ -65,8 +65,9 @@ def replies(conn: Connection, decisions: Sequence[Undone]) -> list[Reply]:
 def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *, held: bool) -> set[int]:
     """Record that (signal, attempt) decisions are carried out now; the signals recorded.
 
-    ``held``: this connector holds the deliveries, so it records even over an earlier record (a
-    redelivered copy of a message settled again). Otherwise only the first recorder wins.
+    ``held``: this connector holds the deliveries, so every one is returned, even one recorded
+    before (a redelivered copy of a message settled again; the first record's time is kept).
+    Otherwise only the first recorder gets it.
     """
     if not decisions:
         return set()
@@ -75,7 +76,7 @@ def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *
 
 
 def record_latest(conn: Connection, signal_ids: Iterable[int]) -> None:
-    """Record that the newest decision of each signal is carried out again now."""
+    """Record that the newest decision of each signal is carried out (unless it was recorded)."""
     ids = list(signal_ids)
     if ids:
         conn.execute(ledger_statement("settlements", "record_latest"), {"signal_ids": ids})

@@ -206,7 +206,7 @@ class AckStore:
             if to_store:
                 acks.store_ack(conn, target, ack, subscriber, decided)
                 if not decided:
-                    acks.store_live_response(conn, target.id, answer)
+                    acks.store_live_response(conn, target.id)
         return dict(NO_CONTENT)
 
     def _answer_handout(

@@ -54,7 +54,11 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
        COALESCE(k.persisted, false) AS stored_persisted, b.persisted AS derived_persisted,
        COALESCE(k.duplicated, false) AS duplicated, COALESCE(k.unrequested, false) AS unrequested,
        COALESCE(k.weak_not_200, false) AS weak_not_200, COALESCE(k.weak_unmarked, false) AS weak_unmarked,
-       COALESCE(k.weak_undeclared, false) AS weak_undeclared
+       COALESCE(k.weak_undeclared, false) AS weak_undeclared,
+       -- a built-in ack stored as a row (decisions #96): only one kept from before the lean ledger
+       COALESCE(k.stored_builtin, false)
+           AND NOT EXISTS (SELECT 1 FROM ledger_batches rb WHERE rb.id = cr.batch_id AND rb.step = 'migrated')
+           AS builtin_stored_since_lean
 FROM (
     SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at
     FROM (  -- what the body says, against the labels requested, before any other join: a body is
@@ -82,6 +86,7 @@ LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, b
            count(*) > count(DISTINCT k.label) AS duplicated,
            bool_or(k.label <> ALL (a.requested_acks)) AS unrequested,
            bool_or(k.label = twin_persisted()) AS persisted,
+           bool_or(k.label IN (twin_persisted(), search_persisted())) AS stored_builtin,
            bool_or(k.weak AND k.status <> 200) AS weak_not_200,
            bool_or(k.weak AND (k.headers ->> 'ditto-weak-ack') IS DISTINCT FROM 'true') AS weak_unmarked,
            bool_or(k.weak AND k.label <> ALL (builtin_labels())

@@ -3,35 +3,22 @@
 
 -- name: current_request
 -- The request an ack is for: the signal, share-locked so that deciding it waits for this ack,
--- with its current attempt and the labels that attempt requested.
-SELECT s.id, s.thing_id, s.channel, s.kind, s.action, s.path, a.attempt, a.requested_acks
-FROM signals s
-JOIN current_attempts a ON a.signal_id = s.id
-WHERE s.correlation_id = :correlation_id
-FOR SHARE OF s
+-- with its current attempt and the labels that attempt requested (the function lock_request).
+SELECT r.* FROM lock_request(:correlation_id) r
+
 
 -- name: is_decided
 -- Whether the request (that attempt of the signal) has its result.
 SELECT EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = :signal_id AND r.attempt = :attempt)
 
 -- name: insert_ack
--- An ack kept with its disposition (late, unrequested, duplicate, invalid with why).
-INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, disposition, reason)
-VALUES (:signal_id, :attempt, :label, :status, CAST(:payload AS jsonb), CAST(:headers AS jsonb), :issuer,
-        :disposition, :reason)
+-- An ack kept with its disposition (the function store_ack): the disposition stored — a
+-- counted one that lost to an earlier ack of its label is kept as a duplicate.
+SELECT store_ack(CAST(:signal_id AS bigint), CAST(:attempt AS integer), :label, CAST(:status AS smallint),
+                 CAST(:payload AS jsonb), CAST(:headers AS jsonb), :issuer, :disposition, :reason)
 
--- name: insert_counted_ack
--- The first ack of its label for the request counts; another is refused here (no row returned)
--- by the partial unique index over counted acks (counted() folds into the index's literal, so
--- PostgreSQL infers it).
-INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, disposition)
-VALUES (:signal_id, :attempt, :label, :status, CAST(:payload AS jsonb), CAST(:headers AS jsonb), :issuer,
-        counted())
-ON CONFLICT (signal_id, attempt, label) WHERE disposition = counted() DO NOTHING
-RETURNING id
 
 -- name: insert_live_response
--- The first live response is the signal's response (a live response never short-circuits).
-INSERT INTO command_responses (signal_id, status, payload, is_error)
-VALUES (:signal_id, :status, CAST(:payload AS jsonb), false)
-ON CONFLICT (signal_id) DO NOTHING
+-- The first live response is the signal's response (the function store_live_response).
+SELECT store_live_response(CAST(:signal_id AS bigint))
+

@@ -22,21 +22,12 @@ JOIN signals s ON s.id = d.signal_id
 JOIN request_answers r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
 
 -- name: record
--- Decisions carried out now. :held — the connector holds these deliveries and carries them
--- out: recorded first, so that a crash before the broker hears of it leaves a decision the
--- redelivered copy is settled from at once (decisions #33), even over an earlier record.
--- Otherwise (settled when stored, QoS 0) only the first connector of the source to see the
--- decision records it, and only that one publishes the response.
-UPDATE settlements st SET carried_out_at = clock_timestamp()
-FROM unnest(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[])) AS d(signal_id, attempt)
-WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt
-  AND (CAST(:held AS boolean) OR st.carried_out_at IS NULL)
-RETURNING st.signal_id
+-- Decisions carried out now (the function record_carried_out). :held — the connector holds
+-- these deliveries: every one is returned (decisions #33); otherwise those recorded now.
+SELECT record_carried_out(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[]), CAST(:held AS boolean))
+
 
 -- name: record_latest
 -- A redelivered copy settled from its signal's decision: the newest attempt's settlement.
-UPDATE settlements st SET carried_out_at = clock_timestamp()
-FROM (SELECT x.signal_id, max(x.attempt) AS attempt FROM settlements x
-      WHERE x.signal_id = ANY (CAST(:signal_ids AS bigint[])) GROUP BY x.signal_id) d
-WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt
-RETURNING st.signal_id
+SELECT record_latest_carried_out(CAST(:signal_ids AS bigint[]))
+

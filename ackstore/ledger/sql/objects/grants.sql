@@ -9,18 +9,64 @@ GRANT USAGE, CREATE ON SCHEMA public TO ackstore_admin;
 GRANT USAGE ON SCHEMA public TO ackstore_ingest, ackstore_pipeline, ackstore_reporter
 
 -- name: ackstore_ingest
--- Submit, declare, ack, respond, pull, and the connector's writes. UPDATE (received_at) only
--- for the row lock a FOR SHARE takes (a trigger refuses any change of a signal).
-GRANT SELECT, INSERT ON signals, attempts, acks, command_responses TO ackstore_ingest;
-GRANT UPDATE (received_at) ON signals TO ackstore_ingest;
-GRANT INSERT ON queue_apply TO ackstore_ingest;
-GRANT SELECT, INSERT, UPDATE ON queue_decide, subscribers, deliveries TO ackstore_ingest;
-GRANT SELECT, INSERT, DELETE ON declared_labels TO ackstore_ingest;
-GRANT SELECT ON settlements TO ackstore_ingest;
-GRANT UPDATE (carried_out_at) ON settlements TO ackstore_ingest;
-GRANT SELECT ON request_results, search_index, search_things TO ackstore_ingest;
+-- Submit, declare, ack, respond, pull, and the connector's writes: through the write functions
+-- alone (intake.sql, answering.sql, pulling.sql, declaring.sql, carrying_out.sql; migration
+-- 0016), and the staging table of the bulk intake, all of whose columns but the batch key it may
+-- fill. It reads what those paths and `result` and `search` read.
+GRANT SELECT ON signals, attempts, acks, command_responses, subscribers, declared_labels, deliveries, settlements,
+                request_results, search_index, search_things TO ackstore_ingest;
+GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
+              headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
-                request_answers TO ackstore_ingest
+                request_answers TO ackstore_ingest;
+REVOKE EXECUTE ON FUNCTION
+    merge_staged_signals(),
+    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
+    insert_signals(text, text, json),
+    hand_out_live(json),
+    lock_retransmitted(text, text[]),
+    retransmitted(text, text),
+    open_next_attempt(bigint, integer, text[], text[], text),
+    lock_request(text),
+    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
+    store_live_response(bigint),
+    lock_handout(text, bigint),
+    answer_handout(text, bigint, integer, text[], timestamptz),
+    close_handout(text, bigint, timestamptz),
+    close_decided_handouts(text, timestamptz),
+    lease_ready(text, timestamptz, integer, bigint),
+    lock_event_position(text),
+    move_event_position(text, bigint),
+    hand_out_events(json),
+    close_handouts(text, bigint[], timestamptz),
+    declare_subscriber(text, text, text, text[], text[], text[]),
+    record_carried_out(bigint[], integer[], boolean),
+    record_latest_carried_out(bigint[])
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    merge_staged_signals(),
+    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
+    insert_signals(text, text, json),
+    hand_out_live(json),
+    lock_retransmitted(text, text[]),
+    retransmitted(text, text),
+    open_next_attempt(bigint, integer, text[], text[], text),
+    lock_request(text),
+    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
+    store_live_response(bigint),
+    lock_handout(text, bigint),
+    answer_handout(text, bigint, integer, text[], timestamptz),
+    close_handout(text, bigint, timestamptz),
+    close_decided_handouts(text, timestamptz),
+    lease_ready(text, timestamptz, integer, bigint),
+    lock_event_position(text),
+    move_event_position(text, bigint),
+    hand_out_events(json),
+    close_handouts(text, bigint[], timestamptz),
+    declare_subscriber(text, text, text, text[], text[], text[]),
+    record_carried_out(bigint[], integer[], boolean),
+    record_latest_carried_out(bigint[])
+TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.

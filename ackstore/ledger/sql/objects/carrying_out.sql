@@ -1,0 +1,76 @@
+-- Carrying settlements out: a decision is made once by the pipeline; a connector only records
+-- when it carried it out (migration 0016). The connector's role holds EXECUTE on these and no
+-- UPDATE of settlements; the trigger keeps every writer, the pipeline and the admin role
+-- included, to what carrying out may change.
+
+-- name: settlements_keep_their_decision
+-- A settlement's decision, its time and its attempt never change; it is carried out once, never
+-- before it was decided, and never cleared (issue 26). A later record of the same carrying out
+-- (a held copy settled again after a crash, decisions #33) keeps the first time.
+-- version: 0016
+CREATE OR REPLACE FUNCTION settlements_keep_their_decision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF (NEW.id, NEW.signal_id, NEW.attempt, NEW.decision, NEW.decided_at)
+     IS DISTINCT FROM (OLD.id, OLD.signal_id, OLD.attempt, OLD.decision, OLD.decided_at) THEN
+    RAISE EXCEPTION 'ackstore: a settlement''s decision never changes' USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF OLD.carried_out_at IS NOT NULL AND NEW.carried_out_at IS DISTINCT FROM OLD.carried_out_at THEN
+    RAISE EXCEPTION 'ackstore: settlement of attempt % of signal % was carried out already', OLD.attempt, OLD.signal_id
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN NEW;
+END $$;
+
+-- name: settlements_carried_out_once
+-- The trigger of the function above.
+-- version: 0016
+CREATE OR REPLACE TRIGGER settlements_carried_out_once BEFORE UPDATE ON settlements
+FOR EACH ROW EXECUTE FUNCTION settlements_keep_their_decision();
+
+-- name: record_carried_out
+-- Decisions carried out now, by (signal, attempt). ``held``: the connector holds these
+-- deliveries and carries them out — recorded first, so that a crash before the broker hears of
+-- it leaves a decision the redelivered copy is settled from at once (decisions #33); every one
+-- is returned, an earlier record kept. Otherwise (settled when stored, QoS 0) only the first
+-- connector of the source to see the decision records it, and only that one publishes the
+-- response: those it recorded now are returned.
+-- version: 0016
+CREATE OR REPLACE FUNCTION record_carried_out(signal_ids bigint[], attempts integer[], held boolean)
+RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NOT record_carried_out.held THEN
+    RETURN QUERY
+    UPDATE settlements st SET carried_out_at = clock_timestamp()
+    FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
+    WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
+    RETURNING st.signal_id;
+    RETURN;
+  END IF;
+  UPDATE settlements st SET carried_out_at = clock_timestamp()
+  FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
+  WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL;
+  RETURN QUERY
+  SELECT st.signal_id
+  FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
+  JOIN settlements st ON st.signal_id = d.signal_id AND st.attempt = d.attempt;
+END $$;
+
+-- name: record_latest_carried_out
+-- Redelivered copies settled from their signals' decisions: the newest attempt's settlement of
+-- each, recorded unless it was; every signal that has one is returned.
+-- version: 0016
+CREATE OR REPLACE FUNCTION record_latest_carried_out(signal_ids bigint[]) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  RETURN QUERY
+  WITH latest AS (
+      SELECT x.signal_id, max(x.attempt) AS attempt FROM settlements x
+      WHERE x.signal_id = ANY (record_latest_carried_out.signal_ids) GROUP BY x.signal_id
+  ), recorded AS (
+      UPDATE settlements st SET carried_out_at = clock_timestamp()
+      FROM latest d
+      WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
+  )
+  SELECT l.signal_id FROM latest l;
+END $$;

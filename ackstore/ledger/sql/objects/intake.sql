@@ -1,0 +1,215 @@
+-- Intake: the only ways a signal, its next attempt and its live hand-outs enter the ledger
+-- (migration 0016). The ingest role holds EXECUTE on these and no INSERT, UPDATE or DELETE on a
+-- ledger table. Each is SECURITY DEFINER (it writes as the admin role, which owns the tables),
+-- with its search_path pinned (pg_temp last: no caller's table can stand in for a ledger's),
+-- and checks what a caller could otherwise forge. PL/pgSQL: a session plans each statement once.
+
+-- name: merge_staged_signals
+-- The bulk path's second half: the rows this transaction COPYed into stage_signals (the role may
+-- only insert there, and never choose the batch key) become signals, in their order (ids follow
+-- it), with the work they make — apply_twin for twin commands, the sweep for every request —
+-- and leave the staging table. Deadlines count from the transaction's time, as every path's do;
+-- the table's constraints check the rest. A key already taken fails it whole (the careful path
+-- answers then). The new signals' ids by message id.
+-- version: 0016
+CREATE OR REPLACE FUNCTION merge_staged_signals() RETURNS TABLE (id bigint, source_message_id text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH staged AS (
+      DELETE FROM stage_signals x WHERE x.batch = txid_current() RETURNING x.*
+  ), stored AS (
+      INSERT INTO signals (source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic,
+                           path, headers, value, requested_acks, response_required, timeout_ms, deadline_at)
+      SELECT x.source, x.api, x.source_message_id, x.correlation_id, x.channel, x.kind, x.action, x.thing_id,
+             x.topic, x.path, x.headers, x.value, x.requested_acks, x.response_required, x.timeout_ms,
+             now() + make_interval(secs => x.timeout_ms / 1000.0)
+      FROM staged x
+      ORDER BY x.ord
+      RETURNING signals.id, signals.source_message_id, signals.kind
+  ), to_apply AS (
+      INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
+  ), to_decide AS (
+      INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
+  )
+  SELECT s.id, s.source_message_id FROM stored s;
+END $$;
+
+-- name: insert_signal
+-- A single submission (a session plans it once: a third of the server's work for one signal).
+-- Its thing locked first (decisions #19: the id is drawn under the lock), then the signal and its
+-- work stored as merge_staged_signals stores a batch's. NULL when its message or correlation id
+-- is taken: the retransmission path answers. A key taken before the statement began draws no id.
+-- version: 0016
+CREATE OR REPLACE FUNCTION insert_signal(lock_class integer, source text, source_message_id text,
+                                         correlation_id text, api text, channel text, kind text, action text,
+                                         thing_id text, topic text, path text, value jsonb, headers jsonb,
+                                         requested_acks text[], response_required boolean, timeout_ms bigint)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+  stored_id bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(insert_signal.lock_class, hashtext(insert_signal.thing_id));
+  WITH stored AS (
+      INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic,
+                           path, value, headers, requested_acks, response_required, timeout_ms, deadline_at)
+      SELECT insert_signal.source, insert_signal.source_message_id, insert_signal.correlation_id, insert_signal.api,
+             insert_signal.channel, insert_signal.kind, insert_signal.action, insert_signal.thing_id,
+             insert_signal.topic, insert_signal.path, insert_signal.value, insert_signal.headers,
+             insert_signal.requested_acks, insert_signal.response_required, insert_signal.timeout_ms,
+             now() + make_interval(secs => insert_signal.timeout_ms / 1000.0)
+      WHERE NOT EXISTS (SELECT FROM signals s WHERE s.source = insert_signal.source
+                                                AND s.source_message_id = insert_signal.source_message_id)
+        AND NOT EXISTS (SELECT FROM signals s WHERE s.correlation_id = insert_signal.correlation_id)
+      ON CONFLICT DO NOTHING
+      RETURNING signals.id, signals.kind
+  ), to_apply AS (
+      INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
+  ), to_decide AS (
+      INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
+  )
+  SELECT s.id INTO stored_id FROM stored s;
+  RETURN stored_id;
+END $$;
+
+-- name: insert_signals
+-- The careful path (after a COPY lost a race): a batch's new signals as a JSON array, in its
+-- order, with their work; a row whose message or correlation id a concurrent submission took is
+-- skipped and not returned.
+-- version: 0016
+CREATE OR REPLACE FUNCTION insert_signals(source text, api text, rows json)
+RETURNS TABLE (id bigint, source_message_id text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH input AS (
+      SELECT * FROM json_to_recordset(insert_signals.rows) AS r(
+          ord integer, source_message_id text, correlation_id text, channel text, kind text,
+          action text, thing_id text, topic text, path text, has_value boolean, value jsonb,
+          headers jsonb, requested_acks text[], response_required boolean, timeout_ms bigint)
+  ), stored AS (
+      INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic,
+                           path, value, headers, requested_acks, response_required, timeout_ms, deadline_at)
+      SELECT insert_signals.source, i.source_message_id, i.correlation_id, insert_signals.api, i.channel, i.kind,
+             i.action, i.thing_id, i.topic, i.path, CASE WHEN i.has_value THEN COALESCE(i.value, 'null'::jsonb) END,
+             i.headers, i.requested_acks, i.response_required, i.timeout_ms,
+             now() + make_interval(secs => i.timeout_ms / 1000.0)
+      FROM input i
+      ORDER BY i.ord
+      ON CONFLICT DO NOTHING
+      RETURNING signals.id, signals.source_message_id, signals.kind
+  ), to_apply AS (
+      INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
+  ), to_decide AS (
+      INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
+  )
+  SELECT s.id, s.source_message_id FROM stored s;
+END $$;
+
+-- name: hand_out_live
+-- New live signals made ready for the live subscribers they match (which is decided in Python,
+-- ackstore.rules.subscriptions): rows of (subscriber_id, signal_id, token_key) as a JSON array.
+-- Only a live signal, never handed out yet, to a live subscriber.
+-- version: 0016
+CREATE OR REPLACE FUNCTION hand_out_live(rows json) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at)
+  SELECT r.subscriber_id, r.signal_id, r.token_key, 0, '-infinity'  -- ready at once, whatever the clock
+  FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint, token_key text);
+  IF EXISTS (SELECT FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint)
+             LEFT JOIN signals s ON s.id = r.signal_id
+             LEFT JOIN subscribers u ON u.id = r.subscriber_id
+             WHERE s.channel IS DISTINCT FROM 'live' OR NOT COALESCE('live' = ANY (u.channels), false)) THEN
+    RAISE EXCEPTION 'hand_out_live: only a live signal is handed out, and only to a live subscriber'
+      USING ERRCODE = 'check_violation';
+  END IF;
+END $$;
+
+-- name: lock_retransmitted
+-- The stored signals a batch retransmits, locked in id order before any is looked at, so that
+-- two batches never wait for each other in a cycle (one index probe per id). NO KEY UPDATE: it
+-- excludes a concurrent redelivery of the same signal, yet not the foreign-key checks of the
+-- pipeline's writes.
+-- version: 0016
+CREATE OR REPLACE FUNCTION lock_retransmitted(source text, message_ids text[]) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  RETURN QUERY
+  SELECT s.id FROM signals s
+  WHERE s.id = ANY (ARRAY(SELECT f.id FROM unnest(lock_retransmitted.message_ids) m(id),
+                               LATERAL (SELECT s.id FROM signals s WHERE s.source = lock_retransmitted.source
+                                                                     AND s.source_message_id = m.id OFFSET 0) f))
+  ORDER BY s.id
+  FOR NO KEY UPDATE;
+END $$;
+
+-- name: retransmitted
+-- A submission whose (source, message id) is stored: its signal, locked against a concurrent
+-- redelivery, with the current attempt, its labels, result and settlement decision.
+-- version: 0016
+CREATE OR REPLACE FUNCTION retransmitted(source text, source_message_id text)
+RETURNS TABLE (id bigint, correlation_id text, timeout_ms bigint, attempt integer, requested_acks text[],
+               ack_statuses jsonb, decision text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  SELECT s.id, s.correlation_id, s.timeout_ms, a.attempt, a.requested_acks, r.ack_statuses, st.decision
+  FROM signals s
+  JOIN current_attempts a ON a.signal_id = s.id
+  LEFT JOIN request_results r ON r.signal_id = s.id AND r.attempt = a.attempt
+  LEFT JOIN settlements st ON st.signal_id = s.id AND st.attempt = a.attempt
+  WHERE s.source = retransmitted.source AND s.source_message_id = retransmitted.source_message_id
+  FOR NO KEY UPDATE OF s;
+END $$;
+
+-- name: open_next_attempt
+-- The next attempt of a redelivered signal (A.2.10), only after its current attempt was decided
+-- 'redeliver', requesting again a part of what that one requested, with a deadline from now:
+-- that decision counts as carried out (the copy is back, from a connector that may have died
+-- before recording so), the sweep decides the new attempt, its subscribers see it again (the
+-- hand-out count is kept, so the next token supersedes every earlier one), and a built-in fact
+-- already in the ledger counts for it (what was persisted stays persisted) with the ack that
+-- reported it, at the fact's own time.
+-- version: 0016
+CREATE OR REPLACE FUNCTION open_next_attempt(signal_id bigint, attempt integer, requested_acks text[],
+                                             builtin_labels text[], builtin_issuer text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+  previous attempts%ROWTYPE;
+BEGIN
+  SELECT a.* INTO previous FROM attempts a
+  WHERE a.signal_id = open_next_attempt.signal_id AND a.attempt = open_next_attempt.attempt - 1;
+  IF previous.attempt IS NULL
+     OR NOT EXISTS (SELECT FROM settlements st WHERE st.signal_id = previous.signal_id
+                                                 AND st.attempt = previous.attempt AND st.decision = 'redeliver')
+     OR NOT open_next_attempt.requested_acks <@ previous.requested_acks
+     OR NOT open_next_attempt.builtin_labels <@ open_next_attempt.requested_acks THEN
+    RAISE EXCEPTION 'open_next_attempt: attempt % of signal % follows no redeliver decision of its previous one',
+      open_next_attempt.attempt, open_next_attempt.signal_id USING ERRCODE = 'check_violation';
+  END IF;
+  INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at)
+  SELECT s.id, open_next_attempt.attempt, open_next_attempt.requested_acks, now(),
+         now() + make_interval(secs => s.timeout_ms / 1000.0)
+  FROM signals s WHERE s.id = open_next_attempt.signal_id;
+  UPDATE settlements st SET carried_out_at = clock_timestamp()
+  WHERE st.signal_id = previous.signal_id AND st.attempt = previous.attempt AND st.carried_out_at IS NULL;
+  INSERT INTO queue_decide (signal_id, attempt) VALUES (open_next_attempt.signal_id, open_next_attempt.attempt)
+  ON CONFLICT (signal_id) DO UPDATE SET attempt = EXCLUDED.attempt;
+  UPDATE deliveries d
+  SET attempt = open_next_attempt.attempt, done_at = NULL, answered_handout = NULL, answered_labels = '{}',
+      available_at = '-infinity'  -- ready at once, whatever the clock
+  WHERE d.signal_id = open_next_attempt.signal_id;
+  INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
+  SELECT DISTINCT ON (a.label) a.signal_id, open_next_attempt.attempt, a.label, a.status, a.payload, a.headers,
+         a.issuer, a.weak, a.received_at, counted()
+  FROM acks a
+  WHERE a.signal_id = open_next_attempt.signal_id AND a.issuer = open_next_attempt.builtin_issuer
+    AND a.label = ANY (open_next_attempt.builtin_labels)
+  ORDER BY a.label, a.id;
+END $$;

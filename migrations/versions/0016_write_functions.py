@@ -1,0 +1,150 @@
+"""each component writes through its own functions; what no role may do, the database refuses
+
+Revision ID: 0016
+Revises: 0015
+Create Date: 2026-11-25 20:30:00
+
+Issue 26: a login of the ingest role could forge what the pipeline decides (a 500 response for a
+pending twin command, a counted ``twin-persisted`` ack with status 500, a settlement carried out
+before its decision or cleared), and the pipeline's could rewrite any column of an ack.
+
+* The ingest role (submit, declare, ack, respond, pull, the connector) loses every INSERT, UPDATE
+  and DELETE on the ledger's tables; it writes through SECURITY DEFINER functions owned by the
+  admin role, with their search_path pinned, that check what a caller could forge
+  (``sql/objects/intake.sql``, ``answering.sql``, ``pulling.sql``, ``declaring.sql``,
+  ``carrying_out.sql``). The bulk path COPYs into ``stage_signals`` (UNLOGGED; the role may fill
+  every column but the batch key, its transaction's id) and ``merge_staged_signals`` moves that
+  transaction's rows into ``signals``.
+* ``settlements_carried_out_once``: a settlement's decision never changes, and it is carried out
+  once, never cleared; a CHECK keeps ``carried_out_at`` at or after ``decided_at``.
+* ``acks_builtin_only_carried``: a ``twin-persisted`` or ``search-persisted`` ack row may only
+  carry a pre-lean-ledger row of its signal to a later attempt; built-in facts are derived.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from ackstore.ledger import objects
+from ackstore.ledger.named_sql import ledger_statement
+from migrations.roles import roles_exist
+
+revision = '0016'
+down_revision = '0015'
+branch_labels = None
+depends_on = None
+
+STAGE_SIGNALS = """
+CREATE UNLOGGED TABLE stage_signals (
+    batch bigint DEFAULT txid_current() NOT NULL,
+    ord integer NOT NULL,
+    source text NOT NULL, source_message_id text NOT NULL, correlation_id text NOT NULL, api text NOT NULL,
+    channel text NOT NULL, kind text NOT NULL, action text NOT NULL, thing_id text NOT NULL, topic text NOT NULL,
+    path text NOT NULL, value jsonb, headers jsonb NOT NULL, requested_acks text[] NOT NULL,
+    response_required boolean NOT NULL, timeout_ms bigint NOT NULL)
+"""
+FUNCTIONS = ("merge_staged_signals", "insert_signal", "insert_signals", "hand_out_live", "lock_retransmitted",
+             "retransmitted", "open_next_attempt", "lock_request", "store_ack", "store_live_response",
+             "lock_handout", "answer_handout", "close_handout", "close_decided_handouts", "lease_ready",
+             "lock_event_position", "move_event_position", "hand_out_events", "close_handouts",
+             "declare_subscriber", "record_carried_out", "record_latest_carried_out")
+TRIGGERS = (("settlements_keep_their_decision", "settlements_carried_out_once"),
+            ("builtin_acks_only_carried", "acks_builtin_only_carried"))
+INGEST_BEFORE = """
+GRANT SELECT, INSERT ON signals, attempts, acks, command_responses TO ackstore_ingest;
+GRANT UPDATE (received_at) ON signals TO ackstore_ingest;
+GRANT INSERT ON queue_apply TO ackstore_ingest;
+GRANT SELECT, INSERT, UPDATE ON queue_decide, subscribers, deliveries TO ackstore_ingest;
+GRANT SELECT, INSERT, DELETE ON declared_labels TO ackstore_ingest;
+GRANT UPDATE (carried_out_at) ON settlements TO ackstore_ingest
+"""
+
+# What the ingest role holds from here on (objects/grants.sql, as of this migration).
+INGEST_AFTER = """
+GRANT SELECT ON signals, attempts, acks, command_responses, subscribers, declared_labels, deliveries, settlements,
+                request_results, search_index, search_things TO ackstore_ingest;
+GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
+              headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
+GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
+                request_answers TO ackstore_ingest;
+REVOKE EXECUTE ON FUNCTION
+    merge_staged_signals(),
+    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
+    insert_signals(text, text, json),
+    hand_out_live(json),
+    lock_retransmitted(text, text[]),
+    retransmitted(text, text),
+    open_next_attempt(bigint, integer, text[], text[], text),
+    lock_request(text),
+    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
+    store_live_response(bigint),
+    lock_handout(text, bigint),
+    answer_handout(text, bigint, integer, text[], timestamptz),
+    close_handout(text, bigint, timestamptz),
+    close_decided_handouts(text, timestamptz),
+    lease_ready(text, timestamptz, integer, bigint),
+    lock_event_position(text),
+    move_event_position(text, bigint),
+    hand_out_events(json),
+    close_handouts(text, bigint[], timestamptz),
+    declare_subscriber(text, text, text, text[], text[], text[]),
+    record_carried_out(bigint[], integer[], boolean),
+    record_latest_carried_out(bigint[])
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    merge_staged_signals(),
+    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
+    insert_signals(text, text, json),
+    hand_out_live(json),
+    lock_retransmitted(text, text[]),
+    retransmitted(text, text),
+    open_next_attempt(bigint, integer, text[], text[], text),
+    lock_request(text),
+    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
+    store_live_response(bigint),
+    lock_handout(text, bigint),
+    answer_handout(text, bigint, integer, text[], timestamptz),
+    close_handout(text, bigint, timestamptz),
+    close_decided_handouts(text, timestamptz),
+    lease_ready(text, timestamptz, integer, bigint),
+    lock_event_position(text),
+    move_event_position(text, bigint),
+    hand_out_events(json),
+    close_handouts(text, bigint[], timestamptz),
+    declare_subscriber(text, text, text, text[], text[], text[]),
+    record_carried_out(bigint[], integer[], boolean),
+    record_latest_carried_out(bigint[])
+TO ackstore_ingest
+"""
+
+
+def upgrade() -> None:
+    op.execute(STAGE_SIGNALS)
+    op.execute("ALTER TABLE settlements ADD CONSTRAINT ck_settlements_carried_out CHECK (carried_out_at >= decided_at)")
+    bind = op.get_bind()
+    for function, trigger in TRIGGERS:
+        objects.create(bind, function, revision)
+        objects.create(bind, trigger, revision)
+    for name in FUNCTIONS:
+        objects.create(bind, name, revision)
+    op.execute(ledger_statement("migrations", "own_everything"))
+    if roles_exist():
+        op.execute("REVOKE INSERT, UPDATE, DELETE ON signals, attempts, acks, command_responses, queue_apply, "
+                   "queue_decide, subscribers, deliveries, declared_labels, settlements FROM ackstore_ingest")
+        op.execute("REVOKE UPDATE (received_at) ON signals FROM ackstore_ingest")
+        op.execute("REVOKE UPDATE (carried_out_at) ON settlements FROM ackstore_ingest")
+        op.execute("REVOKE SELECT ON queue_decide FROM ackstore_ingest")
+        op.execute(INGEST_AFTER)
+
+
+def downgrade() -> None:
+    for name in reversed(FUNCTIONS):
+        op.execute(f"DROP FUNCTION {name}")
+    for function, trigger in reversed(TRIGGERS):
+        table = "settlements" if function.startswith("settlements") else "acks"
+        op.execute(f"DROP TRIGGER {trigger} ON {table}")
+        op.execute(f"DROP FUNCTION {function}()")
+    op.execute("ALTER TABLE settlements DROP CONSTRAINT ck_settlements_carried_out")
+    op.execute("DROP TABLE stage_signals")
+    if roles_exist():
+        op.execute(INGEST_BEFORE)
