@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger import failures
 from ackstore.ledger.database import URL_VARIABLE, make_engine, resolve_url
+from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.registry import REPORTS, described
 from ackstore.reporting.text import json_text
@@ -199,6 +200,7 @@ def _connector_parsers(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _warn_of_a_visible_password(getattr(args, "database_url", None))
     try:
         return _run(args)
     except errors.DittoError as error:  # e.g. a malformed database URL: answered, not a traceback
@@ -208,6 +210,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if answer is None:
             raise
         return _answer(answer.to_json())
+
+
+def _warn_of_a_visible_password(url: str | None) -> None:
+    """A password in --database-url is in the process's arguments, which every user of the machine
+    may read (ps): say so, and where it belongs. Who a subscriber is rests on that password."""
+    try:
+        password = url and DatabaseUrl.parse(url).params.get("password")
+    except errors.DittoError:  # malformed: answered when the command connects
+        return
+    if password:
+        print("ackstore: warning: the password in --database-url is visible to every user of this machine (ps); "
+              "give it in ~/.pgpass, PGPASSFILE or PGPASSWORD, or the URL in $ACKSTORE_DATABASE_URL", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import StaticPool
 
 from ackstore.ledger import migrate, settlements
 from ackstore.ledger.database import (
@@ -101,6 +103,7 @@ def _submit_samples(store: AckStore, scenario: Scenario) -> None:
     command["headers"]["correlation-id"] = scenario.cid("modified")
     print("\nsample command:\n" + json.dumps(command, indent=2))
     _step("submit it", store.submit(command))
+    _another_login_acks(store, scenario)
     _step(f"the subscriber acknowledges {CUSTOM_LABEL} in time",
           store.acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("modified"), 200)))
     filtered = _modify(scenario.cid("filtered"), "/attributes/dimmed", True, [TWIN_PERSISTED, FILTERED_LABEL])
@@ -236,6 +239,33 @@ def _print_steps(store: AckStore) -> None:
     for pass_id, step, stats in rows:
         where = "" if pass_id == run_id else f" (pass {pass_id.rsplit(PASS_MARK, 1)[1]})"
         print(f"   {step:<13} {stats.get('seconds', 0):6.2f} s  {json.dumps(counts(stats))}{where}")
+
+
+STRANGER = "ackstore_demo_stranger"  # a second login of the ingest role, played by the demo's own
+BECOME_STRANGER = f"""
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{STRANGER}') THEN
+    CREATE ROLE {STRANGER} IN ROLE ackstore_ingest;
+  END IF;
+END $$;
+SET SESSION AUTHORIZATION {STRANGER}"""
+
+
+def _another_login_acks(store: AckStore, scenario: Scenario) -> None:
+    """A subscriber belongs to the database login that declared it (decisions #97): another login
+    acknowledging as it gets 403. The demo's login plays the other one (SET SESSION AUTHORIZATION:
+    a superuser's, as the embedded server's is); a line says why not otherwise."""
+    stranger = create_engine(store.engine.url, poolclass=StaticPool)  # one connection: it keeps the identity
+    try:
+        with stranger.connect() as conn:
+            conn.exec_driver_sql(BECOME_STRANGER)
+            conn.commit()
+        _step(f"another database login ({STRANGER}) acknowledges as {SUBSCRIBER}: refused",
+              AckStore(stranger).acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("modified"), 500)))
+    except DBAPIError as error:
+        print(f"\n== another login skipped: this login may not play one ({type(error.orig).__name__})")
+    finally:
+        stranger.dispose()
 
 
 def _step(title: str, value: Any) -> Any:

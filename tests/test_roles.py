@@ -265,7 +265,7 @@ def _count(engine: Engine, sql: str) -> int:
 
 # Grants no table counter can show in use: row locks (SELECT … FOR SHARE needs an UPDATE privilege),
 # and TRUNCATE (the staging tables are emptied by it; PostgreSQL counts no rows for it).
-TRACK_FUNCTIONS = """DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = ''pl''', current_database()); END $$"""
+TRACK_FUNCTIONS = """DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = ''all''', current_database()); END $$"""
 UNMEASURABLE = {
     ("ackstore_ingest", "insert_signals", "EXECUTE"): "a batch whose COPY lost a key to a concurrent submission "
                                                       "(test_submit_many races two)",

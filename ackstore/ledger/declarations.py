@@ -58,9 +58,24 @@ def declarable_labels(requested: object, connection: str | None) -> list[str]:
 
 
 def declare(conn: Connection, row: dict[str, Any], wanted: list[str]) -> errors.DittoError | None:
-    """Store the subscriber and its group's labels; the 409 when they clash, and nothing written."""
+    """Store the subscriber and its group's labels; the 409 when they clash, the 403 when the
+    subscriber is another login's (decisions #97), and nothing written."""
     declared = conn.execute(_sql("declare"), row | {"labels": wanted}).scalar_one()
+    if declared is None:
+        return errors.subscriber_not_yours(row["subscriber"])
     return None if declared else errors.label_not_unique()
+
+
+def may_act_for(conn: Connection, subscriber: str) -> bool:
+    """Whether this connection's database login may act as ``subscriber`` (decisions #97): it
+    declared it first, or nobody owns it yet."""
+    return conn.execute(_sql("may_act_for"), {"subscriber": subscriber}).scalar_one()
+
+
+def check_acting_for(conn: Connection, subscriber: str) -> None:
+    """Raises the 403 unless this connection's login may act as ``subscriber``."""
+    if not may_act_for(conn, subscriber):
+        raise errors.subscriber_not_yours(subscriber)
 
 
 def labels_declared_by(conn: Connection, subscriber: str) -> set[str]:

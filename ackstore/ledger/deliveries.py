@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from sqlalchemy import Connection, select
 
+from ackstore.ledger import declarations
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import deliveries
 from ackstore.rules import errors, jsontext, subscriptions, wire
@@ -54,6 +55,7 @@ def pull(
     subscriber = conn.execute(_sql("subscriber"), {"subscriber": subscriber_id}).mappings().first()
     if subscriber is None:
         raise errors.subscriber_not_found(subscriber_id)
+    declarations.check_acting_for(conn, subscriber_id)
     params = {"subscriber": subscriber_id, "now": now, "lease_ms": lease_ms}
     conn.execute(_sql("decided_ready"), params)
     handed = [dict(row) for row in conn.execute(_sql("ready"), params | {"limit": limit}).mappings()]

@@ -109,6 +109,9 @@ subscribers = Table(
     _timestamp("declared_at"),
     # The last event of the log this subscriber has been handed or passed over (pull, A.3).
     Column("event_position", BigInteger, nullable=False, server_default=text("0")),
+    # The database login that declared it first: only that login acts as it (decisions #97);
+    # NULL for a subscriber declared before migration 0016, until an admin gives it one.
+    Column("owner_login", Text, nullable=True),
     CheckConstraint("id <> ''", name="id"),
     CheckConstraint(
         "cardinality(channels) > 0 AND channels <@ ARRAY['twin', 'live']::text[]", name="channels"

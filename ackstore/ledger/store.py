@@ -141,6 +141,8 @@ class AckStore:
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as conn:
+            if not declarations.may_act_for(conn, subscriber):
+                return errors.subscriber_not_yours(subscriber).to_json()
             declared = declarations.labels_declared_by(conn, subscriber)
             for received in incoming.acks:
                 if received.label not in declared:
@@ -177,6 +179,8 @@ class AckStore:
             channels = declarations.channels_of(conn, subscriber)
             if channels is None:
                 return errors.subscriber_not_found(subscriber).to_json()
+            if not declarations.may_act_for(conn, subscriber):
+                return errors.subscriber_not_yours(subscriber).to_json()
             if "live" not in channels:
                 return errors.live_response_forbidden(subscriber).to_json()
             target = acks.lock_request(conn, answer.correlation_id)

@@ -155,6 +155,16 @@ def lease_superseded() -> DittoError:
     )
 
 
+def subscriber_not_yours(subscriber: str) -> DittoError:
+    return DittoError(
+        403,
+        "acknowledgement:subscriber.forbidden",
+        f"The subscriber <{subscriber}> belongs to another database login.",
+        "Only the login that declared a subscriber first may declare, pull, acknowledge or respond as it: connect "
+        "with that login (its password from ~/.pgpass or PGPASSWORD, never on the command line).",
+    )
+
+
 def live_response_forbidden(subscriber: str) -> DittoError:
     return DittoError(
         403,

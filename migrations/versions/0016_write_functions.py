@@ -15,6 +15,9 @@ before its decision or cleared), and the pipeline's could rewrite any column of 
   ``carrying_out.sql``). The bulk path COPYs into ``stage_signals`` (UNLOGGED; the role may fill
   every column but the batch key, its transaction's id) and ``merge_staged_signals`` moves that
   transaction's rows into ``signals``.
+* Who a subscriber is (decisions #97): ``subscribers.owner_login``, the login that declared it
+  first; only that login may declare, pull, ack or respond as it (``act_for``, ``may_act_for``).
+  A subscriber declared before has none until an admin gives it one.
 * ``settlements_carried_out_once``: a settlement's decision never changes, and it is carried out
   once, never cleared; a CHECK keeps ``carried_out_at`` at or after ``decided_at``.
 * ``acks_builtin_only_carried``: a ``twin-persisted`` or ``search-persisted`` ack row may only
@@ -43,7 +46,8 @@ CREATE UNLOGGED TABLE stage_signals (
     path text NOT NULL, value jsonb, headers jsonb NOT NULL, requested_acks text[] NOT NULL,
     response_required boolean NOT NULL, timeout_ms bigint NOT NULL)
 """
-FUNCTIONS = ("merge_staged_signals", "insert_signal", "insert_signals", "hand_out_live", "lock_retransmitted",
+FUNCTIONS = ("may_act_for", "act_for", "merge_staged_signals", "insert_signal", "insert_signals", "hand_out_live",
+             "lock_retransmitted",
              "retransmitted", "open_next_attempt", "lock_request", "store_ack", "store_live_response",
              "lock_handout", "answer_handout", "close_handout", "close_decided_handouts", "lease_ready",
              "lock_event_position", "move_event_position", "hand_out_events", "close_handouts",
@@ -68,6 +72,8 @@ GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers TO ackstore_ingest;
 REVOKE EXECUTE ON FUNCTION
+    act_for(text),
+    may_act_for(text),
     merge_staged_signals(),
     insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
     insert_signals(text, text, json),
@@ -92,6 +98,7 @@ REVOKE EXECUTE ON FUNCTION
     record_latest_carried_out(bigint[])
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
+    may_act_for(text),
     merge_staged_signals(),
     insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
     insert_signals(text, text, json),
@@ -120,6 +127,7 @@ TO ackstore_ingest
 
 def upgrade() -> None:
     op.execute(STAGE_SIGNALS)
+    op.execute("ALTER TABLE subscribers ADD COLUMN owner_login text")  # NULL: declared before, no owner yet
     op.execute("ALTER TABLE settlements ADD CONSTRAINT ck_settlements_carried_out CHECK (carried_out_at >= decided_at)")
     bind = op.get_bind()
     for function, trigger in TRIGGERS:
@@ -146,5 +154,6 @@ def downgrade() -> None:
         op.execute(f"DROP FUNCTION {function}()")
     op.execute("ALTER TABLE settlements DROP CONSTRAINT ck_settlements_carried_out")
     op.execute("DROP TABLE stage_signals")
+    op.execute("ALTER TABLE subscribers DROP COLUMN owner_login")
     if roles_exist():
         op.execute(INGEST_BEFORE)

@@ -3,7 +3,8 @@
 -- A holder is a group of subscribers ("subscriber:<id>" or "connection:<id>"); it owns labels.
 
 -- name: declare
--- The subscriber and its group's labels (the function declare_subscriber): false for the 409.
+-- The subscriber and its group's labels (the function declare_subscriber): false for the 409,
+-- NULL for the 403 (another login's subscriber).
 SELECT declare_subscriber(:subscriber, :connection_id, :filter, CAST(:namespaces AS text[]),
                           CAST(:channels AS text[]), CAST(:labels AS text[]))
 
@@ -15,3 +16,7 @@ SELECT d.label FROM declared_labels d JOIN subscribers s ON s.holder = d.holder 
 -- name: channels_of
 -- The channels a subscriber receives (NULL: no such subscriber).
 SELECT s.channels FROM subscribers s WHERE s.id = :subscriber
+
+-- name: may_act_for
+-- Whether this session's login may act as the subscriber (the function may_act_for, decisions #97).
+SELECT may_act_for(:subscriber)

@@ -3,7 +3,8 @@
 -- counts is decided in Python (ackstore.rules.acks.disposition_on_arrival); these refuse what no
 -- caller may store whatever it decided: a built-in fact as a subscriber's ack, an ack for a
 -- label its issuer's group did not declare, a counted ack the request cannot count, a live
--- response but the one the counted live-response ack carries, a response to a twin command.
+-- response other than the counted live-response ack it came with, a response to a twin command;
+-- and any of them made as a subscriber this session's login does not own (declaring.sql).
 
 -- name: lock_request
 -- The request an ack is for: the signal, share-locked so that deciding it waits for this ack,
@@ -35,6 +36,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   kept text := store_ack.disposition;
 BEGIN
+  PERFORM act_for(store_ack.issuer);
   IF store_ack.label IN (twin_persisted(), search_persisted()) THEN
     RAISE EXCEPTION 'store_ack: % is a built-in fact, never a subscriber''s ack', store_ack.label
       USING ERRCODE = 'insufficient_privilege';
@@ -99,6 +101,7 @@ RETURNS TABLE (token_key text, handouts integer, answered_handout integer, answe
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+  PERFORM act_for(lock_handout.subscriber);
   RETURN QUERY
   SELECT d.token_key, d.handouts, d.answered_handout, d.answered_labels, d.done_at
   FROM deliveries d
@@ -114,6 +117,7 @@ CREATE OR REPLACE FUNCTION answer_handout(subscriber text, signal_id bigint, han
                                           at timestamptz) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for(answer_handout.subscriber);
   UPDATE deliveries d
   SET done_at = COALESCE(d.done_at, answer_handout.at, statement_timestamp()),
       answered_handout = answer_handout.handout,
@@ -129,6 +133,7 @@ END $$;
 CREATE OR REPLACE FUNCTION close_handout(subscriber text, signal_id bigint, at timestamptz) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for(close_handout.subscriber);
   UPDATE deliveries d SET done_at = COALESCE(close_handout.at, statement_timestamp())
   WHERE d.subscriber_id = close_handout.subscriber AND d.signal_id = close_handout.signal_id AND d.done_at IS NULL;
 END $$;

@@ -2,13 +2,45 @@
 -- 0016, SECURITY DEFINER with a pinned search_path, as intake.sql's). A holder is a group of
 -- subscribers ("subscriber:<id>" or "connection:<id>"); it owns labels: no two holders declare
 -- the same label, and every subscriber of one holder declares the same set.
+--
+-- Who a subscriber is (decisions #97): the database login that declared it first owns it
+-- (subscribers.owner_login), and only that login may declare, pull, ack or respond as it. The
+-- login proves who it is to PostgreSQL (a password from ~/.pgpass or PGPASSWORD, a client
+-- certificate); session_user is that login inside a SECURITY DEFINER function too. A subscriber
+-- declared before migration 0016 has no owner until an admin gives it one.
+
+-- name: may_act_for
+-- Whether this session's login may act as the subscriber: it owns it, or the subscriber has no
+-- owner (declared before 0016), or there is no such subscriber yet (the caller answers 404, or
+-- declares it).
+-- version: 0016
+CREATE OR REPLACE FUNCTION may_act_for(subscriber text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+SELECT COALESCE((SELECT u.owner_login IS NULL OR u.owner_login = session_user FROM subscribers u
+                 WHERE u.id = may_act_for.subscriber), true)
+$$;
+
+-- name: act_for
+-- Refuses (insufficient_privilege) unless this session's login may act as the subscriber: every
+-- write a subscriber makes calls it first.
+-- version: 0016
+CREATE OR REPLACE FUNCTION act_for(subscriber text) RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NOT may_act_for(act_for.subscriber) THEN
+    RAISE EXCEPTION 'ackstore: the subscriber % belongs to another login', act_for.subscriber
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+END $$;
 
 -- name: declare_subscriber
--- The subscriber as declared, and its group's labels; false (the 409) when another holder owns
--- one of the labels or the group declares a different set, and nothing written. A new
--- subscriber starts at the end of the event log, as a new subscription does; a declared one
--- keeps its position. A group nobody belongs to any more holds no labels. Declarations are
--- rare: one lock makes the uniqueness check and the write atomic.
+-- The subscriber as declared, and its group's labels: true. False (the 409) when another holder
+-- owns one of the labels or the group declares a different set; NULL (the 403) when the
+-- subscriber is another login's; nothing written then. A new
+-- subscriber starts at the end of the event log, as a new subscription does, owned by this
+-- session's login; a declared one keeps its position and its owner, and only that owner may
+-- declare it again. A group nobody belongs to any more holds no labels. Declarations are rare:
+-- one lock makes the uniqueness check and the write atomic.
 -- version: 0016
 CREATE OR REPLACE FUNCTION declare_subscriber(subscriber text, connection_id text, filter text, namespaces text[],
                                               channels text[], labels text[]) RETURNS boolean
@@ -23,6 +55,9 @@ BEGIN
     RAISE EXCEPTION 'declare_subscriber: a built-in label is never declared' USING ERRCODE = 'check_violation';
   END IF;
   PERFORM pg_advisory_xact_lock(hashtext('ackstore.declare'));
+  IF NOT may_act_for(declare_subscriber.subscriber) THEN
+    RETURN NULL;
+  END IF;
   IF EXISTS (SELECT FROM subscribers u WHERE u.holder = group_holder
                                          AND u.id <> declare_subscriber.subscriber)
      AND ARRAY(SELECT d.label FROM declared_labels d WHERE d.holder = group_holder ORDER BY 1)
@@ -34,10 +69,10 @@ BEGIN
     RETURN false;
   END IF;
   SELECT u.holder INTO previous FROM subscribers u WHERE u.id = declare_subscriber.subscriber;
-  INSERT INTO subscribers (id, holder, connection_id, filter, namespaces, channels, event_position)
+  INSERT INTO subscribers (id, holder, connection_id, filter, namespaces, channels, event_position, owner_login)
   VALUES (declare_subscriber.subscriber, group_holder, declare_subscriber.connection_id, declare_subscriber.filter,
           declare_subscriber.namespaces, declare_subscriber.channels,
-          (SELECT COALESCE(max(r.event_id), 0) FROM command_responses r))
+          (SELECT COALESCE(max(r.event_id), 0) FROM command_responses r), session_user)
   ON CONFLICT (id) DO UPDATE
   SET holder = EXCLUDED.holder, connection_id = EXCLUDED.connection_id, filter = EXCLUDED.filter,
       namespaces = EXCLUDED.namespaces, channels = EXCLUDED.channels, declared_at = now();

@@ -20,6 +20,8 @@ GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers TO ackstore_ingest;
 REVOKE EXECUTE ON FUNCTION
+    act_for(text),
+    may_act_for(text),
     merge_staged_signals(),
     insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
     insert_signals(text, text, json),
@@ -44,6 +46,7 @@ REVOKE EXECUTE ON FUNCTION
     record_latest_carried_out(bigint[])
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
+    may_act_for(text),
     merge_staged_signals(),
     insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
     insert_signals(text, text, json),

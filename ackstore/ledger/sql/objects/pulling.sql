@@ -1,6 +1,7 @@
 -- Pulling: the only ways a hand-out is leased, made or closed (A.3; migration 0016, SECURITY
 -- DEFINER with a pinned search_path, as intake.sql's). Which events a subscriber receives is
--- decided in Python (ackstore.rules.subscriptions); these write the hand-outs it decided.
+-- decided in Python (ackstore.rules.subscriptions); these write the hand-outs it decided, only
+-- for a subscriber this session's login owns (declaring.sql).
 
 -- name: close_decided_handouts
 -- Pending hand-outs whose request attempt is decided have nothing left to answer: they are never
@@ -9,6 +10,7 @@
 CREATE OR REPLACE FUNCTION close_decided_handouts(subscriber text, at timestamptz) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for(close_decided_handouts.subscriber);
   UPDATE deliveries d SET done_at = close_decided_handouts.at
   WHERE d.subscriber_id = close_decided_handouts.subscriber
     AND d.signal_id = ANY (ARRAY(
@@ -29,6 +31,7 @@ RETURNS TABLE (signal_id bigint, attempt integer, handouts integer, token_key te
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+  PERFORM act_for(lease_ready.subscriber);
   RETURN QUERY
   UPDATE deliveries d
   SET handouts = d.handouts + 1, leased_at = lease_ready.at,
@@ -51,6 +54,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   read_to bigint;
 BEGIN
+  PERFORM act_for(lock_event_position.subscriber);
   SELECT u.event_position INTO read_to FROM subscribers u WHERE u.id = lock_event_position.subscriber FOR UPDATE;
   RETURN read_to;
 END $$;
@@ -61,6 +65,7 @@ END $$;
 CREATE OR REPLACE FUNCTION move_event_position(subscriber text, read_to bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for(move_event_position.subscriber);
   UPDATE subscribers u SET event_position = move_event_position.read_to
   WHERE u.id = move_event_position.subscriber AND u.event_position < move_event_position.read_to;
 END $$;
@@ -75,6 +80,7 @@ RETURNS TABLE (signal_id bigint, attempt integer, handouts integer, token_key te
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+  PERFORM act_for(r.subscriber_id) FROM json_to_recordset(hand_out_events.rows) AS r(subscriber_id text);
   RETURN QUERY
   INSERT INTO deliveries (subscriber_id, signal_id, attempt, event_id, token_key, handouts, available_at, leased_at)
   SELECT r.subscriber_id, r.signal_id, a.attempt, e.id, r.token_key, 1, r.available_at, r.leased_at
@@ -92,6 +98,7 @@ END $$;
 CREATE OR REPLACE FUNCTION close_handouts(subscriber text, signal_ids bigint[], at timestamptz) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for(close_handouts.subscriber);
   UPDATE deliveries d SET done_at = close_handouts.at
   WHERE d.subscriber_id = close_handouts.subscriber AND d.signal_id = ANY (close_handouts.signal_ids)
     AND d.done_at IS NULL;
