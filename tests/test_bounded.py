@@ -188,7 +188,7 @@ CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("inge
                    ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("ingest", "enqueue_copied"),
                    ("results", "latest_result"),
                    ("results", "acks_of"), ("results", "timeline")]
-CONNECTOR_PARAMS = {"source": "amqp:bench", "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
+CONNECTOR_PARAMS = {"source": "amqp:bench", "skip_taken": False, "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
                     "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
                     "correlation_id": "history-7", "signal_id": 7}
 

@@ -228,10 +228,10 @@ def test_a_batch_that_loses_a_race_for_a_key_answers_as_a_retransmission(store: 
     assert [row[3] for row in stored(store.engine)["signals"]] == ["first"]
 
 
-def test_a_batch_whose_copy_meets_a_key_taken_meanwhile_answers_as_a_retransmission(store: AckStore) -> None:
-    """The batch's COPY waits for a concurrent submission's uncommitted key; once that commits, a
-    savepoint undoes the COPY, the other new signal is stored all the same and the loser is
-    answered with the first answer."""
+def test_a_batch_whose_merge_meets_a_key_taken_meanwhile_answers_as_a_retransmission(store: AckStore) -> None:
+    """The batch's merge waits for a concurrent submission's uncommitted key; once that commits, a
+    savepoint undoes the merge, the next skips the taken key, the other new signal is stored all
+    the same and the loser is answered with the first answer."""
     with store.engine.connect() as first:
         first.begin()
         ingest.ingest(first, [twin_command(thing="org.acme/x", correlation_id="first")], api="http",
@@ -243,7 +243,7 @@ def test_a_batch_whose_copy_meets_a_key_taken_meanwhile_answers_as_a_retransmiss
             source="conn", source_message_ids=["same", "other"])))
         second.start()
         second.join(0.5)
-        assert second.is_alive(), "the COPY waits for the first's uncommitted key"
+        assert second.is_alive(), "the merge waits for the first's uncommitted key"
         first.commit()
     second.join(10)
     assert answers == [{"status": 202, "correlationId": "first"}, {"status": 202, "correlationId": "third"}]

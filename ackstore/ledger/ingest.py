@@ -251,12 +251,15 @@ class _Decisions:
 
 
 def _store_batch(conn: Connection, intake: Intake) -> None:
-    _lock_things(conn, {parsed.signal.thing_id for parsed in intake.parsed})
+    """Validate and stage the batch with no lock held; then lock the new signals' things and store
+    them (their ids are drawn under the locks, which the transaction holds until it commits:
+    decisions #19); then answer every envelope."""
     taken_messages, taken_correlations = _already_stored(
         conn, intake.source, [parsed.message_id for parsed in intake.parsed], intake.correlation_ids())
     decisions = _Decisions(frozenset(taken_messages), frozenset(taken_correlations))
-    rows = _copy_rows(_decided_new(intake.valid(), decisions), intake.api, intake.source)
-    ids = _copy_new(conn, intake.api, intake.source, rows, decisions)
+    copy_in(conn, ledger_sql("ingest", "copy_signals"),
+            _copy_rows(_decided_new(intake.valid(), decisions), intake.api, intake.source))
+    ids = _store_staged(conn, decisions)
     _answer(conn, intake.source, decisions, ids, intake.results)
 
 
@@ -268,21 +271,26 @@ def _decided_new(valid: Iterator[_Valid], decisions: _Decisions) -> Iterator[_Va
             yield item
 
 
-def _copy_new(conn: Connection, api: str, source: str, rows: Iterator[str], decisions: _Decisions) -> dict[str, int]:
-    """Stage the new signals with one COPY, then store them and queue their work in one call;
-    their ids by message id. If a concurrent submission took a key first, both are undone and
-    insert_signals skips that row."""
+def _store_staged(conn: Connection, decisions: _Decisions) -> dict[str, int]:
+    """Store the staged new signals and queue their work, their things locked first; their ids by
+    message id. If a concurrent submission took a key meanwhile, that merge is undone and the next
+    skips the row, which is not returned: ``_answer`` answers it as that submission's
+    retransmission."""
+    if not decisions.new:
+        return {}
+    _lock_things(conn, {item.signal.thing_id for item in decisions.new.values()})
     try:
         with conn.begin_nested():
-            copy_in(conn, ledger_sql("ingest", "copy_signals"), rows)
-            if not decisions.new:
-                return {}
-            copied = conn.execute(ledger_statement("ingest", "enqueue_copied"))
-            return {message_id: signal_id for signal_id, message_id in copied}
+            return _merge_staged(conn, skip_taken=False)
     except DBAPIError as error:
         if getattr(error.orig, "pgcode", None) != UNIQUE_VIOLATION:
             raise
-        return _insert_new(conn, api, source, list(decisions.new.values()))
+    return _merge_staged(conn, skip_taken=True)
+
+
+def _merge_staged(conn: Connection, *, skip_taken: bool) -> dict[str, int]:
+    stored = conn.execute(ledger_statement("ingest", "enqueue_copied"), {"skip_taken": skip_taken})
+    return {message_id: signal_id for signal_id, message_id in stored}
 
 
 def _lock_things(conn: Connection, thing_ids: set[str]) -> None:
@@ -327,39 +335,6 @@ def _already_stored(
         {"source": source, "message_ids": text_array(message_ids), "correlation_ids": text_array(correlation_ids)},
     ).all()
     return {row.source_message_id for row in rows if row.same_message}, {row.correlation_id for row in rows}
-
-
-def _insert_new(conn: Connection, api: str, source: str, new: list[_Valid]) -> dict[str, int]:
-    """Insert the new signals in the batch's order, skipping a key taken meanwhile; their ids by message id."""
-    if not new:
-        return {}
-    rows = [_signal_row(position, item) for position, item in enumerate(new)]
-    inserted = conn.execute(
-        ledger_statement("ingest", "insert_signals"),
-        {"rows": jsontext.dumps(rows), "source": source, "api": api},
-    )
-    return {row.source_message_id: row.id for row in inserted}
-
-
-def _signal_row(position: int, item: _Valid) -> dict[str, Any]:
-    signal, request = item.signal, item.request
-    return {
-        "ord": position,
-        "source_message_id": item.message_id,
-        "correlation_id": request.correlation_id,
-        "channel": signal.channel,
-        "kind": signal.kind,
-        "action": signal.action,
-        "thing_id": signal.thing_id,
-        "topic": signal.topic,
-        "path": signal.path,
-        "has_value": signal.value is not ABSENT,
-        "value": None if signal.value is ABSENT else signal.value,
-        "headers": request.headers,
-        "requested_acks": list(request.requested_acks),
-        "response_required": request.response_required,
-        "timeout_ms": request.timeout_ms,
-    }
 
 
 # --- COPY text -----------------------------------------------------------------------------------

@@ -508,6 +508,10 @@ stage_signals = Table(
       if column.name in STAGED_SIGNAL_COLUMNS),
     prefixes=["UNLOGGED"],
 )
+# A merge reads its own batch by this index: the rows merges deleted stay in the table's pages
+# until vacuum, and a scan of them would grow with every batch since (measured: 16 → 35 ms a
+# merge of 1 000 over 300 batches).
+Index(None, stage_signals.c.batch, postgresql_using="hash")
 
 STAGING_TABLES = (
     stage_twin_outcomes,

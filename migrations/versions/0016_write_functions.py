@@ -46,14 +46,14 @@ CREATE UNLOGGED TABLE stage_signals (
     path text NOT NULL, value jsonb, headers jsonb NOT NULL, requested_acks text[] NOT NULL,
     response_required boolean NOT NULL, timeout_ms bigint NOT NULL)
 """
-FUNCTIONS = ("may_act_for", "act_for", "merge_staged_signals", "insert_signal", "insert_signals", "hand_out_live",
+FUNCTIONS = ("may_act_for", "act_for", "merge_staged_signals", "insert_signal", "hand_out_live",
              "lock_retransmitted",
              "retransmitted", "open_next_attempt", "lock_request", "store_ack", "store_live_response",
              "lock_handout", "answer_handout", "close_handout", "close_decided_handouts", "lease_ready",
              "lock_event_position", "move_event_position", "hand_out_events", "close_handouts",
              "declare_subscriber", "record_carried_out", "record_latest_carried_out")
-TRIGGERS = (("settlements_keep_their_decision", "settlements_carried_out_once"),
-            ("builtin_acks_only_carried", "acks_builtin_only_carried"))
+TRIGGERS = (("settlements_keep_their_decision", "settlements_carried_out_once", "settlements"),  # function, trigger, table
+            ("builtin_acks_only_carried", "acks_builtin_only_carried", "acks"))
 INGEST_BEFORE = """
 GRANT SELECT, INSERT ON signals, attempts, acks, command_responses TO ackstore_ingest;
 GRANT UPDATE (received_at) ON signals TO ackstore_ingest;
@@ -71,71 +71,23 @@ GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind
               headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers TO ackstore_ingest;
-REVOKE EXECUTE ON FUNCTION
-    act_for(text),
-    may_act_for(text),
-    merge_staged_signals(),
-    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
-    insert_signals(text, text, json),
-    hand_out_live(json),
-    lock_retransmitted(text, text[]),
-    retransmitted(text, text),
-    open_next_attempt(bigint, integer, text[], text[], text),
-    lock_request(text),
-    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
-    store_live_response(bigint),
-    lock_handout(text, bigint),
-    answer_handout(text, bigint, integer, text[], timestamptz),
-    close_handout(text, bigint, timestamptz),
-    close_decided_handouts(text, timestamptz),
-    lease_ready(text, timestamptz, integer, bigint),
-    lock_event_position(text),
-    move_event_position(text, bigint),
-    hand_out_events(json),
-    close_handouts(text, bigint[], timestamptz),
-    declare_subscriber(text, text, text, text[], text[], text[]),
-    record_carried_out(bigint[], integer[], boolean),
-    record_latest_carried_out(bigint[])
-FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION
-    may_act_for(text),
-    merge_staged_signals(),
-    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
-    insert_signals(text, text, json),
-    hand_out_live(json),
-    lock_retransmitted(text, text[]),
-    retransmitted(text, text),
-    open_next_attempt(bigint, integer, text[], text[], text),
-    lock_request(text),
-    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
-    store_live_response(bigint),
-    lock_handout(text, bigint),
-    answer_handout(text, bigint, integer, text[], timestamptz),
-    close_handout(text, bigint, timestamptz),
-    close_decided_handouts(text, timestamptz),
-    lease_ready(text, timestamptz, integer, bigint),
-    lock_event_position(text),
-    move_event_position(text, bigint),
-    hand_out_events(json),
-    close_handouts(text, bigint[], timestamptz),
-    declare_subscriber(text, text, text, text[], text[], text[]),
-    record_carried_out(bigint[], integer[], boolean),
-    record_latest_carried_out(bigint[])
-TO ackstore_ingest
 """
 
 
 def upgrade() -> None:
     op.execute(STAGE_SIGNALS)
+    op.execute("CREATE INDEX ix_stage_signals_batch ON stage_signals USING hash (batch)")
     op.execute("ALTER TABLE subscribers ADD COLUMN owner_login text")  # NULL: declared before, no owner yet
     op.execute("ALTER TABLE settlements ADD CONSTRAINT ck_settlements_carried_out CHECK (carried_out_at >= decided_at)")
     bind = op.get_bind()
-    for function, trigger in TRIGGERS:
+    for function, trigger, _ in TRIGGERS:
         objects.create(bind, function, revision)
         objects.create(bind, trigger, revision)
     for name in FUNCTIONS:
         objects.create(bind, name, revision)
     op.execute(ledger_statement("migrations", "own_everything"))
+    for name in FUNCTIONS:  # SECURITY DEFINER: nobody's to call but the roles granted below (each name is one function)
+        op.execute(f"REVOKE EXECUTE ON FUNCTION {name} FROM PUBLIC")
     if roles_exist():
         op.execute("REVOKE INSERT, UPDATE, DELETE ON signals, attempts, acks, command_responses, queue_apply, "
                    "queue_decide, subscribers, deliveries, declared_labels, settlements FROM ackstore_ingest")
@@ -143,13 +95,15 @@ def upgrade() -> None:
         op.execute("REVOKE UPDATE (carried_out_at) ON settlements FROM ackstore_ingest")
         op.execute("REVOKE SELECT ON queue_decide FROM ackstore_ingest")
         op.execute(INGEST_AFTER)
+        for name in FUNCTIONS:
+            if name != "act_for":  # the others call it, as their owner
+                op.execute(f"GRANT EXECUTE ON FUNCTION {name} TO ackstore_ingest")
 
 
 def downgrade() -> None:
     for name in reversed(FUNCTIONS):
         op.execute(f"DROP FUNCTION {name}")
-    for function, trigger in reversed(TRIGGERS):
-        table = "settlements" if function.startswith("settlements") else "acks"
+    for function, trigger, table in reversed(TRIGGERS):
         op.execute(f"DROP TRIGGER {trigger} ON {table}")
         op.execute(f"DROP FUNCTION {function}()")
     op.execute("ALTER TABLE settlements DROP CONSTRAINT ck_settlements_carried_out")

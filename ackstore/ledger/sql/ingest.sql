@@ -31,8 +31,9 @@ FROM STDIN
 
 -- name: enqueue_copied
 -- The signals copy_signals staged, stored with the work they make (the function
--- merge_staged_signals): their ids by message id. A key already taken fails it whole.
-SELECT m.id, m.source_message_id FROM merge_staged_signals() m
+-- merge_staged_signals): their ids by message id. A key taken meanwhile fails it whole, unless
+-- :skip_taken (then that row is skipped).
+SELECT m.id, m.source_message_id FROM merge_staged_signals(:skip_taken) m
 
 
 -- name: insert_one
@@ -41,11 +42,6 @@ SELECT m.id, m.source_message_id FROM merge_staged_signals() m
 SELECT insert_signal(:lock_class, :source, :source_message_id, :correlation_id, :api, :channel, :kind, :action,
                      :thing_id, :topic, :path, CAST(:value AS jsonb), CAST(:headers AS jsonb),
                      CAST(:requested_acks AS text[]), :response_required, CAST(:timeout_ms AS bigint))
-
-
--- name: insert_signals
--- The careful path's new signals (the function insert_signals), as one JSON array.
-SELECT i.id, i.source_message_id FROM insert_signals(:source, :api, CAST(:rows AS json)) i
 
 
 -- name: lock_retransmitted

@@ -29,3 +29,24 @@ BEGIN
     EXECUTE format('ALTER %s OWNER TO ackstore_admin', object.name);
   END LOOP;
 END $$
+
+-- name: no_temporary_tables
+-- Nobody creates temporary tables in the ledger's database (issue 26): PUBLIC's TEMPORARY, which
+-- every login would otherwise hold, is revoked; nothing the components run needs one (Great
+-- Expectations' SQL source makes none by default). The admin role keeps it: migration 0007 moves
+-- its history through a temporary table. Only the database's owner or a superuser may
+-- revoke it: migrate.py runs this as the session user, before it takes the admin role; any other
+-- user gets a notice, and docs/roles.md says to create the database owned by the admin role.
+DO $$
+BEGIN
+  IF (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
+     OR pg_has_role(current_user, (SELECT d.datdba FROM pg_database d WHERE d.datname = current_database()), 'USAGE') THEN
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'ackstore_admin') THEN  -- 0007 migrates through one
+      EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO ackstore_admin', current_database());
+    END IF;
+  ELSE
+    RAISE NOTICE 'ackstore: % may not revoke TEMPORARY on this database from PUBLIC: its owner or a superuser may',
+      current_user;
+  END IF;
+END $$

@@ -8,6 +8,18 @@
 GRANT USAGE, CREATE ON SCHEMA public TO ackstore_admin;
 GRANT USAGE ON SCHEMA public TO ackstore_ingest, ackstore_pipeline, ackstore_reporter
 
+-- name: definers
+-- A SECURITY DEFINER function runs as its owner, the admin role: none is everyone's to call, only
+-- the roles' granted below (the write functions, migration 0016; refresh_statistics, 0008).
+DO $$
+DECLARE definer regprocedure;
+BEGIN
+  FOR definer IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname = 'public' AND p.prosecdef LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', definer);
+  END LOOP;
+END $$
+
 -- name: ackstore_ingest
 -- Submit, declare, ack, respond, pull, and the connector's writes: through the write functions
 -- alone (intake.sql, answering.sql, pulling.sql, declaring.sql, carrying_out.sql; migration
@@ -19,57 +31,11 @@ GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind
               headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers TO ackstore_ingest;
-REVOKE EXECUTE ON FUNCTION
-    act_for(text),
-    may_act_for(text),
-    merge_staged_signals(),
-    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
-    insert_signals(text, text, json),
-    hand_out_live(json),
-    lock_retransmitted(text, text[]),
-    retransmitted(text, text),
-    open_next_attempt(bigint, integer, text[], text[], text),
-    lock_request(text),
-    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
-    store_live_response(bigint),
-    lock_handout(text, bigint),
-    answer_handout(text, bigint, integer, text[], timestamptz),
-    close_handout(text, bigint, timestamptz),
-    close_decided_handouts(text, timestamptz),
-    lease_ready(text, timestamptz, integer, bigint),
-    lock_event_position(text),
-    move_event_position(text, bigint),
-    hand_out_events(json),
-    close_handouts(text, bigint[], timestamptz),
-    declare_subscriber(text, text, text, text[], text[], text[]),
-    record_carried_out(bigint[], integer[], boolean),
-    record_latest_carried_out(bigint[])
-FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION
-    may_act_for(text),
-    merge_staged_signals(),
-    insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, jsonb, text[], boolean, bigint),
-    insert_signals(text, text, json),
-    hand_out_live(json),
-    lock_retransmitted(text, text[]),
-    retransmitted(text, text),
-    open_next_attempt(bigint, integer, text[], text[], text),
-    lock_request(text),
-    store_ack(bigint, integer, text, smallint, jsonb, jsonb, text, text, text),
-    store_live_response(bigint),
-    lock_handout(text, bigint),
-    answer_handout(text, bigint, integer, text[], timestamptz),
-    close_handout(text, bigint, timestamptz),
-    close_decided_handouts(text, timestamptz),
-    lease_ready(text, timestamptz, integer, bigint),
-    lock_event_position(text),
-    move_event_position(text, bigint),
-    hand_out_events(json),
-    close_handouts(text, bigint[], timestamptz),
-    declare_subscriber(text, text, text, text[], text[], text[]),
-    record_carried_out(bigint[], integer[], boolean),
-    record_latest_carried_out(bigint[])
-TO ackstore_ingest
+GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand_out_live,
+                          lock_retransmitted, retransmitted, open_next_attempt, lock_request, store_ack,
+                          store_live_response, lock_handout, answer_handout, close_handout, close_decided_handouts,
+                          lease_ready, lock_event_position, move_event_position, hand_out_events, close_handouts,
+                          declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.
@@ -86,7 +52,6 @@ GRANT DELETE ON stage_results TO ackstore_pipeline;
 GRANT USAGE ON SEQUENCE ledger_batches_id_seq TO ackstore_pipeline;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers TO ackstore_pipeline;
-REVOKE EXECUTE ON FUNCTION refresh_statistics(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline
 
 -- name: ackstore_reporter

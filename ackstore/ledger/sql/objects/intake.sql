@@ -9,31 +9,37 @@
 -- only insert there, and never choose the batch key) become signals, in their order (ids follow
 -- it), with the work they make — apply_twin for twin commands, the sweep for every request —
 -- and leave the staging table. Deadlines count from the transaction's time, as every path's do;
--- the table's constraints check the rest. A key already taken fails it whole (the careful path
--- answers then). The new signals' ids by message id.
+-- the table's constraints check the rest. The new signals' ids by message id.
+-- A key a concurrent submission took meanwhile fails it whole, unless ``skip_taken``: the caller
+-- (in a savepoint) calls it again so, and answers the rows not returned as retransmissions. Only
+-- then are the keys checked before each insert: that check costs a batch a fifth more.
+-- The statement is planned for each call (a batch's rows make the plan's cost negligible): its
+-- batch is read by its index, which a plan made when the table was small would not use, and a
+-- scan would read every row merges deleted since the last vacuum.
 -- version: 0016
-CREATE OR REPLACE FUNCTION merge_staged_signals() RETURNS TABLE (id bigint, source_message_id text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-#variable_conflict use_column
+CREATE OR REPLACE FUNCTION merge_staged_signals(skip_taken boolean) RETURNS TABLE (id bigint, source_message_id text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 BEGIN
-  RETURN QUERY
-  WITH staged AS (
-      DELETE FROM stage_signals x WHERE x.batch = txid_current() RETURNING x.*
-  ), stored AS (
+  RETURN QUERY EXECUTE format($merge$
+  WITH stored AS (
       INSERT INTO signals (source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic,
                            path, headers, value, requested_acks, response_required, timeout_ms, deadline_at)
       SELECT x.source, x.api, x.source_message_id, x.correlation_id, x.channel, x.kind, x.action, x.thing_id,
              x.topic, x.path, x.headers, x.value, x.requested_acks, x.response_required, x.timeout_ms,
              now() + make_interval(secs => x.timeout_ms / 1000.0)
-      FROM staged x
+      FROM stage_signals x
+      WHERE x.batch = txid_current()
       ORDER BY x.ord
+      %s
       RETURNING signals.id, signals.source_message_id, signals.kind
   ), to_apply AS (
       INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
   ), to_decide AS (
       INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
   )
-  SELECT s.id, s.source_message_id FROM stored s;
+  SELECT s.id, s.source_message_id FROM stored s
+  $merge$, CASE WHEN merge_staged_signals.skip_taken THEN 'ON CONFLICT DO NOTHING' ELSE '' END);
+  DELETE FROM stage_signals x WHERE x.batch = txid_current();  -- not returned: the rows are in signals now
 END $$;
 
 -- name: insert_signal
@@ -72,41 +78,6 @@ BEGIN
   )
   SELECT s.id INTO stored_id FROM stored s;
   RETURN stored_id;
-END $$;
-
--- name: insert_signals
--- The careful path (after a COPY lost a race): a batch's new signals as a JSON array, in its
--- order, with their work; a row whose message or correlation id a concurrent submission took is
--- skipped and not returned.
--- version: 0016
-CREATE OR REPLACE FUNCTION insert_signals(source text, api text, rows json)
-RETURNS TABLE (id bigint, source_message_id text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-#variable_conflict use_column
-BEGIN
-  RETURN QUERY
-  WITH input AS (
-      SELECT * FROM json_to_recordset(insert_signals.rows) AS r(
-          ord integer, source_message_id text, correlation_id text, channel text, kind text,
-          action text, thing_id text, topic text, path text, has_value boolean, value jsonb,
-          headers jsonb, requested_acks text[], response_required boolean, timeout_ms bigint)
-  ), stored AS (
-      INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic,
-                           path, value, headers, requested_acks, response_required, timeout_ms, deadline_at)
-      SELECT insert_signals.source, i.source_message_id, i.correlation_id, insert_signals.api, i.channel, i.kind,
-             i.action, i.thing_id, i.topic, i.path, CASE WHEN i.has_value THEN COALESCE(i.value, 'null'::jsonb) END,
-             i.headers, i.requested_acks, i.response_required, i.timeout_ms,
-             now() + make_interval(secs => i.timeout_ms / 1000.0)
-      FROM input i
-      ORDER BY i.ord
-      ON CONFLICT DO NOTHING
-      RETURNING signals.id, signals.source_message_id, signals.kind
-  ), to_apply AS (
-      INSERT INTO queue_apply (signal_id) SELECT s.id FROM stored s WHERE s.kind = 'twin-command'
-  ), to_decide AS (
-      INSERT INTO queue_decide (signal_id, attempt) SELECT s.id, 1 FROM stored s
-  )
-  SELECT s.id, s.source_message_id FROM stored s;
 END $$;
 
 -- name: hand_out_live
