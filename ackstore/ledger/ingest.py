@@ -7,15 +7,15 @@ earlier envelope of the batch — gets the first answer and stores nothing; afte
 decision it opens the signal's next attempt (A.2.10). A correlation id taken by another signal
 is 409 (A.2.9).
 
-A batch is stored as a whole: its things are locked (hash order), the message ids and
-correlation ids it shares with stored signals read in one statement, and every envelope decided
-in the batch's order exactly as one submission after another would be (decisions #35) while the
-new ones stream into ``signals`` through one COPY: Python decides and encodes the next chunk
-while the server stores the last. One statement then reads their ids back and queues their
-work. A COPY that meets a key a concurrent submission took meanwhile is undone (a
-savepoint) and the new signals are inserted with ``ON CONFLICT DO NOTHING`` instead: a row that
-lost the race is answered as a retransmission. A single envelope takes its own path: one
-statement locks its thing and stores it with its work.
+A batch is stored as a whole: the message ids and correlation ids it shares with stored signals
+are read in one statement, and every envelope decided in the batch's order exactly as one
+submission after another would be (decisions #35) while the new ones stream through one COPY
+into the staging table the ingest role may fill (Python decides and encodes the next chunk while
+the server stages the last). Then the new signals' things are locked (hash order) and one call
+(``merge_staged_signals``, decisions #94) stores them with their work, their ids drawn under the
+locks. A merge that meets a key a concurrent submission took meanwhile is undone (a savepoint)
+and run again skipping taken keys: a row that lost the race is answered as a retransmission. A
+single envelope takes its own path: one call locks its thing and stores it with its work.
 
 Besides each answer, :class:`Stored` says what a broker connector needs to settle the message:
 whether its current attempt still awaits a decision, or which decision it already has.
@@ -348,7 +348,7 @@ _NULL = "\\N"
 
 def _copy_rows(new: Iterator[_Valid], api: str, source: str) -> Iterator[str]:
     """COPY lines (copy_signals' columns) of the new signals, made one by one as the COPY asks
-    for them (the server stores one chunk while Python encodes the next)."""
+    for them (the server stages one chunk while Python encodes the next)."""
     constant = "\x00".join((source, api)).translate(_COPY_ESCAPES)
     requests: dict[tuple[int, tuple[str, ...], bool], str] = {}  # most signals request alike
     for position, (_, message_id, signal, request) in enumerate(new):
