@@ -9,9 +9,11 @@ from pathlib import Path
 
 from sqlalchemy import Connection, text
 
+from migrations.roles import READERS
+
 ROLES_MD = Path(__file__).resolve().parents[1] / "docs" / "roles.md"
 TABLE_HEADING = "## Every privilege, role by role"
-GROUPS = ("ackstore_ingest", "ackstore_pipeline", "ackstore_reporter")
+GROUPS = READERS  # the component roles (ackstore_admin owns everything)
 
 # (role, privilege, object): an object is "database", "schema public", a table or view by name, a
 # column as "table.column", a function by name. Privileges a role holds through PUBLIC count

@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from tests import password_server
 from tests.broker import Broker, connector, publish_all, stop, wait_for
 from tests.conftest import ADMIN_URL
 from tests.ledger import twin_command
+from tests.own_postgres import free_port
 from tests.password_server import PLAIN_USER, SECRET_PASSWORD, SECRET_USER, PasswordServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,15 +218,9 @@ def test_no_password_in_the_error_of_any_typed_form(form: str, password: str) ->
     assert not leaked, shown
 
 
-def _unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 CONNECTION_FAILURES = {
     "a database that does not exist": lambda server: f"{server}/ackstore_no_such_database",
-    "a port nobody listens on": lambda server: f"postgresql://u:{quote(SECRET_PASSWORD, safe='')}@127.0.0.1:{_unused_port()}/x",
+    "a port nobody listens on": lambda server: f"postgresql://u:{quote(SECRET_PASSWORD, safe='')}@127.0.0.1:{free_port()}/x",
     "a bad sslmode": lambda server: f"{server}/postgres?sslmode=bogus",
     "a bad options setting": lambda server: f"{server}/postgres?options=-cackstore_no_such_setting%3D1",
     "a role that does not exist, key=value": lambda server: (
