@@ -1,0 +1,684 @@
+"""What a connector does beyond its protocol: QoS 1 from a broker through the ledger (B.7, B.9,
+A.2.6, A.2.10), for any :class:`Transport` (AMQP 0.9.1, MQTT 3.1.1 and 5).
+
+One process per connection. Its sources' messages are stored in batches (``AckStore.ingest``)
+and only then considered received:
+
+* a client error (bad JSON, unknown topic, invalid labels, zero timeout with acks, too large)
+  is settled at once as a client error (never redelivered) and answered on its reply-to;
+* a message that requested no acks is settled at once (QoS 0);
+* every other delivery is held until the pipeline decides. The settle step notifies
+  ``ackstore_settlements`` (the connector also polls); the connector records that it carries
+  each decision out, then the transport settles the delivery on the session that received it,
+  as its protocol carries that decision out, and the result is published to the reply-to when
+  a response is required;
+* a redelivered copy is recognised by its key (A.3): never stored twice; settled at once from a
+  decision its signal already has, or opening the next attempt after a redeliver decision.
+
+Three threads overlap the work, with bounded hand-overs so memory stays flat under a backlog:
+
+* the broker's thread (the only one that touches the transport's session) receives deliveries
+  into batches and settles deliveries; it stops reading from the socket while the batches
+  waiting to be stored are at their bound;
+* the storing thread stores each batch and hands back what to settle at once and what to hold;
+* the deciding thread listens for the settle step, records the decisions carried out and hands
+  back their deliveries.
+
+A database that is away is said once and asked again after waits that double
+(:mod:`ackstore.connectors.outage`); a batch waits for it in memory, its deliveries held.
+Stopping, the connector stores what it received, carries out what is decided, and gives back
+every other delivery. If the process dies, the broker redelivers what it held; nothing is lost
+or applied twice.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from sqlalchemy.exc import DBAPIError
+
+from ackstore import faults
+from ackstore.connectors.config import ConnectionConfig
+from ackstore.connectors.held import Delivery, Held
+from ackstore.connectors.outage import Outage
+from ackstore.ledger import failures, settlements
+from ackstore.ledger.ingest import Stored
+from ackstore.ledger.store import AckStore
+from ackstore.rules import connectivity, envelopes, errors, wire
+from ackstore.rules.connectivity import Disposition
+
+log = logging.getLogger("ackstore.connector")
+
+GIVE_BACK = Disposition(ack=False, requeue=True)  # undecided deliveries return to the broker
+ACK = Disposition(ack=True)
+
+
+@dataclass
+class Options:
+    batch_size: int = 1000  # messages per ledger transaction
+    prefetch: int = 0  # unacknowledged deliveries the broker may push; 0: no limit (held ones count)
+    linger_s: float = 0.05  # how long a partial batch waits for more messages
+    poll_s: float = 2.0  # how often decisions are read without a notification
+    target_interval_s: float = 0.5  # how often targets pull new signals
+    target_lease: str = "5m"
+    pipeline_interval_ms: int = 60_000  # the DAG's schedule, for the consumer-timeout check
+    consumer_timeout_ms: int = connectivity.DEFAULT_CONSUMER_TIMEOUT_MS
+    max_messages: int | None = None  # stop consuming after this many, exit once all are settled
+    once: bool = False  # take what is queued now, settle what is decided, exit
+    reconnect_s: float = 1.0  # the first wait before reconnecting; doubled after each failure
+    max_reconnect_s: float = 30.0
+    batches_waiting: int = 4  # received batches waiting to be stored before the socket is left unread
+
+
+@dataclass
+class Counts:
+    received: int = 0
+    stored: int = 0
+    redelivered: int = 0
+    rejected: int = 0
+    settled_at_once: int = 0
+    carried_out: dict[str, int] = field(default_factory=dict)
+    given_back: int = 0
+    published: int = 0
+    reconnects: int = 0
+
+    def line(self, held: int) -> str:
+        decided = ", ".join(f"{k} {v}" for k, v in sorted(self.carried_out.items())) or "none"
+        return (f"received {self.received}, stored {self.stored} (redelivered {self.redelivered}), "
+                f"rejected {self.rejected}, settled at once {self.settled_at_once}, carried out: {decided}; "
+                f"holding {held}; given back {self.given_back}; published {self.published}; "
+                f"reconnects {self.reconnects}")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A consumed message, as every transport hands it over."""
+
+    tag: int  # the delivery's number within its session, growing
+    redelivered: bool  # the broker says it may have been delivered before
+    body: bytes
+    key: str  # what identifies it within the connection when it comes again (A.3)
+    headers: Mapping[str, Any] | None  # the protocol's headers (AMQP headers table, MQTT 5 user properties)
+    properties: Mapping[str, Any]  # correlation_id, reply_to, content_type, message_id (as AMQP names them)
+    includes: tuple[str, ...] = ()  # the requested-acks its source adds
+    refused: dict[str, Any] | None = None  # an error its source answers before storing (enforcement)
+
+    @property
+    def reply_to(self) -> str | None:
+        return self.properties.get("reply_to")
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self.properties.get("correlation_id")
+
+
+class Session(abc.ABC):
+    """One broker connection, used by the broker's thread only."""
+
+    @abc.abstractmethod
+    def process(self, time_limit: float) -> None:
+        """Read and write the socket for up to ``time_limit`` seconds (messages arrive now)."""
+
+    @abc.abstractmethod
+    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+        """Settle these deliveries (tag -> how); tags no longer outstanding are left out."""
+
+    @abc.abstractmethod
+    def give_back(self) -> bool:
+        """Return every outstanding delivery to the broker; whether there was any."""
+
+    @abc.abstractmethod
+    def stop_consuming(self) -> None:
+        """Take no more messages; those already received are stored and settled."""
+
+    @abc.abstractmethod
+    def reply(self, reply_to: str, message: dict[str, Any]) -> None:
+        """Publish ``message`` to ``reply_to`` (best effort, as in Ditto)."""
+
+    def wants_reconnect(self) -> bool:
+        """Whether the session should end now so the broker redelivers (MQTT's only redelivery)."""
+        return False
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """End the connection; what it did not settle the broker keeps."""
+
+
+class Transport(abc.ABC):
+    """A protocol: its sessions, how it carries decisions out, its targets."""
+
+    lost: tuple[type[BaseException], ...] = ()  # failures that end a session (reconnect after a wait)
+
+    @abc.abstractmethod
+    def connect(self, deliver: Callable[[Message], None]) -> Session:
+        """A new session consuming the sources, handing each message to ``deliver``."""
+
+    @abc.abstractmethod
+    def disposition(self, decision: str) -> Disposition:
+        """How the protocol carries out a settlement decision (B.9)."""
+
+    @abc.abstractmethod
+    def consuming(self) -> str:
+        """The sources, as a log line names them."""
+
+    def warnings(self, store: AckStore, options: Options) -> list[str]:
+        """What the operator should know before the connector starts."""
+        return []
+
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event,
+                published: Callable[[int], None]) -> Callable[[], None] | None:
+        """The work of the connection's targets, run on a thread of its own; None without targets."""
+        return None
+
+
+@dataclass(frozen=True)
+class _Batch:
+    session: int
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class _Settle:
+    """Deliveries for the broker's thread to settle."""
+
+    session: int
+    dispositions: dict[int, Disposition]  # delivery tag -> how
+
+
+@dataclass(frozen=True)
+class _Reply:
+    reply_to: str | None
+    message: dict[str, Any]
+
+
+class Connector:
+    """Run one connection until SIGTERM (or ``max_messages`` / ``once``)."""
+
+    def __init__(self, store: AckStore, config: ConnectionConfig, transport: Transport,
+                 options: Options | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.transport = transport
+        self.options = options or Options()
+        self.counts = Counts()
+        self.stopping = False  # set by SIGTERM / SIGINT
+        self._held = Held()
+        self._to_store: queue.Queue[_Batch] = queue.Queue(maxsize=max(1, self.options.batches_waiting))
+        self._outbox: queue.SimpleQueue[_Settle | _Reply] = queue.SimpleQueue()  # to the broker's thread
+        self._interrupt = threading.Event()  # stopping was asked: waits for the database end
+        self._done = threading.Event()  # the helper threads end
+        self._final_pass = threading.Event()  # the deciding thread's last pass is asked for …
+        self._final_pass_done = threading.Event()  # … and done
+        self._broken: BaseException | None = None  # a helper thread's unexpected failure
+        self._counting = threading.Lock()
+        self._session = 0  # the broker connection in use (a delivery tag is only valid on it)
+        self._live_session: int | None = None
+        self._consuming = False
+        self._buffer: list[Message] = []
+        self._buffer_since = 0.0
+        self._backoff_s = self.options.reconnect_s
+        self._storing_outage = self._outage("the database (storing messages)")
+        self._deciding_outage = self._outage("the database (reading decisions)")
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._install_signal_handlers()
+        for warning in self.transport.warnings(self.store, self.options):
+            log.warning("connector %s: %s", self.config.id, warning)
+        if not self._declare():
+            return 1
+        threads = [self._start(self._storing, "storing"), self._start(self._deciding, "deciding")]
+        targets = self.transport.targets(self.store, self._outage("the database (targets)"), self._done,
+                                         self._published)
+        if targets is not None:
+            threads.append(self._start(targets, "targets"))
+        try:
+            while not self.stopping and self._broken is None:
+                try:
+                    if self._run_session():
+                        break
+                except self.transport.lost as problem:
+                    self._lost(problem)
+        finally:
+            self._done.set()
+            self._interrupt.set()
+            for thread in threads:
+                thread.join(30)
+            log.info("connector %s stopped: %s", self.config.id, self.counts.line(len(self._held)))
+        if self._broken is not None:
+            log.error("connector %s: a thread failed: %s", self.config.id, described(self._broken))
+            return 1
+        return 0
+
+    @property
+    def connection_name(self) -> str:
+        """How the broker's management tools name this connector's connection."""
+        return connection_name(self.config)
+
+    def stop(self, *_: object) -> None:
+        """SIGTERM / SIGINT: only a flag (a signal handler must not log); the loop acts on it."""
+        self.stopping = True
+
+    def _install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    def _declare(self) -> bool:
+        """Declare the connection's labels for each target (one group, B.3)."""
+        labels = self.config.declared_labels
+        declarations: list[tuple[str, dict[str, Any]]] = [
+            (self.config.subscriber_id(n), {"channels": list(t.channels),
+                                             "namespaces": list(t.namespaces) if t.namespaces else None,
+                                             "filter": t.filter})
+            for n, t in enumerate(self.config.targets)
+        ]
+        if not declarations and labels:  # declared acks without targets: the group receives nothing
+            declarations = [(self.config.subscriber_id(None), {"channels": ["twin"], "namespaces": []})]
+        for subscriber, subscription in declarations:
+            answer = self.store.declare(subscriber, labels, connection=self.config.id, **subscription)
+            if answer["status"] != 204:
+                log.error("connector %s: declaring %s failed: %s", self.config.id, labels, answer)
+                return False
+        if labels:
+            log.info("connector %s: declared %s", self.config.id, ", ".join(labels))
+        return True
+
+    def _outage(self, what: str) -> Outage:
+        return Outage(f"connector {self.config.id}: {what}", log, self.options.reconnect_s,
+                      self.options.max_reconnect_s)
+
+    def _start(self, work: Callable[[], None], name: str) -> threading.Thread:
+        """A helper thread; an unexpected failure in it stops the connector (its deliveries go back)."""
+        def guarded() -> None:
+            try:
+                work()
+            except BaseException as problem:  # noqa: BLE001 — reported by run()
+                self._broken = problem
+                self._interrupt.set()
+                log.exception("connector %s: the %s thread failed", self.config.id, name)
+        thread = threading.Thread(target=guarded, name=f"connector-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _published(self, confirmed: int) -> None:
+        self.counts.published += confirmed
+
+    def _run_session(self) -> bool:
+        """One broker connection; True when the connector is done, False to reconnect."""
+        session = self.transport.connect(self._on_message)
+        self._session += 1
+        self._consuming = True
+        try:
+            self._live_session = self._session
+            self._backoff_s = self.options.reconnect_s  # connected and consuming: start over
+            log.info("connector %s: consuming %s (batches of %d)", self.config.id, self.transport.consuming(),
+                     self.options.batch_size)
+            return self._loop(session)
+        finally:
+            self._live_session = None  # unsettled deliveries go back to the broker with the session
+            self._held.forget(self._session)
+            self._buffer.clear()
+            session.close()
+
+    def _lost(self, problem: BaseException) -> None:
+        """Wait, longer after each failure in a row (a missing queue, a broker that is down)."""
+        self.counts.reconnects += 1
+        log.warning("connector %s: broker connection lost (%s); reconnecting in %.1f s — held deliveries "
+                    "return to the broker and are recognised when redelivered", self.config.id, problem,
+                    self._backoff_s)
+        deadline = time.monotonic() + self._backoff_s
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
+
+    # --- the broker's thread ------------------------------------------------------------------
+
+    def _loop(self, session: Session) -> bool:
+        next_report = next_heartbeat = 0.0
+        idle_rounds = 0
+        while True:
+            now = time.monotonic()
+            if not self._to_store.full() or now >= next_heartbeat:
+                # a full hand-over leaves the socket unread (the broker holds back), but not so
+                # long that the broker misses our heartbeats
+                session.process(0 if self._to_store.full() else self.options.linger_s)
+                next_heartbeat = now + 1.0
+            else:
+                time.sleep(0.005)
+            idle_rounds = 0 if self._hand_over() else idle_rounds + 1
+            self._settle_what_is_handed_back(session)
+            if now >= next_report:
+                log.info("connector %s: %s", self.config.id, self.counts.line(len(self._held)))
+                next_report = now + 10
+            if self._limit_reached():
+                self._stop_consuming(session)
+            if self.stopping or self._broken is not None or self._finished(idle_rounds):
+                self._wind_down(session)
+                return True
+            if session.wants_reconnect():
+                self.counts.reconnects += 1
+                log.info("connector %s: reconnecting so that the broker redelivers what was decided to be "
+                         "redelivered (reconnectForRedelivery)", self.config.id)
+                return False
+
+    def _on_message(self, message: Message) -> None:
+        if not self._consuming:  # stopped consuming: the broker keeps it (sent again next session)
+            return
+        if not self._buffer:
+            self._buffer_since = time.monotonic()
+        self._buffer.append(message)
+        self.counts.received += 1
+
+    def _hand_over(self, everything: bool = False) -> bool:
+        """Full batches (or a partial one that waited long enough) to the storing thread."""
+        if not self._buffer or not (everything or len(self._buffer) >= self.options.batch_size
+                                    or time.monotonic() - self._buffer_since >= self.options.linger_s):
+            return False
+        size = self.options.batch_size
+        while self._buffer:
+            try:
+                self._to_store.put_nowait(_Batch(self._session, self._buffer[:size]))
+            except queue.Full:
+                break
+            del self._buffer[:size]
+        return True
+
+    def _settle_what_is_handed_back(self, session: Session) -> None:
+        """Settle what the other threads decided, then publish their replies."""
+        dispositions: dict[int, Disposition] = {}
+        replies: list[_Reply] = []
+        while True:
+            try:
+                item = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Reply):
+                replies.append(item)
+            elif item.session == self._live_session:  # a closed session's deliveries went back
+                dispositions.update(item.dispositions)
+        if dispositions:
+            session.settle(dispositions)
+        for reply in replies:
+            if reply.reply_to:
+                session.reply(reply.reply_to, reply.message)
+
+    def _limit_reached(self) -> bool:
+        limit = self.options.max_messages
+        return limit is not None and self.counts.received >= limit and self._consuming
+
+    def _idle(self) -> bool:
+        """Nothing received waits to be stored, nothing stored waits to be settled."""
+        return not self._buffer and self._to_store.unfinished_tasks == 0 and self._outbox.empty()
+
+    def _finished(self, idle_rounds: int) -> bool:
+        if self.options.once:
+            return idle_rounds >= 3 and self._idle()
+        if self.options.max_messages is not None and self.counts.received >= self.options.max_messages:
+            return self._idle() and not len(self._held)
+        return False
+
+    def _stop_consuming(self, session: Session) -> None:
+        """Take no more; what already arrived was delivered to us and is stored."""
+        session.stop_consuming()
+        self._consuming = False
+
+    def _wind_down(self, session: Session) -> None:
+        """Store what arrived, carry out what is decided, give every other delivery back."""
+        log.info("connector %s: stopping — storing what arrived, carrying out what is decided", self.config.id)
+        if self.stopping:
+            self._interrupt.set()  # a database that is away is not waited for: its batches go back
+        self._stop_consuming(session)
+        self._until(session, self._all_handed_over)
+        self._until(session, lambda: self._to_store.unfinished_tasks == 0)
+        self._final_pass.set()
+        self._until(session, self._final_pass_done.is_set)
+        self._settle_what_is_handed_back(session)
+        given = len(self._held)
+        if session.give_back():
+            self.counts.given_back += given
+            log.info("connector %s: gave %d undecided deliveries back to the broker", self.config.id, given)
+
+    def _all_handed_over(self) -> bool:
+        self._hand_over(everything=True)
+        return not self._buffer
+
+    def _until(self, session: Session, condition: Callable[[], bool]) -> None:
+        """Keep the connection alive and settle what comes back until ``condition`` holds."""
+        while not condition() and self._broken is None:
+            session.process(0.02)
+            self._settle_what_is_handed_back(session)
+
+    # --- the storing thread -------------------------------------------------------------------
+
+    def _storing(self) -> None:
+        while not self._done.is_set():
+            try:
+                batch = self._to_store.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._store_batch(batch)
+            finally:
+                self._to_store.task_done()
+
+    def _current(self, batch: _Batch) -> bool:
+        return batch.session == self._live_session
+
+    def _store_batch(self, batch: _Batch) -> None:
+        if not self._current(batch):  # its session closed: the broker has these deliveries back
+            return
+        signals: list[tuple[Message, Any]] = []
+        settle: dict[int, Disposition] = {}
+        for message in batch.messages:
+            envelope = self._envelope(message)
+            if message.refused is not None:
+                self._reject(message, envelope, message.refused, settle)
+            elif connectivity.is_acknowledgement(envelope):
+                self._acknowledgement(message, envelope, settle)
+            else:
+                signals.append((message, envelope))
+        results = self._ingest_waiting_out_outages(batch, signals) if signals else []
+        if results is None:  # its session closed or the connector stops: the broker has them back
+            return
+        faults.checkpoint("connector:stored")
+        hold: list[tuple[int, Delivery]] = []
+        decided: list[tuple[Message, Stored]] = []
+        for (message, envelope), stored in zip(signals, results):
+            if stored is None:  # a transient failure while isolating: back to the broker
+                settle[message.tag] = GIVE_BACK
+            elif not stored.ok:
+                self._reject(message, envelope, stored.answer, settle)
+            else:
+                self.counts.stored += 1
+                self.counts.redelivered += int(message.redelivered)
+                if stored.decision is not None:
+                    decided.append((message, stored))
+                elif stored.awaits_decision:
+                    hold.append((stored.signal_id, Delivery(batch.session, message.tag)))
+                else:
+                    settle[message.tag] = ACK
+                    self.counts.settled_at_once += 1
+        if self._current(batch):
+            self._held.hold(hold)
+        if decided:
+            self._settle_from_decisions(decided, settle)
+        self._outbox.put(_Settle(batch.session, settle))
+
+    def _ingest_waiting_out_outages(self, batch: _Batch,
+                                    signals: list[tuple[Message, Any]]) -> list[Stored | None] | None:
+        """The batch stored, trying again while the database is away (its deliveries stay held);
+        None when it no longer can be settled (its session closed) or the connector stops."""
+        while self._current(batch):
+            try:
+                results: list[Stored | None] = list(self._ingest(signals))
+            except Exception as problem:  # noqa: BLE001 — sorted into transient or not, never lost
+                if failures.is_transient(problem):  # a deadlock, a restart of the database
+                    if self._interrupt.is_set():
+                        return None
+                    self._interrupt.wait(self._storing_outage.failed(
+                        f"storing {len(signals)} messages: {described(problem)}"))
+                    continue
+                # The same batch would fail the same way forever: find the message that causes it.
+                log.warning("connector %s: storing %d messages failed (%s); storing them one by one",
+                            self.config.id, len(signals), described(problem))
+                results = self._ingest_one_by_one(signals)
+            self._storing_outage.recovered()
+            return results
+        return None
+
+    def _ingest(self, signals: list[tuple[Message, Any]]) -> list[Stored]:
+        return self.store.ingest([e for _, e in signals], api="connectivity", source=self.config.id,
+                                 source_message_ids=[m.key for m, _ in signals])
+
+    def _ingest_one_by_one(self, signals: list[tuple[Message, Any]]) -> list[Stored | None]:
+        """Each message in a transaction of its own: a message the ledger refuses for good is
+        answered with the error (and rejected); one that fails transiently goes back to the broker
+        (None); the others are stored. A message stored before a crash here is recognised when it
+        comes back (its key), so nothing is stored twice."""
+        results: list[Stored | None] = []
+        for item in signals:
+            faults.checkpoint("connector:isolating")
+            try:
+                (stored,) = self._ingest([item])
+            except Exception as problem:  # noqa: BLE001
+                if failures.is_transient(problem):
+                    log.warning("connector %s: message %s could not be stored (%s); it goes back to the broker",
+                                self.config.id, item[0].key, described(problem))
+                    stored = None
+                else:
+                    log.error("connector %s: message %s cannot be stored (%s); rejected", self.config.id,
+                              item[0].key, described(problem))
+                    stored = Stored(errors.message_not_storable(described(problem)).to_json())
+            results.append(stored)
+        return results
+
+    def _envelope(self, message: Message) -> Any:
+        return connectivity.inbound_envelope(message.body, message.headers, message.properties,
+                                             includes=message.includes,
+                                             max_bytes=self.store.settings.max_envelope_bytes)
+
+    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], settle: dict[int, Disposition]) -> None:
+        """A client error: never redelivered (B.9), answered on reply-to."""
+        settle[message.tag] = connectivity.CLIENT_ERROR
+        self.counts.rejected += 1
+        log.info("connector %s: rejected message %s: %s %s", self.config.id,
+                 message.properties.get("message_id") or "(no id)", error.get("error"), error.get("message"))
+        self._outbox.put(_Reply(message.reply_to, error_reply(error, envelope, message.correlation_id)))
+
+    def _acknowledgement(self, message: Message, envelope: dict[str, Any], settle: dict[int, Disposition]) -> None:
+        """An ack the connection sends through its source, checked against its declared labels."""
+        subscriber = self.config.subscriber_id(0 if self.config.targets else None)
+        answer = self.store.acknowledge(subscriber, envelope)
+        if answer["status"] == 204:
+            settle[message.tag] = ACK
+            self.counts.settled_at_once += 1
+        else:
+            self._reject(message, envelope, answer, settle)
+
+    def _settle_from_decisions(self, items: list[tuple[Message, Stored]], settle: dict[int, Disposition]) -> None:
+        """Copies of messages whose signal is decided: settled at once from that decision."""
+        with self.store.engine.begin() as conn:
+            settlements.record_latest(conn, {stored.signal_id for _, stored in items})
+        for message, stored in items:
+            settle[message.tag] = self._carried_out(stored.decision)
+
+    def _carried_out(self, decision: str) -> Disposition:
+        with self._counting:  # the storing and the deciding thread both count
+            self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + 1
+        return self.transport.disposition(decision)
+
+    # --- the deciding thread ------------------------------------------------------------------
+
+    def _deciding(self) -> None:
+        """Carry decisions out when the settle step notifies this source, and every poll."""
+        listener: settlements.Listener | None = None
+        next_poll = 0.0
+        try:
+            while not self._done.is_set():
+                final = self._final_pass.is_set()
+                try:
+                    if listener is None:
+                        listener = settlements.Listener(self.store.engine, self.config.id)
+                    notified = not final and listener.wait(0.1)
+                    now = time.monotonic()
+                    if final or notified or now >= next_poll:
+                        next_poll = now + self.options.poll_s
+                        self._carry_out_decisions()
+                    self._deciding_outage.recovered()
+                except DBAPIError as problem:  # nothing was settled: the next try reads again
+                    if not final:
+                        self._interrupt.wait(self._deciding_outage.failed(described(problem)))
+                if final:
+                    self._final_pass_done.set()
+                    return
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def _carry_out_decisions(self) -> None:
+        with self.store.engine.begin() as conn:
+            undone = settlements.undone(conn, self.config.id)
+        taken = self._held.take(d.signal_id for d in undone)
+        mine = [d for d in undone if d.signal_id in taken]
+        at_once = [d for d in undone if d.signal_id not in taken and not d.held_for_decision]
+        if not mine and not at_once:
+            return
+        try:
+            with self.store.engine.begin() as conn:  # recorded first: see decisions #33
+                settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in mine], held=True)
+                first = settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in at_once], held=False)
+                to_publish = settlements.replies(conn, [*mine, *(d for d in at_once if d.signal_id in first)])
+        except BaseException:
+            self._held.put_back(taken)
+            raise
+        faults.checkpoint("connector:recorded")
+        by_session: dict[int, dict[int, Disposition]] = {}
+        for decided in mine:
+            disposition = self._carried_out(decided.decision)
+            for delivery in taken[decided.signal_id]:
+                by_session.setdefault(delivery.session, {})[delivery.tag] = disposition
+        for session, dispositions in by_session.items():
+            self._outbox.put(_Settle(session, dispositions))
+        for reply in to_publish:
+            self._outbox.put(_Reply(reply.reply_to, result_reply(reply)))
+
+
+def connection_name(config: ConnectionConfig) -> str:
+    """How the broker's management tools name a connector's connection."""
+    return f"ackstore connector {config.id}"
+
+
+def described(problem: BaseException) -> str:
+    """A failure as a log line may show it: its type and first line (no statement, no values)."""
+    cause = getattr(problem, "orig", None) or problem
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {first[:200]}" if first else type(cause).__name__
+
+
+def error_reply(error: dict[str, Any], envelope: Any, correlation_id: str | None) -> dict[str, Any]:
+    """The Ditto Protocol error message answering a refused message."""
+    thing: tuple[str, str] | None = None
+    if isinstance(envelope, dict) and isinstance(envelope.get("topic"), str):
+        thing = envelopes.thing_of_topic(envelope["topic"])
+        headers = envelope.get("headers")
+        if isinstance(headers, dict) and isinstance(headers.get("correlation-id"), str):
+            correlation_id = headers["correlation-id"]
+    thing_id, channel = thing or (None, "twin")
+    return wire.error_message(error, thing_id=thing_id, channel=channel, correlation_id=correlation_id)
+
+
+def result_reply(decided: settlements.Reply) -> dict[str, Any]:
+    """The Ditto Protocol message carrying a decided result."""
+    return wire.result_message(
+        thing_id=decided.thing_id, channel=decided.channel, topic=decided.topic, path=decided.path,  # type: ignore[arg-type]
+        correlation_id=decided.correlation_id, cause=decided.cause, status=decided.status, body=decided.body,
+        ack_statuses=decided.ack_statuses or {},
+    )
