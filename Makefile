@@ -11,10 +11,11 @@ airflow:  ## Airflow (UI on 127.0.0.1:8080) with the DAG and a Spark Connect ser
 	scripts/bootstrap.sh
 	.venv/bin/ackstore airflow
 
-test:  ## install, make sure PostgreSQL and RabbitMQ run, check the import layers, run the whole test suite
+test:  ## install, make sure PostgreSQL and RabbitMQ run and Mosquitto is installed, check the import layers, run the whole test suite
 	scripts/bootstrap.sh
 	scripts/ensure-postgres.sh
 	scripts/ensure-rabbitmq.sh
+	scripts/ensure-mosquitto.sh
 	.venv/bin/lint-imports
 	$(PYTHON_VENV) -m pytest -n 2 --dist loadfile
 

@@ -188,6 +188,21 @@ def _connector_parsers(commands: Any) -> None:
     amqp.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
     amqp.add_argument("--once", action="store_true", help="take what is queued, settle what is decided, exit")
     amqp.set_defaults(run=_connect)
+    mqtt = connect_kinds.add_parser(
+        "mqtt", help="subscribe to MQTT topics (3.1.1 or 5), withhold each PUBACK until the pipeline decides")
+    mqtt.add_argument("--connection-id", help="the connection's id (its source in the ledger, its client id)")
+    mqtt.add_argument("--topic", action="append", default=[], metavar="FILTER",
+                      help="a topic filter to subscribe to at QoS 1 (or use --config); repeatable")
+    mqtt.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
+                      help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
+    mqtt.add_argument("--url", default="mqtt://127.0.0.1:1883", help="the broker: mqtt[s]://[USER[:PASSWORD]@]HOST[:PORT]")
+    mqtt.add_argument("--mqtt-version", choices=("3.1.1", "5"), default="5", help="the protocol version (default 5)")
+    mqtt.add_argument("--config", help="a Ditto MQTT connection JSON (instead of the options above)")
+    mqtt.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
+    mqtt.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
+    mqtt.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
+    mqtt.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
+    mqtt.set_defaults(run=_connect)
 
     publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
     publish_kinds = publish.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
@@ -196,6 +211,12 @@ def _connector_parsers(commands: Any) -> None:
     publish_amqp.add_argument("--queue", required=True, help="the queue (published through the default exchange)")
     publish_amqp.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/", help="the broker's AMQP URI")
     publish_amqp.set_defaults(run=_publish)
+    publish_mqtt = publish_kinds.add_parser("mqtt", help="publish JSON lines to an MQTT topic at QoS 1, PUBACKed")
+    publish_mqtt.add_argument("file", metavar="FILE|-", help="one JSON message per line, or - for standard input")
+    publish_mqtt.add_argument("--topic", required=True, help="the topic to publish to")
+    publish_mqtt.add_argument("--url", default="mqtt://127.0.0.1:1883", help="the broker: mqtt[s]://HOST[:PORT]")
+    publish_mqtt.add_argument("--mqtt-version", choices=("3.1.1", "5"), default="5", help="the protocol version")
+    publish_mqtt.set_defaults(run=_publish)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -290,10 +311,21 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from ackstore.connectors.publish import publish_lines
+    from ackstore.connectors.publish import publish_lines, publish_mqtt_lines
 
-    with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
-        return _answer(publish_lines(args.url, args.queue, lines))
+    try:
+        with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
+            if args.kind == "mqtt":
+                return _answer(publish_mqtt_lines(args.url, args.topic, lines, _mqtt_type(args.mqtt_version)))
+            return _answer(publish_lines(args.url, args.queue, lines))
+    except errors.DittoError as error:
+        return _answer(error.to_json())
+
+
+def _mqtt_type(version: str) -> str:
+    from ackstore.connectors import config
+
+    return config.MQTT5 if version == "5" else config.MQTT
 
 
 def _airflow(args: argparse.Namespace) -> int:
@@ -310,24 +342,34 @@ def _connect(args: argparse.Namespace) -> int:
     import logging
 
     from ackstore.connectors import config
-    from ackstore.connectors.amqp import AmqpConnector, Options
+    from ackstore.connectors.amqp import AmqpConnector
+    from ackstore.connectors.core import Options
+    from ackstore.connectors.mqtt import MqttConnector
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    mqtt = args.kind == "mqtt"
     try:
         if args.config:
             with open(args.config, "rb") as file:
                 connection = config.parse(errors.parse_json_text(file.read()))
-        elif args.connection_id and args.queue:
+            if connection.is_mqtt != mqtt:
+                raise errors.connection_config_invalid(
+                    f"The connection's type {connection.connection_type} is not one 'ackstore connect {args.kind}' runs.")
+        elif mqtt and args.connection_id and args.topic:
+            connection = config.simple_mqtt(args.connection_id, args.topic, args.requested_acks, args.url,
+                                            _mqtt_type(args.mqtt_version))
+        elif not mqtt and args.connection_id and args.queue:
             connection = config.simple(args.connection_id, args.queue, args.requested_acks, args.url)
         else:
-            print("ackstore connect amqp: give --connection-id and --queue, or --config", file=sys.stderr)
+            what = "--topic" if mqtt else "--queue"
+            print(f"ackstore connect {args.kind}: give --connection-id and {what}, or --config", file=sys.stderr)
             return EXIT_USAGE
     except errors.DittoError as error:
         return _answer(error.to_json())
-    options = Options(batch_size=args.batch_size, prefetch=args.prefetch, poll_s=args.poll,
+    options = Options(batch_size=args.batch_size, prefetch=getattr(args, "prefetch", 0), poll_s=args.poll,
                       max_messages=args.max_messages, once=args.once)
     with AckStore.connect(args.database_url) as store:
-        return AmqpConnector(store, connection, options).run()
+        return (MqttConnector if mqtt else AmqpConnector)(store, connection, options).run()
 
 
 def _db(args: argparse.Namespace) -> int:

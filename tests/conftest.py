@@ -70,3 +70,13 @@ def run_pipeline(spark, engine: Engine, database_url: str):
         return pipeline.run(spark, PipelineSettings(database_url=database_url, partitions=2, **settings), chosen)
 
     return run
+
+
+@pytest.fixture(scope="module")
+def own_mosquitto():
+    """A Mosquitto broker of the module's own (docker/mosquitto.conf, a free port, a temporary
+    folder), never the machine's on 1883; killed and removed after the module."""
+    from tests.own_mosquitto import OwnMosquitto
+
+    with OwnMosquitto() as broker:
+        yield broker

@@ -96,22 +96,23 @@ class AmqpSession(Session):
             self._consume.basic_qos(prefetch_count=options.prefetch)
             self._publish: BlockingChannel = self._connection.channel()
             self._publish.confirm_delivery()
-            self._includes = {  # consumer tag -> its source's includes
-                self._consume.basic_consume(source.queue, self._on_message, auto_ack=False): source.includes
+            self._sources = {  # consumer tag -> its source
+                self._consume.basic_consume(source.queue, self._on_message, auto_ack=False): source
                 for source in config.sources
             }
         except BaseException:
             self.close()
             raise
-        self._consumer_tags = list(self._includes)
+        self._consumer_tags = list(self._sources)
 
     def _on_message(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
         self._tags.delivered(method.delivery_tag)
         fields = {"correlation_id": properties.correlation_id, "reply_to": properties.reply_to,
                   "content_type": properties.content_type, "message_id": properties.message_id}
         key = connectivity.source_message_id(properties.message_id, body, properties.correlation_id)
+        source = self._sources[method.consumer_tag]
         self._deliver(Message(method.delivery_tag, method.redelivered, body, key, properties.headers, fields,
-                              self._includes.get(method.consumer_tag, ())))
+                              source, source.queue))
 
     def process(self, time_limit: float) -> None:
         self._connection.process_data_events(time_limit=time_limit)

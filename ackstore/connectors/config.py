@@ -11,6 +11,12 @@
                    "issuedAcknowledgementLabel": "plant-a:published"}]
     }
 
+An MQTT connection (``"connectionType": "mqtt"`` or ``"mqtt-5"``, or a ``mqtt://``, ``mqtts://``,
+``tcp://`` or ``ssl://`` URI) has sources with several topic filters and a ``qos``, targets whose
+``address`` is a topic, and a ``specificConfig`` (:class:`MqttSettings`); every setting it does not
+support is a 400 naming it. A source of either kind may have an ``enforcement`` and a
+``replyTarget``.
+
 A target's ``address`` is ``exchange/routing-key`` (Ditto's AMQP 0.9.1 form). Its ``topics``
 pick the channels (``_/_/things/twin/events``: twin events; ``_/_/things/live/commands`` or
 ``…/live/messages``: live signals), with ``namespaces`` and an RQL ``filter`` as query
@@ -24,9 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qs
 
-from ackstore.rules import errors, labels, limits, rql
+from ackstore.rules import durations, errors, labels, limits, rql
+from ackstore.rules.enforcement import Enforcement
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
+AMQP, MQTT, MQTT5 = "amqp-091", "mqtt", "mqtt-5"  # Ditto's connection types
+SCHEMES = {AMQP: ("amqp://", "amqps://"), MQTT: ("mqtt://", "mqtts://", "tcp://", "ssl://")}
+SCHEMES[MQTT5] = SCHEMES[MQTT]
+REPLY_TO_PLACEHOLDER = "{{header:reply-to}}"
+ANSWERED = ("response", "error")  # what a reply target answers: results and refusals
 TOPIC_CHANNELS = {
     "_/_/things/twin/events": "twin",
     "_/_/things/live/commands": "live",
@@ -35,10 +47,32 @@ TOPIC_CHANNELS = {
 
 
 @dataclass(frozen=True)
+class ReplyTarget:
+    """Where a source's answers go (Ditto's ``replyTarget``)."""
+
+    enabled: bool = True
+    address: str = REPLY_TO_PLACEHOLDER  # the message's reply-to, or a fixed address
+
+    @property
+    def is_default(self) -> bool:
+        return self.enabled and self.address == REPLY_TO_PLACEHOLDER
+
+    def address_for(self, reply_to: str | None) -> str | None:
+        """Where an answer to a message with this reply-to goes; None: nowhere."""
+        if not self.enabled:
+            return None
+        return reply_to if self.address == REPLY_TO_PLACEHOLDER else self.address
+
+
+@dataclass(frozen=True)
 class Source:
-    queue: str
+    queue: str  # the AMQP queue; an MQTT source's first topic filter
     includes: tuple[str, ...] = ()  # requested-acks added to every message
     declared_acks: tuple[str, ...] = ()  # labels the connection may acknowledge with (prefixed)
+    topics: tuple[str, ...] = ()  # an MQTT source's topic filters
+    qos: int | None = None  # an MQTT source's subscription QoS
+    enforcement: Enforcement | None = None
+    reply_target: ReplyTarget = ReplyTarget()
 
 
 @dataclass(frozen=True)
@@ -49,6 +83,40 @@ class Target:
     namespaces: tuple[str, ...] | None = None
     filter: str | None = None
     issued_label: str | None = None  # acknowledged from the broker's answer (B.9)
+    qos: int | None = None  # an MQTT target's publishing QoS
+
+    @property
+    def topic(self) -> str:
+        """An MQTT target's topic (its whole address)."""
+        return f"{self.exchange}/{self.routing_key}" if self.routing_key else self.exchange
+
+
+@dataclass(frozen=True)
+class MqttSettings:
+    """An MQTT connection's ``specificConfig``, with Ditto's defaults."""
+
+    client_id: str
+    clean_session: bool = False
+    reconnect_for_redelivery: bool = False
+    reconnect_for_redelivery_delay_s: float = 2.0
+    separate_publisher_client: bool = False
+    publisher_id: str | None = None
+    keep_alive_s: int = 60
+    session_expiry_s: int = 7 * 24 * 3600  # MQTT 5: how long the broker keeps the session after a disconnect
+    receive_maximum: int = 65535  # MQTT 5: messages the broker may have in flight to us
+
+    @property
+    def publisher_client_id(self) -> str:
+        return self.publisher_id or f"{self.client_id}p"
+
+
+MQTT_SETTINGS = {  # specificConfig's keys: Ditto's, and the two MQTT 5 session settings of ours
+    "clientId", "cleanSession", "reconnectForRedelivery", "reconnectForRedeliveryDelay", "separatePublisherClient",
+    "publisherId", "keepAlive", "sessionExpiryInterval", "receiveMaximum",
+}
+MQTT_SOURCE_KEYS = {"addresses", "qos", "authorizationContext", "enforcement", "replyTarget", "acknowledgementRequests",
+                    "declaredAcks"}
+MQTT_TARGET_KEYS = {"address", "topics", "qos", "authorizationContext", "issuedAcknowledgementLabel"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +125,12 @@ class ConnectionConfig:
     uri: str = DEFAULT_URI
     sources: tuple[Source, ...] = ()
     targets: tuple[Target, ...] = field(default=())
+    connection_type: str = AMQP
+    mqtt: MqttSettings | None = None  # an MQTT connection's settings
+
+    @property
+    def is_mqtt(self) -> bool:
+        return self.connection_type in (MQTT, MQTT5)
 
     @property
     def declared_labels(self) -> list[str]:
@@ -82,20 +156,44 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
     if limits.utf8_size(connection_id) > limits.MAX_CONNECTION_ID_BYTES:
         raise errors.connection_config_invalid(
             f"The connection's 'id' is longer than {limits.MAX_CONNECTION_ID_BYTES} bytes.")
+    kind = _connection_type(document)
     uri = document.get("uri", DEFAULT_URI)
-    if not isinstance(uri, str) or not uri.startswith(("amqp://", "amqps://")):
-        raise errors.connection_config_invalid(f"The connection's 'uri' <{errors.shown(uri)}> is not an AMQP URI.")
-    sources = tuple(_source(s, connection_id) for s in _list(document, "sources"))
-    targets = tuple(_target(t, connection_id) for t in _list(document, "targets"))
+    if not isinstance(uri, str) or not uri.startswith(SCHEMES[kind]):
+        what = "an AMQP URI" if kind == AMQP else "an MQTT URI (mqtt://, mqtts://, tcp:// or ssl://)"
+        raise errors.connection_config_invalid(f"The connection's 'uri' <{errors.shown(uri)}> is not {what}.")
+    mqtt = kind != AMQP
+    sources = tuple(_source(s, connection_id, mqtt) for s in _list(document, "sources"))
+    targets = tuple(_target(t, connection_id, mqtt) for t in _list(document, "targets"))
     if not sources and not targets:
         raise errors.connection_config_invalid("The connection has neither sources nor targets.")
-    return ConnectionConfig(connection_id, uri, sources, targets)
+    settings = _mqtt_settings(document.get("specificConfig", {}), connection_id) if mqtt else None
+    return ConnectionConfig(connection_id, uri, sources, targets, kind, settings)
 
 
 def simple(connection_id: str, queue: str, includes: Sequence[str], uri: str = DEFAULT_URI) -> ConnectionConfig:
     """One source queue, as ``ackstore connect amqp --queue`` describes it."""
     return parse({"id": connection_id, "uri": uri,
                   "sources": [{"addresses": [queue], "acknowledgementRequests": {"includes": list(includes)}}]})
+
+
+def simple_mqtt(connection_id: str, topics: Sequence[str], includes: Sequence[str], uri: str,
+                version: str = MQTT) -> ConnectionConfig:
+    """One QoS-1 source of topic filters, as ``ackstore connect mqtt --topic`` describes it."""
+    return parse({"id": connection_id, "uri": uri, "connectionType": version,
+                  "sources": [{"addresses": list(topics), "qos": 1,
+                               "acknowledgementRequests": {"includes": list(includes)}}]})
+
+
+def _connection_type(document: Mapping[str, Any]) -> str:
+    """``connectionType``, or what the URI's scheme implies."""
+    kind = document.get("connectionType")
+    if kind is None:
+        uri = document.get("uri", DEFAULT_URI)
+        return MQTT if isinstance(uri, str) and uri.startswith(SCHEMES[MQTT]) else AMQP
+    if kind not in SCHEMES:
+        raise errors.connection_config_invalid(
+            f"The connection type <{errors.shown(kind)}> is not supported: give one of {', '.join(SCHEMES)}.")
+    return kind
 
 
 def _list(document: Mapping[str, Any], name: str) -> list[Any]:
@@ -111,11 +209,24 @@ def _strings(value: object, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _source(document: object, connection_id: str) -> Source:
+def _unsupported(document: Mapping[str, Any], known: set[str], what: str) -> None:
+    for key in document:
+        if key not in known:
+            raise errors.connection_config_invalid(f"{what} setting '{errors.shown(key)}' is not supported.")
+
+
+def _source(document: object, connection_id: str, mqtt: bool) -> Source:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A source must be a JSON object.")
     addresses = _strings(document.get("addresses"), "A source's 'addresses'")
-    if len(addresses) != 1:
+    qos: int | None = None
+    if mqtt:
+        _unsupported(document, MQTT_SOURCE_KEYS, "The MQTT source")
+        for topic in addresses:
+            _topic_filter(topic)
+        qos = _qos(document.get("qos"), "source", required=True)
+        _strings(document.get("authorizationContext", ["-"]), "A source's 'authorizationContext'")
+    elif len(addresses) != 1:
         raise errors.connection_config_invalid("A source consumes exactly one queue: give one address.")
     requests = document.get("acknowledgementRequests", {}) or {}
     if not isinstance(requests, Mapping):
@@ -127,16 +238,83 @@ def _source(document: object, connection_id: str) -> Source:
     declared = tuple(
         _declarable(label, connection_id) for label in _strings(document.get("declaredAcks", []), "'declaredAcks'")
     )
-    return Source(addresses[0], includes, declared)
+    enforcement = _enforcement(document["enforcement"]) if "enforcement" in document else None
+    reply = _reply_target(document.get("replyTarget", {}))
+    return Source(addresses[0], includes, declared, addresses if mqtt else (), qos, enforcement, reply)
 
 
-def _target(document: object, connection_id: str) -> Target:
+def _topic_filter(topic: str) -> None:
+    """An MQTT topic filter: ``#`` only last and alone in its level, ``+`` alone in its level."""
+    levels = topic.split("/")
+    for n, level in enumerate(levels):
+        if ("#" in level and (level != "#" or n != len(levels) - 1)) or ("+" in level and level != "+") \
+                or "\x00" in level:
+            raise errors.connection_config_invalid(f"The source address <{errors.shown(topic)}> is not an MQTT topic filter.")
+    if limits.utf8_size(topic) > 65535:
+        raise errors.connection_config_invalid("An MQTT topic filter is longer than 65535 bytes.")
+
+
+def _qos(value: object, what: str, *, required: bool) -> int | None:
+    if value is None and not required:
+        return None
+    if value is None:
+        raise errors.connection_config_invalid(f"The MQTT {what} needs a 'qos': 0 or 1.")
+    if value not in (0, 1) or isinstance(value, bool):
+        raise errors.connection_config_invalid(
+            f"The {what}'s 'qos' <{errors.shown(value)}> is not supported: give 0 or 1 (QoS 2 is not supported).")
+    return int(value)  # type: ignore[arg-type]
+
+
+def _enforcement(document: object) -> Enforcement:
+    if not isinstance(document, Mapping):
+        raise errors.connection_config_invalid("A source's 'enforcement' must be a JSON object.")
+    _unsupported(document, {"input", "filters"}, "The enforcement")
+    try:
+        return Enforcement.parse(document.get("input"), _strings(document.get("filters"), "'enforcement.filters'"))
+    except ValueError as problem:
+        raise errors.connection_config_invalid(f"The source's enforcement is invalid: {problem}") from None
+
+
+def _reply_target(document: object) -> ReplyTarget:
+    if not isinstance(document, Mapping):
+        raise errors.connection_config_invalid("A source's 'replyTarget' must be a JSON object.")
+    _unsupported(document, {"enabled", "address", "expectedResponseTypes"}, "The replyTarget")
+    enabled = document.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise errors.connection_config_invalid("'replyTarget.enabled' must be true or false.")
+    address = document.get("address", REPLY_TO_PLACEHOLDER)
+    if not isinstance(address, str) or not address:
+        raise errors.connection_config_invalid("'replyTarget.address' must be a non-empty string.")
+    if "{{" in address:
+        if address.replace(" ", "") != REPLY_TO_PLACEHOLDER:
+            raise errors.connection_config_invalid(
+                f"The replyTarget address <{errors.shown(address)}> is not supported: give a fixed address or "
+                f"{REPLY_TO_PLACEHOLDER}.")
+        address = REPLY_TO_PLACEHOLDER
+    expected = _strings(document.get("expectedResponseTypes", list(ANSWERED)), "'replyTarget.expectedResponseTypes'")
+    if not set(ANSWERED) <= set(expected) or not set(expected) <= {*ANSWERED, "nack"}:
+        raise errors.connection_config_invalid(
+            f"'replyTarget.expectedResponseTypes' <{errors.shown(list(expected))}> is not supported: results and "
+            "refusals are both answered, so give [\"response\", \"error\"] (\"nack\" may be added).")
+    return ReplyTarget(enabled, address)
+
+
+def _target(document: object, connection_id: str, mqtt: bool) -> Target:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A target must be a JSON object.")
     address = document.get("address")
-    if not isinstance(address, str) or "/" not in address:
+    qos: int | None = None
+    if mqtt:
+        _unsupported(document, MQTT_TARGET_KEYS, "The MQTT target")
+        if not isinstance(address, str) or not address or "+" in address or "#" in address or "{{" in address:
+            raise errors.connection_config_invalid(
+                f"An MQTT target's 'address' <{errors.shown(address)}> must be a topic (no wildcards, no placeholders).")
+        qos = _qos(document.get("qos", 1), "target", required=True)
+        exchange, routing_key = address, ""
+    elif not isinstance(address, str) or "/" not in address:
         raise errors.connection_config_invalid(f"A target's 'address' <{errors.shown(address)}> must be 'exchange/routing-key'.")
-    exchange, _, routing_key = address.partition("/")
+    else:
+        exchange, _, routing_key = address.partition("/")
     channels: list[str] = []
     query: dict[str, list[str]] | None = None
     for topic in _strings(document.get("topics"), "A target's 'topics'"):
@@ -159,7 +337,60 @@ def _target(document: object, connection_id: str) -> Target:
             raise errors.connection_config_invalid(f"The target's filter is invalid: {error.message}") from None
     issued = document.get("issuedAcknowledgementLabel")
     issued_label = _declarable(issued, connection_id) if issued is not None else None
-    return Target(exchange, routing_key, tuple(channels), namespaces, filter_text, issued_label)
+    return Target(exchange, routing_key, tuple(channels), namespaces, filter_text, issued_label, qos)
+
+
+def _mqtt_settings(document: object, connection_id: str) -> MqttSettings:
+    if not isinstance(document, Mapping):
+        raise errors.connection_config_invalid("'specificConfig' must be a JSON object.")
+    _unsupported(document, MQTT_SETTINGS, "The specificConfig")
+
+    def flag(name: str, default: bool) -> bool:
+        value = document.get(name, default)
+        if isinstance(value, str) and value in ("true", "false"):  # Ditto's specificConfig holds strings
+            value = value == "true"
+        if not isinstance(value, bool):
+            raise errors.connection_config_invalid(f"'specificConfig.{name}' must be true or false.")
+        return value
+
+    def seconds(name: str, default: float, minimum: float) -> float:
+        value = document.get(name)
+        if value is None:
+            return default
+        try:
+            ms = durations.parse_duration_ms(value) if isinstance(value, str) else None
+        except errors.DittoError:
+            ms = None
+        if ms is None or ms < minimum * 1000:
+            raise errors.connection_config_invalid(
+                f"'specificConfig.{name}' <{errors.shown(value)}> must be a duration of at least {minimum:g}s, such as 5s.")
+        return ms / 1000
+
+    def number(name: str, default: int, low: int, high: int) -> int:
+        value = document.get(name, default)
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise errors.connection_config_invalid(f"'specificConfig.{name}' must be a whole number from {low} to {high}.")
+        return value
+
+    def client_id(name: str, default: str | None) -> str | None:
+        value = document.get(name, default)
+        if value is not None and (not isinstance(value, str) or not value or limits.utf8_size(value) > 65535):
+            raise errors.connection_config_invalid(f"'specificConfig.{name}' must be a non-empty string.")
+        return value
+
+    return MqttSettings(
+        client_id=client_id("clientId", connection_id) or connection_id,
+        clean_session=flag("cleanSession", False),
+        reconnect_for_redelivery=flag("reconnectForRedelivery", False),
+        reconnect_for_redelivery_delay_s=seconds("reconnectForRedeliveryDelay", 2.0, 1.0),
+        separate_publisher_client=flag("separatePublisherClient", False),
+        publisher_id=client_id("publisherId", None),
+        keep_alive_s=int(seconds("keepAlive", 60.0, 1.0)),
+        session_expiry_s=number("sessionExpiryInterval", MqttSettings.session_expiry_s, 0, 2**32 - 1),
+        receive_maximum=number("receiveMaximum", MqttSettings.receive_maximum, 1, 65535),
+    )
 
 
 def _declarable(label: object, connection_id: str) -> str:

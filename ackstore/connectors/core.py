@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 from sqlalchemy.exc import DBAPIError
 
 from ackstore import faults
-from ackstore.connectors.config import ConnectionConfig
+from ackstore.connectors.config import ConnectionConfig, Source
 from ackstore.connectors.held import Delivery, Held
 from ackstore.connectors.outage import Outage
 from ackstore.ledger import failures, settlements
@@ -107,12 +107,13 @@ class Message:
     key: str  # what identifies it within the connection when it comes again (A.3)
     headers: Mapping[str, Any] | None  # the protocol's headers (AMQP headers table, MQTT 5 user properties)
     properties: Mapping[str, Any]  # correlation_id, reply_to, content_type, message_id (as AMQP names them)
-    includes: tuple[str, ...] = ()  # the requested-acks its source adds
-    refused: dict[str, Any] | None = None  # an error its source answers before storing (enforcement)
+    source: Source  # the source it was consumed by
+    address: str  # where it arrived: the queue, the MQTT topic
 
     @property
     def reply_to(self) -> str | None:
-        return self.properties.get("reply_to")
+        """Where its answers go, as its source's reply target says."""
+        return self.source.reply_target.address_for(self.properties.get("reply_to"))
 
     @property
     def correlation_id(self) -> str | None:
@@ -167,6 +168,10 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def consuming(self) -> str:
         """The sources, as a log line names them."""
+
+    def carried_out_as(self, decision: str) -> str | None:
+        """The settlement the protocol performs instead of ``decision`` when it cannot perform it."""
+        return None
 
     def warnings(self, store: AckStore, options: Options) -> list[str]:
         """What the operator should know before the connector starts."""
@@ -313,11 +318,12 @@ class Connector:
 
     def _run_session(self) -> bool:
         """One broker connection; True when the connector is done, False to reconnect."""
-        session = self.transport.connect(self._on_message)
         self._session += 1
+        self._live_session = self._session  # before connecting: a message may come with the handshake
         self._consuming = True
+        session: Session | None = None
         try:
-            self._live_session = self._session
+            session = self.transport.connect(self._on_message)
             self._backoff_s = self.options.reconnect_s  # connected and consuming: start over
             log.info("connector %s: consuming %s (batches of %d)", self.config.id, self.transport.consuming(),
                      self.options.batch_size)
@@ -326,7 +332,8 @@ class Connector:
             self._live_session = None  # unsettled deliveries go back to the broker with the session
             self._held.forget(self._session)
             self._buffer.clear()
-            session.close()
+            if session is not None:
+                session.close()
 
     def _lost(self, problem: BaseException) -> None:
         """Wait, longer after each failure in a row (a missing queue, a broker that is down)."""
@@ -479,8 +486,9 @@ class Connector:
         settle: dict[int, Disposition] = {}
         for message in batch.messages:
             envelope = self._envelope(message)
-            if message.refused is not None:
-                self._reject(message, envelope, message.refused, settle)
+            refusal = _enforcement_refusal(message, envelope)
+            if refusal is not None:
+                self._reject(message, envelope, refusal, settle)
             elif connectivity.is_acknowledgement(envelope):
                 self._acknowledgement(message, envelope, settle)
             else:
@@ -561,9 +569,16 @@ class Connector:
         return results
 
     def _envelope(self, message: Message) -> Any:
-        return connectivity.inbound_envelope(message.body, message.headers, message.properties,
-                                             includes=message.includes,
-                                             max_bytes=self.store.settings.max_envelope_bytes)
+        envelope = connectivity.inbound_envelope(message.body, message.headers, message.properties,
+                                                 includes=message.source.includes,
+                                                 max_bytes=self.store.settings.max_envelope_bytes)
+        if isinstance(envelope, dict) and not message.source.reply_target.is_default:
+            # the result goes where the source's reply target says, or nowhere
+            headers = {k: v for k, v in envelope["headers"].items() if k != connectivity.REPLY_TO}
+            if message.reply_to:
+                headers[connectivity.REPLY_TO] = message.reply_to
+            envelope = {**envelope, "headers": headers}
+        return envelope
 
     def _reject(self, message: Message, envelope: Any, error: dict[str, Any], settle: dict[int, Disposition]) -> None:
         """A client error: never redelivered (B.9), answered on reply-to."""
@@ -649,6 +664,21 @@ class Connector:
             self._outbox.put(_Settle(session, dispositions))
         for reply in to_publish:
             self._outbox.put(_Reply(reply.reply_to, result_reply(reply)))
+
+
+def _enforcement_refusal(message: Message, envelope: Any) -> dict[str, Any] | None:
+    """The error refusing a message its source's enforcement does not allow; None: allowed (or
+    no thing to check: the ledger answers a malformed envelope)."""
+    enforcement = message.source.enforcement
+    if enforcement is None or not isinstance(envelope, dict) or not isinstance(envelope.get("topic"), str):
+        return None
+    thing = envelopes.thing_of_topic(envelope["topic"])
+    if thing is None:
+        return None
+    thing_id = thing[0]
+    if enforcement.allows(enforcement.input_of(message.address, message.headers), thing_id):
+        return None
+    return errors.enforcement_failed(thing_id).to_json()
 
 
 def connection_name(config: ConnectionConfig) -> str:

@@ -32,7 +32,7 @@ UNCONFIRMED_MAX = 5000  # publishes awaiting their confirm before the next pull 
 
 
 @dataclass(frozen=True)
-class _Published:
+class Published:
     subscriber: str
     label: str | None  # the label to issue from the broker's answer, if the signal requested it
     message: dict[str, Any]
@@ -53,7 +53,7 @@ class Targets:
         self.published = published  # told how many publishes the broker confirmed
         self._connection: pika.SelectConnection | None = None
         self._channel: Any = None
-        self._unconfirmed: dict[int, _Published] = {}  # publish sequence number -> what it carried
+        self._unconfirmed: dict[int, Published] = {}  # publish sequence number -> what it carried
         self._sequence = 0
         self.outage = outage  # the database, as this thread sees it
 
@@ -114,7 +114,7 @@ class Targets:
                                         properties)
             self._sequence += 1
             label = target.issued_label if target.issued_label in headers.get("requested-acks", []) else None
-            self._unconfirmed[self._sequence] = _Published(subscriber, label, message)
+            self._unconfirmed[self._sequence] = Published(subscriber, label, message)
 
     def _answered(self, frame: Any) -> None:
         """A confirm (``Basic.Ack``) or nack, of one publish or, ``multiple``, of all up to it."""
@@ -128,12 +128,12 @@ class Targets:
         try:
             for item in answered:
                 if item.label:
-                    self.store.acknowledge(item.subscriber, _issued_ack(item.message, item.label, confirmed))
+                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, confirmed))
         except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
             self.outage.failed(type(problem.orig).__name__)
 
 
-def _issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:
+def issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:
     thing_id, channel = envelopes.thing_of_topic(message["topic"])  # a pulled signal's topic names its thing
     return {
         "topic": wire.acks_topic(thing_id, channel, label),

@@ -606,3 +606,13 @@ def unknown_path(path: str) -> DittoError:
         f"The path '{path}' is not supported for this command.",
         "Check if the path is correct: '/', '/attributes[/…]', '/definition', '/policyId' or '/features[/…]'.",
     )
+
+
+def enforcement_failed(thing_id: str) -> DittoError:
+    """A message whose source identity may not address ``thing_id`` (a source's ``enforcement``)."""
+    return DittoError(
+        400,
+        "connectivity:connection.id.enforcement.failed",
+        f"The configured filters could not be matched against the given target with ID '{shown(thing_id)}'.",
+        "Either modify the configured filter or ensure that the message is sent via the correct ID.",
+    )

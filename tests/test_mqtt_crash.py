@@ -1,0 +1,98 @@
+"""At least once over MQTT, with processes dying: the connector killed with -9 at random moments
+while a publisher keeps sending and the pipeline loops (so messages arrive right as a session
+opens or resumes, Ditto PR #2562), and the broker itself restarted under a held session.
+
+After each scenario every message is stored, applied, decided and carried out exactly once
+(tests/crash.py), and the connector's persistent session holds nothing: a message PUBACKed
+before its decision would have left a signal whose decision nobody carries out.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import Engine
+
+from tests.broker import kill_9, stop, wait_for
+from tests.crash import PipelineLoop, all_carried_out, assert_at_least_once_exactly, commands, scalar
+from tests.mqtt_clients import mqtt_connector, publish, session_backlog
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def arguments(connection: str, topic: str) -> tuple[str, ...]:
+    return ("--connection-id", connection, "--topic", topic, "--requested-acks", "twin-persisted",
+            "--poll", "0.5", "--batch-size", "500")
+
+
+def open_session(database_url: str, url: str, args: tuple[str, ...]) -> None:
+    process = mqtt_connector(database_url, url, *args, "--once")
+    _, log = process.communicate(timeout=60)
+    assert process.returncode == 0, log
+
+
+def test_kill_9_of_the_connector_while_a_publisher_sends_loses_and_duplicates_nothing(
+    tmp_path, engine: Engine, database_url: str, own_mosquitto, run_pipeline
+) -> None:
+    messages, kills = int(os.environ.get("ACKSTORE_MQTT_CRASH_MESSAGES", 4000)), 5
+    connection, topic = f"crash-{uuid.uuid4().hex[:8]}", f"crash-{uuid.uuid4().hex[:8]}/commands"
+    args = arguments(connection, topic)
+    open_session(database_url, own_mosquitto.url, args)
+    envelopes = commands(messages)
+    publisher = threading.Thread(  # in slices, so that some arrive while a session opens
+        target=lambda: [publish(own_mosquitto.url, topic, envelopes[i:i + 200]) or time.sleep(0.3)
+                        for i in range(0, messages, 200)], daemon=True)
+    randomness = random.Random(27)
+    stored_at_kills = []
+    with PipelineLoop(run_pipeline) as pipeline:
+        publisher.start()
+        for _ in range(kills):
+            process = mqtt_connector(database_url, own_mosquitto.url, *args)
+            time.sleep(randomness.uniform(1.0, 5.0))
+            kill_9(process)
+            stored_at_kills.append(scalar(engine, "SELECT count(*) FROM signals"))
+        publisher.join(300)
+        assert not publisher.is_alive(), "every message published (and PUBACKed to the publisher)"
+        assert pipeline.runs >= 1, "the pipeline ran while connectors were killed"
+        assert stored_at_kills[-1] > 0, f"the kills hit connectors that stored messages: {stored_at_kills}"
+        log_path = tmp_path / "last.log"
+        with open(log_path, "w") as log_file:
+            last = mqtt_connector(database_url, own_mosquitto.url, *args, log=log_file)
+            wait_for(lambda: "consuming" in log_path.read_text(), what="the last connector subscribed")
+            wait_for(lambda: pipeline.check() and all_carried_out(engine, messages), timeout=600,
+                     what="every decision carried out")
+            code, _ = stop(last)
+    assert code == 0, log_path.read_text()
+    open_session(database_url, own_mosquitto.url, args)  # copies still on their way: settled from decisions
+    assert_at_least_once_exactly(engine, messages)
+    assert session_backlog(own_mosquitto.url, connection) == [], "the session holds nothing more"
+
+
+def test_a_broker_restart_under_held_messages_loses_nothing(
+    engine: Engine, database_url: str, own_mosquitto, run_pipeline
+) -> None:
+    """Mosquitto stopped and started again (its persistence file) while the connector holds
+    messages: the connector reconnects, the session resumes, the held ones come again, stored once."""
+    messages = 1000
+    connection, topic = f"restart-{uuid.uuid4().hex[:8]}", f"restart-{uuid.uuid4().hex[:8]}/commands"
+    args = arguments(connection, topic)
+    open_session(database_url, own_mosquitto.url, args)
+    publish(own_mosquitto.url, topic, commands(messages))
+    process = mqtt_connector(database_url, own_mosquitto.url, *args)
+    try:
+        wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == messages, what="all stored, held")
+        own_mosquitto.stop()
+        own_mosquitto.start()
+        run_pipeline()
+        wait_for(lambda: all_carried_out(engine, messages), timeout=300, what="every decision carried out")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    assert "broker connection lost" in log
+    assert_at_least_once_exactly(engine, messages)
+    assert session_backlog(own_mosquitto.url, connection) == []
