@@ -28,6 +28,19 @@ def snapshot(engine: Engine, *, without: tuple[str, ...] = ()) -> dict[str, list
         }
 
 
+def count(engine: Engine, sql: str, **params) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text(sql), params).scalar_one()
+
+
+def settled(engine: Engine) -> dict[str, int]:
+    """Carried-out decisions by kind."""
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT decision, count(*) FROM settlements WHERE carried_out_at IS NOT NULL GROUP BY decision"))
+        return dict(rows.all())
+
+
 def twin_command(
     action: str = "modify",
     *,

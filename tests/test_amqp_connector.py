@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 
 from ackstore.connectors import config
 from tests.broker import Broker, connector, publish_all, stop, wait_for
-from tests.ledger import twin_command
+from tests.ledger import count, settled, twin_command
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -24,19 +24,6 @@ def broker() -> Iterator[Broker]:
     broker = Broker()
     yield broker
     broker.close()
-
-
-def count(engine: Engine, sql: str, **params) -> int:
-    with engine.connect() as conn:
-        return conn.execute(text(sql), params).scalar_one()
-
-
-def settled(engine: Engine) -> dict[str, int]:
-    """Carried-out decisions by kind."""
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT decision, count(*) FROM settlements WHERE carried_out_at IS NOT NULL GROUP BY decision"))
-        return dict(rows.all())
 
 
 def thing_modify(n: int, thing: str = "org.acme/t", **headers) -> dict:

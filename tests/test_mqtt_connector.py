@@ -16,24 +16,12 @@ import pytest
 from sqlalchemy import Engine, text
 
 from tests.broker import stop, wait_for
-from tests.ledger import twin_command
+from tests.ledger import count, settled, twin_command
 from tests.mqtt_clients import Collector, mqtt_connector, publish, session_backlog
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 VERSIONS = {"3.1.1": paho.MQTTv311, "5": paho.MQTTv5}
-
-
-def count(engine: Engine, sql: str, **params) -> int:
-    with engine.connect() as conn:
-        return conn.execute(text(sql), params).scalar_one()
-
-
-def settled(engine: Engine) -> dict[str, int]:
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT decision, count(*) FROM settlements WHERE carried_out_at IS NOT NULL GROUP BY decision"))
-        return dict(rows.all())
 
 
 def thing_modify(n: int, **headers) -> dict:
@@ -187,10 +175,14 @@ def test_a_redeliver_decision_reconnects_for_redelivery_or_is_pubacked_as_ditto_
     assert code == 0, log
     assert count(engine, "SELECT count(*) FROM signals") == 1
     assert count(engine, "SELECT revision FROM things") == 1, "the twin change is applied once"
+    with engine.connect() as conn:
+        (carried_out_as,) = conn.execute(text("SELECT carried_out_as FROM settlements WHERE attempt = 1")).one()
     if reconnect:
         assert "reconnecting so that the broker redelivers" in log
+        assert carried_out_as is None, "carried out as decided"
         assert len(session_backlog(own_mosquitto.url, connection, paho.MQTTv311)) == 1, "attempt 2 still held"
     else:
+        assert carried_out_as == "ack", "the settlement row says it was PUBACKed instead"
         assert count(engine, "SELECT count(*) FROM attempts WHERE attempt = 2") == 0
         assert session_backlog(own_mosquitto.url, connection, paho.MQTTv311) == [], "PUBACKed: never sent again"
 

@@ -113,7 +113,7 @@ def _calls(engine: Engine) -> list[tuple[str, dict]]:
         # a built-in label declared
         ("SELECT declare_subscriber('x', NULL, NULL, NULL, '{twin}', '{twin-persisted}')", {}),
         # a settlement recorded for a signal with none: nothing to record
-        ("SELECT record_carried_out(ARRAY[:t1]::bigint[], '{1}', true)", {"t1": t1}),
+        ("SELECT record_carried_out(ARRAY[:t1]::bigint[], '{1}', true, NULL)", {"t1": t1}),
     ]
 
 
@@ -187,6 +187,9 @@ def _settled(engine: Engine) -> int:
 @pytest.mark.parametrize("change", [
     "carried_out_at = decided_at - interval '1 second'",  # before its decision
     "decision = 'reject'", "decided_at = decided_at - interval '1 day'", "attempt = 2",
+    "carried_out_as = 'reject'",  # said without being carried out
+    "carried_out_at = now(), carried_out_as = 'ack'",  # the decision itself is no substitute
+    "carried_out_at = now(), carried_out_as = 'nack'",  # not a settlement
 ])
 def test_a_settlement_keeps_its_decision_and_is_never_carried_out_before_it(engine: Engine, ledger: AckStore,
                                                                           change: str) -> None:
@@ -196,16 +199,17 @@ def test_a_settlement_keeps_its_decision_and_is_never_carried_out_before_it(engi
     assert snapshot(engine) == before
 
 
-@pytest.mark.parametrize("change", ["carried_out_at = NULL", "carried_out_at = carried_out_at + interval '1 second'"])
+@pytest.mark.parametrize("change", ["carried_out_at = NULL", "carried_out_at = carried_out_at + interval '1 second'",
+                                    "carried_out_as = 'reject'"])
 def test_a_settlement_is_carried_out_once_and_never_cleared(engine: Engine, ledger: AckStore, ingest: Engine,
                                                             change: str) -> None:
     signal = _settled(engine)
     with ingest.begin() as conn:  # the connector records it, then settles a redelivered copy again
-        first = conn.execute(text("SELECT record_carried_out(ARRAY[:s]::bigint[], '{1}', true)"), {"s": signal}).all()
+        first = conn.execute(text("SELECT record_carried_out(ARRAY[:s]::bigint[], '{1}', true, NULL)"), {"s": signal}).all()
     with engine.connect() as conn:
         recorded = conn.execute(text("SELECT carried_out_at FROM settlements")).scalar_one()
     with ingest.begin() as conn:
-        again = conn.execute(text("SELECT record_carried_out(ARRAY[:s]::bigint[], '{1}', true)"), {"s": signal}).all()
+        again = conn.execute(text("SELECT record_carried_out(ARRAY[:s]::bigint[], '{1}', true, NULL)"), {"s": signal}).all()
         latest = conn.execute(text("SELECT record_latest_carried_out(ARRAY[:s]::bigint[])"), {"s": signal}).all()
     assert first == again == latest == [(signal,)]  # every held one is returned...
     with engine.connect() as conn:  # ...and the first record stands

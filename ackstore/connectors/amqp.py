@@ -31,7 +31,7 @@ from ackstore.connectors.config import ConnectionConfig
 from ackstore.connectors.core import GIVE_BACK, Connector, Message, Options, Session, Transport, connection_name
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.tags import DeliveryTags, Frame
-from ackstore.connectors.targets import Targets
+from ackstore.connectors.targets import TargetFeed, Targets
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, jsontext, wire
 from ackstore.rules.connectivity import Disposition
@@ -77,8 +77,9 @@ class AmqpTransport(Transport):
                 published: Callable[[int], None]) -> Callable[[], None] | None:
         if not self.config.targets:
             return None
-        return Targets(store, self.config, interval_s=self.options.target_interval_s, lease=self.options.target_lease,
-                       reconnect_s=self.options.reconnect_s, outage=outage, stop=stop, published=published).run
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published)
+        return Targets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
+                       stop=stop).run
 
 
 class AmqpSession(Session):

@@ -646,9 +646,13 @@ class Connector:
         at_once = [d for d in undone if d.signal_id not in taken and not d.held_for_decision]
         if not mine and not at_once:
             return
+        instead: dict[str | None, list[tuple[int, int]]] = {}  # what the transport does instead -> decisions
+        for d in mine:
+            instead.setdefault(self.transport.carried_out_as(d.decision), []).append((d.signal_id, d.attempt))
         try:
             with self.store.engine.begin() as conn:  # recorded first: see decisions #33
-                settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in mine], held=True)
+                for carried_out_as, decisions in instead.items():
+                    settlements.record_carried_out(conn, decisions, held=True, carried_out_as=carried_out_as)
                 first = settlements.record_carried_out(conn, [(d.signal_id, d.attempt) for d in at_once], held=False)
                 to_publish = settlements.replies(conn, [*mine, *(d for d in at_once if d.signal_id in first)])
         except BaseException:

@@ -42,13 +42,12 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-from sqlalchemy.exc import DBAPIError
 
 from ackstore import faults
 from ackstore.connectors.config import MQTT5, ConnectionConfig, MqttSettings, Source, Target
-from ackstore.connectors.core import Connector, Message, Options, Session, Transport, described
+from ackstore.connectors.core import Connector, Message, Options, Session, Transport
 from ackstore.connectors.outage import Outage
-from ackstore.connectors.targets import PULL_MAX, UNCONFIRMED_MAX, Published, issued_ack
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
 from ackstore.ledger.store import AckStore
 from ackstore.rules import jsontext, mqtt, wire
 from ackstore.rules.connectivity import Disposition
@@ -110,9 +109,9 @@ class MqttTransport(Transport):
                 published: Callable[[int], None]) -> Callable[[], None] | None:
         if not self.config.targets:
             return None
-        return MqttTargets(store, self.config, interval_s=self.options.target_interval_s,
-                           lease=self.options.target_lease, reconnect_s=self.options.reconnect_s, outage=outage,
-                           stop=stop, published=published).run
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published)
+        return MqttTargets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
+                           stop=stop).run
 
 
 def _client(config: ConnectionConfig, client_id: str, *, persistent: bool, manual_ack: bool) -> paho.Client:
@@ -311,29 +310,23 @@ class MqttSession(Session):
 class MqttTargets:
     """Publish to the targets of ``config`` until ``stop`` is set, on a client of its own."""
 
-    def __init__(self, store: AckStore, config: ConnectionConfig, *, interval_s: float, lease: str,
-                 reconnect_s: float, outage: Outage, stop: threading.Event,
-                 published: Callable[[int], None]) -> None:
-        assert config.mqtt is not None
-        self.store = store
-        self.config = config
+    def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
+        assert feed.config.mqtt is not None
+        self.feed = feed
+        self.config = feed.config
+        self.settings: MqttSettings = feed.config.mqtt
         self.interval_s = interval_s
-        self.lease = lease
         self.reconnect_s = reconnect_s
-        self.outage = outage
         self.stop = stop
-        self.published = published
         self._unconfirmed: dict[int, Published] = {}  # packet id -> what it carried
 
     def run(self) -> None:
-        settings = self.config.mqtt
-        assert settings is not None
         while not self.stop.is_set():
-            client = _client(self.config, settings.publisher_client_id, persistent=False, manual_ack=False)
+            client = _client(self.config, self.settings.publisher_client_id, persistent=False, manual_ack=False)
             client.on_publish = self._answered
             self._unconfirmed.clear()
             try:
-                _open(client, self.config, settings, persistent=False)
+                _open(client, self.config, self.settings, persistent=False)
                 self._publish_until_stopped(client)
             except (MqttLost, OSError) as problem:
                 if not self.stop.is_set():
@@ -354,43 +347,26 @@ class MqttTargets:
             now = time.monotonic()
             if now < next_tick or len(self._unconfirmed) >= UNCONFIRMED_MAX:
                 continue
-            next_tick = now + self.interval_s
-            try:
-                for n, target in enumerate(self.config.targets):
-                    self._publish_new(client, self.config.subscriber_id(n), target)
-                self.outage.recovered()
-            except DBAPIError as problem:  # pulled again at the next tick; leases keep what was pulled
-                next_tick = now + max(self.interval_s, self.outage.failed(described(problem)))
+            pulled, retry = self.feed.pull()
+            for target, item in pulled:
+                self._publish(client, target, item)
+            next_tick = now + max(self.interval_s, retry)
 
-    def _publish_new(self, client: paho.Client, subscriber: str, target: Target) -> None:
-        for message in self.store.pull(subscriber, max=PULL_MAX, lease=self.lease):
-            headers = message["headers"]
-            label = target.issued_label if target.issued_label in headers.get("requested-acks", []) else None
-            item = Published(subscriber, label, message)
-            info = client.publish(target.topic, jsontext.dumps(message).encode(), qos=target.qos or 0,
-                                  properties=_properties(client, headers, wire.DITTO_CONTENT_TYPE))
-            if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                raise MqttLost(paho.error_string(info.rc))
-            if target.qos:
-                self._unconfirmed[info.mid] = item
-            else:  # QoS 0: nothing to wait for (Ditto: 200)
-                self._issue([item], confirmed=True)
+    def _publish(self, client: paho.Client, target: Target, item: Published) -> None:
+        info = client.publish(target.topic, jsontext.dumps(item.message).encode(), qos=target.qos or 0,
+                              properties=_properties(client, item.message["headers"], wire.DITTO_CONTENT_TYPE))
+        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+            raise MqttLost(paho.error_string(info.rc))
+        if target.qos:
+            self._unconfirmed[info.mid] = item
+        else:  # QoS 0: nothing to wait for (Ditto: 200)
+            self.feed.answered([item], confirmed=True)
 
     def _answered(self, _client: Any, _userdata: Any, mid: int, reason: Any, _properties: Any) -> None:
         """A PUBACK: 200, or 503 when its reason code is a failure (MQTT 5)."""
         item = self._unconfirmed.pop(mid, None)
         if item is not None:
-            self._issue([item], confirmed=not reason.is_failure)
-
-    def _issue(self, items: list[Published], *, confirmed: bool) -> None:
-        if confirmed:
-            self.published(len(items))
-        try:
-            for item in items:
-                if item.label:
-                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, confirmed))
-        except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
-            self.outage.failed(described(problem))
+            self.feed.answered([item], confirmed=not reason.is_failure)
 
 
 def _properties(client: paho.Client, headers: Mapping[str, Any], content_type: str) -> Properties | None:

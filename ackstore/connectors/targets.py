@@ -1,5 +1,6 @@
 """A connection's targets (B.9): the twin events and live signals it subscribes to, pulled from the
-ledger under a lease and published to an exchange with asynchronous publisher confirms.
+ledger under a lease (:class:`TargetFeed`, for every protocol) and — here, AMQP 0.9.1 — published
+to an exchange with asynchronous publisher confirms.
 
 One thread with a broker connection of its own (``SelectConnection``: its confirms come as
 callbacks, so a publish does not wait for its confirm). Each target is a subscriber of the
@@ -38,24 +39,59 @@ class Published:
     message: dict[str, Any]
 
 
-class Targets:
-    """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss)."""
+class TargetFeed:
+    """What the targets of every protocol share: each target's new signals, pulled under a lease,
+    and the target's label issued from the broker's answer to their publish."""
 
-    def __init__(self, store: AckStore, config: ConnectionConfig, *, interval_s: float, lease: str,
-                 reconnect_s: float, outage: Outage, stop: threading.Event,
+    def __init__(self, store: AckStore, config: ConnectionConfig, *, lease: str, outage: Outage,
                  published: Callable[[int], None]) -> None:
         self.store = store
         self.config = config
-        self.interval_s = interval_s
         self.lease = lease
+        self.outage = outage  # the database, as the targets' thread sees it
+        self.published = published  # told how many publishes the broker confirmed
+
+    def pull(self) -> tuple[list[tuple[Target, Published]], float]:
+        """What to publish now, and 0 — or, when the database is away, what was pulled before it
+        went and the seconds to wait (leases keep what was pulled; it is pulled again later)."""
+        pulled: list[tuple[Target, Published]] = []
+        try:
+            for n, target in enumerate(self.config.targets):
+                subscriber = self.config.subscriber_id(n)
+                for message in self.store.pull(subscriber, max=PULL_MAX, lease=self.lease):
+                    requested = message["headers"].get("requested-acks", [])
+                    label = target.issued_label if target.issued_label in requested else None
+                    pulled.append((target, Published(subscriber, label, message)))
+            self.outage.recovered()
+            return pulled, 0.0
+        except DBAPIError as problem:
+            return pulled, self.outage.failed(type(problem.orig).__name__)
+
+    def answered(self, items: list[Published], *, confirmed: bool) -> None:
+        """The broker confirmed (200) or refused (503) these publishes: issue their labels."""
+        if confirmed:
+            self.published(len(items))
+        try:
+            for item in items:
+                if item.label:
+                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, confirmed))
+        except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
+            self.outage.failed(type(problem.orig).__name__)
+
+
+class Targets:
+    """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss)."""
+
+    def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
+        self.feed = feed
+        self.config = feed.config
+        self.interval_s = interval_s
         self.reconnect_s = reconnect_s
         self.stop = stop
-        self.published = published  # told how many publishes the broker confirmed
         self._connection: pika.SelectConnection | None = None
         self._channel: Any = None
         self._unconfirmed: dict[int, Published] = {}  # publish sequence number -> what it carried
         self._sequence = 0
-        self.outage = outage  # the database, as this thread sees it
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -96,25 +132,21 @@ class Targets:
             return
         wait = self.interval_s
         if len(self._unconfirmed) < UNCONFIRMED_MAX:
-            try:
-                for n, target in enumerate(self.config.targets):
-                    self._publish_new(self.config.subscriber_id(n), target)
-                self.outage.recovered()
-            except DBAPIError as problem:  # pulled again at the next tick; leases keep what was pulled
-                wait = max(wait, self.outage.failed(type(problem.orig).__name__))
+            pulled, retry = self.feed.pull()
+            for target, item in pulled:
+                self._publish(target, item)
+            wait = max(wait, retry)
         self._connection.ioloop.call_later(wait, self._tick)
 
-    def _publish_new(self, subscriber: str, target: Target) -> None:
-        for message in self.store.pull(subscriber, max=PULL_MAX, lease=self.lease):
-            headers = message["headers"]
-            properties = pika.BasicProperties(
-                content_type=DITTO_JSON, delivery_mode=2, headers={"ack-token": headers.get("ack-token")},
-                correlation_id=connectivity.amqp_correlation_id(headers.get("correlation-id")))
-            self._channel.basic_publish(target.exchange, target.routing_key, jsontext.dumps(message).encode(),
-                                        properties)
-            self._sequence += 1
-            label = target.issued_label if target.issued_label in headers.get("requested-acks", []) else None
-            self._unconfirmed[self._sequence] = Published(subscriber, label, message)
+    def _publish(self, target: Target, item: Published) -> None:
+        headers = item.message["headers"]
+        properties = pika.BasicProperties(
+            content_type=DITTO_JSON, delivery_mode=2, headers={"ack-token": headers.get("ack-token")},
+            correlation_id=connectivity.amqp_correlation_id(headers.get("correlation-id")))
+        self._channel.basic_publish(target.exchange, target.routing_key, jsontext.dumps(item.message).encode(),
+                                    properties)
+        self._sequence += 1
+        self._unconfirmed[self._sequence] = item
 
     def _answered(self, frame: Any) -> None:
         """A confirm (``Basic.Ack``) or nack, of one publish or, ``multiple``, of all up to it."""
@@ -122,15 +154,7 @@ class Targets:
         confirmed = isinstance(method, Basic.Ack)
         tags = ([t for t in self._unconfirmed if t <= method.delivery_tag] if method.multiple
                 else [method.delivery_tag])
-        answered = [self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed]
-        if confirmed:
-            self.published(len(answered))
-        try:
-            for item in answered:
-                if item.label:
-                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, confirmed))
-        except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
-            self.outage.failed(type(problem.orig).__name__)
+        self.feed.answered([self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed], confirmed=confirmed)
 
 
 def issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:

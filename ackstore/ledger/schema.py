@@ -314,10 +314,13 @@ settlements = Table(
     Column("decision", Text, nullable=False),
     _timestamp("decided_at"),
     Column("carried_out_at", TIMESTAMP(timezone=True), nullable=True),
+    Column("carried_out_as", Text, nullable=True),  # what the transport did instead (decisions #99); NULL: as decided
     PrimaryKeyConstraint("signal_id", "attempt"),
     UniqueConstraint("id"),
     CheckConstraint(_in("decision", SETTLEMENT_DECISIONS), name="decision"),
     CheckConstraint("carried_out_at >= decided_at", name="carried_out"),  # never before it was decided
+    CheckConstraint(f"carried_out_as IS NULL OR (carried_out_at IS NOT NULL AND carried_out_as <> decision AND "
+                    f"{_in('carried_out_as', SETTLEMENT_DECISIONS)})", name="carried_out_as"),
     CheckConstraint("attempt > 0", name="attempt"),
 )
 Index("ix_settlements_not_carried_out", settlements.c.signal_id, postgresql_where=text("carried_out_at IS NULL"))

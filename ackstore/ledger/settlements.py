@@ -62,16 +62,19 @@ def replies(conn: Connection, decisions: Sequence[Undone]) -> list[Reply]:
     return [Reply(**row) for row in conn.execute(ledger_statement("settlements", "replies"), params).mappings()]
 
 
-def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *, held: bool) -> set[int]:
+def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *, held: bool,
+                       carried_out_as: str | None = None) -> set[int]:
     """Record that (signal, attempt) decisions are carried out now; the signals recorded.
 
     ``held``: this connector holds the deliveries, so every one is returned, even one recorded
     before (a redelivered copy of a message settled again; the first record's time is kept).
-    Otherwise only the first recorder gets it.
+    Otherwise only the first recorder gets it. ``carried_out_as``: the settlement the transport
+    performed instead of these decisions (decisions #99); None: as decided.
     """
     if not decisions:
         return set()
-    params = {"signal_ids": [d[0] for d in decisions], "attempts": [d[1] for d in decisions], "held": held}
+    params = {"signal_ids": [d[0] for d in decisions], "attempts": [d[1] for d in decisions], "held": held,
+              "carried_out_as": carried_out_as}
     return set(conn.execute(ledger_statement("settlements", "record"), params).scalars())
 
 

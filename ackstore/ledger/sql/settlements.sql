@@ -24,7 +24,9 @@ JOIN request_answers r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
 -- name: record
 -- Decisions carried out now (the function record_carried_out). :held — the connector holds
 -- these deliveries: every one is returned (decisions #33); otherwise those recorded now.
-SELECT record_carried_out(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[]), CAST(:held AS boolean))
+-- :carried_out_as — what the transport did instead of the decision (decisions #99), or NULL.
+SELECT record_carried_out(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[]), CAST(:held AS boolean),
+                          CAST(:carried_out_as AS text))
 
 
 -- name: record_latest

@@ -6,15 +6,18 @@
 -- name: settlements_keep_their_decision
 -- A settlement's decision, its time and its attempt never change; it is carried out once, never
 -- before it was decided, and never cleared (issue 26). A later record of the same carrying out
--- (a held copy settled again after a crash, decisions #33) keeps the first time.
--- version: 0016
+-- (a held copy settled again after a crash, decisions #33) keeps the first time. What the
+-- transport performed instead of the decision (carried_out_as, issue 27) is said with that
+-- record and never changes either.
+-- version: 0017
 CREATE OR REPLACE FUNCTION settlements_keep_their_decision() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF (NEW.id, NEW.signal_id, NEW.attempt, NEW.decision, NEW.decided_at)
      IS DISTINCT FROM (OLD.id, OLD.signal_id, OLD.attempt, OLD.decision, OLD.decided_at) THEN
     RAISE EXCEPTION 'ackstore: a settlement''s decision never changes' USING ERRCODE = 'insufficient_privilege';
   END IF;
-  IF OLD.carried_out_at IS NOT NULL AND NEW.carried_out_at IS DISTINCT FROM OLD.carried_out_at THEN
+  IF OLD.carried_out_at IS NOT NULL
+     AND (NEW.carried_out_at, NEW.carried_out_as) IS DISTINCT FROM (OLD.carried_out_at, OLD.carried_out_as) THEN
     RAISE EXCEPTION 'ackstore: settlement of attempt % of signal % was carried out already', OLD.attempt, OLD.signal_id
       USING ERRCODE = 'insufficient_privilege';
   END IF;
@@ -33,21 +36,24 @@ FOR EACH ROW EXECUTE FUNCTION settlements_keep_their_decision();
 -- it leaves a decision the redelivered copy is settled from at once (decisions #33); every one
 -- is returned, an earlier record kept. Otherwise (settled when stored, QoS 0) only the first
 -- connector of the source to see the decision records it, and only that one publishes the
--- response: those it recorded now are returned.
--- version: 0016
-CREATE OR REPLACE FUNCTION record_carried_out(signal_ids bigint[], attempts integer[], held boolean)
+-- response: those it recorded now are returned. ``carried_out_as``: the settlement the transport
+-- performs instead of the decision, when it cannot perform it (MQTT acknowledges a redeliver
+-- decision without reconnectForRedelivery, decisions #99); NULL: as decided.
+-- version: 0017
+CREATE OR REPLACE FUNCTION record_carried_out(signal_ids bigint[], attempts integer[], held boolean,
+                                              carried_out_as text)
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   IF NOT record_carried_out.held THEN
     RETURN QUERY
-    UPDATE settlements st SET carried_out_at = clock_timestamp()
+    UPDATE settlements st SET carried_out_at = clock_timestamp(), carried_out_as = record_carried_out.carried_out_as
     FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
     WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
     RETURNING st.signal_id;
     RETURN;
   END IF;
-  UPDATE settlements st SET carried_out_at = clock_timestamp()
+  UPDATE settlements st SET carried_out_at = clock_timestamp(), carried_out_as = record_carried_out.carried_out_as
   FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
   WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL;
   RETURN QUERY
