@@ -1,6 +1,16 @@
-"""Benchmark: QoS 1 end to end through RabbitMQ — published, stored, decided, settled.
+"""Benchmark: QoS 1 end to end through a broker — published, stored, decided, settled.
 
-    python -m benchmarks.broker --messages 100000
+    python -m benchmarks.broker --messages 100000                      # RabbitMQ
+    python -m benchmarks.broker --protocol mqtt --messages 100000      # MQTT 5 (a Mosquitto of its own)
+    python -m benchmarks.broker --protocol mqtt --sessions 4 --receive-maximum 2000 --pipeline-every 10
+
+The MQTT runs (``benchmarks/transports.py``) publish to a topic the connectors' persistent
+sessions subscribed beforehand, with PUBACK withheld until each decision; ``--sessions K`` runs K
+connectors sharing one subscription (``$share/bench/<topic>``), each with a Receive Maximum of
+``--receive-maximum``: the in-flight bound of decisions #100. ``--pipeline-every S`` runs the
+pipeline at most every S seconds instead of back to back, so that a decision takes a known time T
+and each session's bound, receive maximum / T, is what limits the rate; printed with it: the
+bound, and the mean time from received to carried out (the measured T).
 
 ``--messages`` twin modifies of 10 000 things that exist (created and applied before the clock
 starts, so each modify is the common path: 204, twin-persisted, ack) are published to a fresh
@@ -48,61 +58,18 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
-import pika
 from sqlalchemy import Row, text
 
 from ackstore.ledger.database import database_url, make_engine
 from ackstore.ledger.store import AckStore
-from benchmarks.cpu import CpuWindow, listener_pid, print_profile
-from benchmarks.ingest import THINGS, messages, raw_engine, raw_insert
+from benchmarks.cpu import CpuWindow, print_profile
+from benchmarks.ingest import THINGS, messages
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database, postmaster, spark_jvm
+from benchmarks.transports import Amqp, Mqtt, own_mosquitto
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AMQP = "amqp://guest:guest@127.0.0.1:5672/"
 DITTO_QOS1_MODIFIES_PER_S = 3200
-
-
-def publish(url: str, queue: str, items: list[tuple[str, bytes]]) -> float:
-    connection = pika.BlockingConnection(pika.URLParameters(url))
-    channel = connection.channel()
-    channel.queue_declare(queue, durable=True)
-    started = time.perf_counter()
-    for message_id, body in items:
-        channel.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id, delivery_mode=2))
-    connection.close()
-    return time.perf_counter() - started
-
-
-def delete_queue(url: str, queue: str) -> None:
-    connection = pika.BlockingConnection(pika.URLParameters(url))
-    connection.channel().queue_delete(queue)
-    connection.close()
-
-
-def raw_consumer(amqp: str, db_url: str, queue: str, count: int, batch: int, prefetch: int) -> float:
-    """Consume ``count`` messages, insert each batch into a bare table, ack after the commit."""
-    engine = raw_engine(db_url)
-    connection = pika.BlockingConnection(pika.URLParameters(amqp))
-    channel = connection.channel()
-    channel.basic_qos(prefetch_count=prefetch)
-    pending: list[tuple[int, str, bytes]] = []
-    done = 0
-    started = time.perf_counter()
-    for method, properties, body in channel.consume(queue, inactivity_timeout=0.05):
-        if method is not None:
-            pending.append((method.delivery_tag, properties.message_id, body))
-        if pending and (len(pending) >= batch or method is None or done + len(pending) >= count):
-            raw_insert(engine, [(message_id, body) for _, message_id, body in pending])
-            channel.basic_ack(pending[-1][0], multiple=True)
-            done += len(pending)
-            pending = []
-        if done >= count:
-            break
-    seconds = time.perf_counter() - started
-    channel.cancel()
-    connection.close()
-    engine.dispose()
-    return seconds
 
 
 def seed_things(spark, settings, url: str) -> None:
@@ -162,6 +129,14 @@ def stage_seconds(db_url: str, started_at: object) -> dict[str, float]:
     return {"stored": float(row[0]), "decided": float(row[1]), "settled": float(row[2])}
 
 
+def held_time(db_url: str) -> float:
+    """Mean seconds from a measured message's arrival to its decision carried out: the T of the
+    in-flight bound (decisions #100)."""
+    return float(ledger_rows(db_url, "SELECT extract(epoch FROM avg(st.carried_out_at - s.received_at)) "
+                                     "FROM settlements st JOIN signals s ON s.id = st.signal_id "
+                                     "WHERE s.source = 'bench' AND st.carried_out_at IS NOT NULL")[0][0] or 0.0)
+
+
 def settled_count(db_url: str) -> int:
     return ledger_rows(db_url, "SELECT count(*) FROM settlements st JOIN signals s ON s.id = st.signal_id "
                                "WHERE st.carried_out_at IS NOT NULL AND s.source = 'bench'")[0][0]
@@ -170,76 +145,103 @@ def settled_count(db_url: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--protocol", choices=("amqp", "mqtt"), default="amqp")
     parser.add_argument("--batch", type=int, default=1000, help="the connector's messages per ledger transaction")
-    parser.add_argument("--prefetch", type=int, default=0, help="the connector's prefetch (0: no limit)")
+    parser.add_argument("--prefetch", type=int, default=0, help="AMQP: the connector's prefetch (0: no limit)")
     parser.add_argument("--amqp", default=os.environ.get("ACKSTORE_BENCH_AMQP", DEFAULT_AMQP))
+    parser.add_argument("--mqtt", default=os.environ.get("ACKSTORE_BENCH_MQTT"),
+                        help="an MQTT broker's URL (default: a Mosquitto of the benchmark's own)")
+    parser.add_argument("--sessions", type=int, default=1, help="MQTT: connectors sharing one subscription")
+    parser.add_argument("--receive-maximum", type=int, default=65535, help="MQTT: each session's in-flight bound")
+    parser.add_argument("--pipeline-every", type=float, default=0.0,
+                        help="run the pipeline at most every this many seconds (default: back to back)")
     parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER))
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
+    if args.protocol == "amqp":
+        return measure(args, Amqp(args.amqp))
+    if args.mqtt:
+        return measure(args, Mqtt(args.mqtt, None))
+    with own_mosquitto() as (url, pid):
+        return measure(args, Mqtt(url, pid))
+
+
+def measure(args: argparse.Namespace, transport: Amqp | Mqtt) -> int:
     n, run = args.messages, uuid.uuid4().hex[:8]
 
     from jobs import pipeline
     from jobs.settings import PipelineSettings
     from jobs.spark import spark_session
 
-    raw_queue, queue = f"ackstore-bench-raw-{run}", f"ackstore-bench-{run}"
-    server_pid, amqp_port = postmaster(args.server), pika.URLParameters(args.amqp).port
-    # the connector's log goes to a file: a pipe nobody reads fills up and stalls the connector
+    raw_address, address = f"ackstore-bench-raw-{run}", f"ackstore-bench-{run}"
+    server_pid = postmaster(args.server)
+    # the connectors' logs go to a file: a pipe nobody reads fills up and stalls a connector
     with fresh_database(args.server, "broker_raw") as raw_url, fresh_database(args.server, "broker") as url, \
-            tempfile.TemporaryFile("w+") as log:
+            tempfile.TemporaryFile("w+") as log, tempfile.TemporaryDirectory() as workdir:
+        commands = [[sys.executable, "-m", "ackstore.cli", "--database-url", url, *command, "--poll", "1"]
+                    for command in transport.connectors(address, args.sessions, args.batch, args.prefetch,
+                                                        args.receive_maximum, Path(workdir))]
         try:
-            publish(args.amqp, raw_queue, messages(n, f"r{run}"))
-            raw = raw_consumer(args.amqp, raw_url, raw_queue, n, args.batch, args.prefetch)
-            published = publish(args.amqp, queue, messages(n, f"q{run}"))
+            raw = transport.raw_run(raw_url, raw_address, messages(n, f"r{run}"), args.batch, args.prefetch)
+            transport.prepare(address, commands)
+            published = transport.publish(address, messages(n, f"q{run}"))
             spark = spark_session("ackstore-bench-broker", cores=args.cores)
             settings = PipelineSettings(database_url=url, partitions=max(2, args.cores * 2))
             seed_things(spark, settings, url)
             started_at = ledger_now(url)
-            cpu = CpuWindow({"postgres": [server_pid], "rabbitmq": [listener_pid(amqp_port)],
+            cpu = CpuWindow({"postgres": [server_pid], transport.name: [transport.broker_pid()],
                              "spark": [spark_jvm(spark)]}).start()
             started = time.perf_counter()
-            connector = subprocess.Popen(
-                [sys.executable, "-m", "ackstore.cli", "--database-url", url, "connect", "amqp", "--url", args.amqp,
-                 "--connection-id", "bench", "--queue", queue, "--requested-acks", "twin-persisted",
-                 "--batch-size", str(args.batch), "--prefetch", str(args.prefetch), "--poll", "1"],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True)
-            cpu.add("connector", connector.pid)
+            connectors = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True)
+                          for command in commands]
+            for connector in connectors:
+                cpu.add("connector", connector.pid)
             runs = 0
             while settled_count(url) < n:
-                if connector.poll() is not None:
+                if any(connector.poll() is not None for connector in connectors):
                     log.seek(0)
-                    raise SystemExit(f"the connector exited: {log.read()[-3000:]}")
+                    raise SystemExit(f"a connector exited: {log.read()[-3000:]}")
+                began = time.perf_counter()
                 pipeline.run(spark, PipelineSettings(database_url=url, partitions=settings.partitions))
                 runs += 1
+                time.sleep(max(0.0, args.pipeline_every - (time.perf_counter() - began)))
             end_to_end = time.perf_counter() - started
             cpu.stop()
             stages = stage_seconds(url, started_at)
             how = answered(url)
+            held = held_time(url)
             # The stop: as many again stored and held (no pipeline runs), then given back.
             second_at = ledger_now(url)
-            publish(args.amqp, queue, messages(n, f"s{run}"))
+            transport.publish(address, messages(n, f"s{run}"))
             while held_count(url, second_at) < n:
                 time.sleep(0.2)
             time.sleep(1.0)  # the last batch's holds registered
             stopping = time.perf_counter()
-            connector.terminate()
-            connector.wait(timeout=900)
+            for connector in connectors:
+                connector.terminate()
+            for connector in connectors:
+                connector.wait(timeout=900)
             stop = time.perf_counter() - stopping
             spark.stop()
         finally:
-            delete_queue(args.amqp, raw_queue)
-            delete_queue(args.amqp, queue)
+            transport.delete(raw_address)
+            transport.delete(address)
 
-    print(f"messages={n:,} modifies of {THINGS:,} existing things, answered {how}; prefetch={args.prefetch:,} "
-          f"batch={args.batch:,} pipeline runs={runs} cores={args.cores}; published in {published:.1f} s (not counted)")
+    print(f"{args.protocol}: messages={n:,} modifies of {THINGS:,} existing things, answered {how}; "
+          f"batch={args.batch:,} sessions={args.sessions} pipeline runs={runs} cores={args.cores}; "
+          f"published in {published:.1f} s (not counted)")
     for stage in ("stored", "decided", "settled"):
         print(f"    {stage:<8} after {stages[stage]:7.1f} s  {n / stages[stage]:10,.0f} messages/s")
     print(f"    end to end (observed by the benchmark) {end_to_end:7.1f} s  {n / end_to_end:10,.0f} messages/s")
     print(f"    connector stop holding {n:,} undecided deliveries {stop:7.1f} s  {n / stop:10,.0f} given back/s")
-    print(f"    raw consumer (insert batch, ack after commit) {raw:7.1f} s  {n / raw:10,.0f} messages/s")
+    print(f"    raw consumer (insert batch, settle after commit) {raw:7.1f} s  {n / raw:10,.0f} messages/s")
     print(f"    ratio end-to-end/raw: {end_to_end / raw:.2f}x;  vs Ditto's ~{DITTO_QOS1_MODIFIES_PER_S:,}/s: "
           f"{n / end_to_end / DITTO_QOS1_MODIFIES_PER_S:.2f}x")
-    print_profile("CPU, end to end:", cpu, n, "message", ["connector", "postgres", "rabbitmq", "spark", "benchmark"],
+    if args.protocol == "mqtt":
+        bound = args.sessions * args.receive_maximum / held if held else float("inf")
+        print(f"    in flight: {args.sessions} session(s) x receive maximum {args.receive_maximum:,}; mean received -> "
+              f"carried out T = {held:.1f} s; bound sessions x maximum / T = {bound:,.0f} messages/s")
+    print_profile("CPU, end to end:", cpu, n, "message", ["connector", "postgres", transport.name, "spark", "benchmark"],
                   server_pid, {database_url(url).database})
     return 0
 

@@ -22,6 +22,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
         ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),
         ("benchmarks.broker", ["--messages", "300", "--batch", "100"], "ratio end-to-end/raw"),
+        # MQTT 5 through a Mosquitto of its own, two connectors sharing the subscription
+        ("benchmarks.broker", ["--protocol", "mqtt", "--messages", "300", "--batch", "100", "--sessions", "2"],
+         "in flight: 2 session(s)"),
         ("benchmarks.reports", ["--history", "2000", "--repeat", "1"], "(b) all the history"),
         # ackstore airflow on its schedule, a connector, 15 s of publishing (about 4 minutes): all
         # 300 messages modify existing things and end acked on the broker

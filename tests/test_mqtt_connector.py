@@ -240,3 +240,34 @@ def test_ackstore_connect_mqtt_answers_an_unsupported_setting_with_a_400_naming_
     answer = json.loads(out)
     assert (answer["status"], answer["error"]) == (400, "connectivity:connection.configuration.invalid")
     assert named in answer["message"] and answer["description"]
+
+
+def test_a_broker_that_drops_messages_for_its_queue_limit_is_said_so_by_the_connector(
+    tmp_path, engine: Engine, database_url: str
+) -> None:
+    """decisions #100: a broker whose queue limit is too small for the decision time drops QoS-1
+    messages and still PUBACKs their publisher; Mosquitto counts them in $SYS, and the connector
+    says so as an error instead of losing them silently."""
+    from tests.own_mosquitto import OwnMosquitto
+
+    connection, topic = names()
+    document = {"id": connection, "connectionType": "mqtt-5", "sources": [{"addresses": [topic], "qos": 1}],
+                "specificConfig": {"receiveMaximum": 20}}
+    with OwnMosquitto(max_queued_messages=50, sys_interval=1) as broker:
+        document["uri"] = broker.url
+        config = connection_file(tmp_path, document)
+        open_session(database_url, broker.url, "--config", config)
+        log_path = tmp_path / "connector.log"
+        with open(log_path, "w") as log_file:
+            process = mqtt_connector(database_url, broker.url, "--config", config, "--poll", "0.5", log=log_file)
+            try:
+                wait_for(lambda: "consuming" in log_path.read_text(), what="the connector subscribed")
+                publish(broker.url, topic, [thing_modify(n, requested_acks=["twin-persisted"]) for n in range(200)])
+                wait_for(lambda: "the broker dropped" in log_path.read_text(), timeout=30, what="the drop said")
+            finally:
+                code, _ = stop(process)
+        held = session_backlog(broker.url, connection)
+    assert code == 0, log_path.read_text()
+    assert "raise max_queued_messages" in log_path.read_text()
+    assert count(engine, "SELECT count(*) FROM signals") == 20, "the receive maximum: 20 in flight, none PUBACKed"
+    assert len(held) == 70, "20 in flight and 50 queued kept; the other 130 were dropped"
