@@ -9,7 +9,10 @@ broker still holds for a session is looked at with the connector stopped (``sess
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
@@ -187,37 +190,54 @@ def test_a_redeliver_decision_reconnects_for_redelivery_or_is_pubacked_as_ditto_
         assert session_backlog(own_mosquitto.url, connection, paho.MQTTv311) == [], "PUBACKed: never sent again"
 
 
+@pytest.mark.parametrize(("refused", "status", "decision"), [(False, 200, "ack"), (True, 503, "redeliver")])
 def test_a_target_publishes_at_qos1_and_issues_its_label_from_the_puback(
-    tmp_path, engine: Engine, database_url: str, own_mosquitto, run_pipeline
+    tmp_path, engine: Engine, database_url: str, run_pipeline, refused: bool, status: int, decision: str
 ) -> None:
+    """B.9: a target's label is 200 when the broker PUBACKs the event, 503 when its PUBACK's reason
+    code is a failure (an ACL that denies the target's topic: 0x87, not authorized)."""
+    from tests.own_mosquitto import OwnMosquitto
+
     connection, topic = names()
     events = f"{topic}/events"
+    folder = Path(tempfile.mkdtemp(prefix="ackstore-acl-"))  # readable by Mosquitto's own user
+    folder.chmod(0o755)
+    acl = folder / "acl"
+    acl.write_text(f"topic readwrite #\ntopic read $SYS/#\n{'topic deny ' + events if refused else ''}\n")
+    acl.chmod(0o644)
     document = {
-        "id": connection, "connectionType": "mqtt-5", "uri": own_mosquitto.url,
+        "id": connection, "connectionType": "mqtt-5",
         "sources": [{"addresses": [topic], "qos": 1, "acknowledgementRequests": {"includes": ["twin-persisted"]}}],
         "targets": [{"address": events, "topics": ["_/_/things/twin/events?namespaces=org.acme"], "qos": 1,
                      "issuedAcknowledgementLabel": "{{connection:id}}:published"}],
         "specificConfig": {"separatePublisherClient": True},
     }
-    collector = Collector(own_mosquitto.url, events)
-    config = connection_file(tmp_path, document)
-    open_session(database_url, own_mosquitto.url, "--config", config)
-    process = mqtt_connector(database_url, own_mosquitto.url, "--config", config, "--poll", "0.5")
-    try:
-        publish(own_mosquitto.url, topic, [thing_modify(3, requested_acks=[f"{connection}:published"])])
-        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, what="the signal stored")
-        run_pipeline("apply_twin")
-        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label = :l", l=f"{connection}:published"),
-                 what="the target's ack")
-        run_pipeline()
-        wait_for(lambda: settled(engine) == {"ack": 1}, what="ack carried out")
-    finally:
-        code, log = stop(process)
-        collector.close()
+    with OwnMosquitto(acl_file=str(acl)) as broker:
+        document["uri"] = broker.url
+        collector = Collector(broker.url, events)
+        config = connection_file(tmp_path, document)
+        open_session(database_url, broker.url, "--config", config)
+        process = mqtt_connector(database_url, broker.url, "--config", config, "--poll", "0.5")
+        try:
+            publish(broker.url, topic, [thing_modify(3, requested_acks=[f"{connection}:published"])])
+            wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, what="the signal stored")
+            run_pipeline("apply_twin")
+            wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label = :l", l=f"{connection}:published"),
+                     what="the target's ack")
+            run_pipeline()
+            wait_for(lambda: settled(engine).get(decision) == 1, what=f"{decision} carried out")
+        finally:
+            code, log = stop(process)
+            collector.close()
+    shutil.rmtree(folder)
     assert code == 0, log
     with engine.connect() as conn:
-        ack = conn.execute(text("SELECT status, issuer FROM acks WHERE label = :l"), {"l": f"{connection}:published"}).one()
-    assert tuple(ack) == (200, f"{connection}/target-0")
+        ack = conn.execute(text("SELECT status, issuer FROM acks WHERE label = :l AND attempt = 1"),
+                           {"l": f"{connection}:published"}).one()
+    assert tuple(ack) == (status, f"{connection}/target-0")
+    if refused:
+        assert collector.messages == []
+        return
     (event,) = collector.messages
     assert json.loads(event.payload)["topic"] == "org.acme/m3/things/twin/events/created"
     assert dict(event.properties.UserProperty)["ack-token"] == json.loads(event.payload)["headers"]["ack-token"]

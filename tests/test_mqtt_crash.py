@@ -9,6 +9,7 @@ before its decision would have left a signal whose decision nobody carries out.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -20,7 +21,9 @@ from sqlalchemy import Engine
 
 from tests.broker import kill_9, stop, wait_for
 from tests.crash import PipelineLoop, all_carried_out, assert_at_least_once_exactly, commands, scalar
-from tests.mqtt_clients import mqtt_connector, publish, session_backlog
+from tests.ledger import settled, twin_command
+from tests.mqtt_clients import Collector, mqtt_connector, publish, session_backlog
+from tests.test_amqp_poison import refusing  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -39,14 +42,14 @@ def open_session(database_url: str, url: str, args: tuple[str, ...]) -> None:
 def test_kill_9_of_the_connector_while_a_publisher_sends_loses_and_duplicates_nothing(
     tmp_path, engine: Engine, database_url: str, own_mosquitto, run_pipeline
 ) -> None:
-    messages, kills = int(os.environ.get("ACKSTORE_MQTT_CRASH_MESSAGES", 4000)), 5
+    messages, kills = int(os.environ.get("ACKSTORE_MQTT_CRASH_MESSAGES", 10_000)), 5
     connection, topic = f"crash-{uuid.uuid4().hex[:8]}", f"crash-{uuid.uuid4().hex[:8]}/commands"
     args = arguments(connection, topic)
     open_session(database_url, own_mosquitto.url, args)
     envelopes = commands(messages)
     publisher = threading.Thread(  # in slices, so that some arrive while a session opens
-        target=lambda: [publish(own_mosquitto.url, topic, envelopes[i:i + 200]) or time.sleep(0.3)
-                        for i in range(0, messages, 200)], daemon=True)
+        target=lambda: [publish(own_mosquitto.url, topic, envelopes[i:i + 500]) or time.sleep(0.3)
+                        for i in range(0, messages, 500)], daemon=True)
     randomness = random.Random(27)
     stored_at_kills = []
     with PipelineLoop(run_pipeline) as pipeline:
@@ -96,3 +99,44 @@ def test_a_broker_restart_under_held_messages_loses_nothing(
     assert "broker connection lost" in log
     assert_at_least_once_exactly(engine, messages)
     assert session_backlog(own_mosquitto.url, connection) == []
+
+
+def test_a_poison_message_between_good_ones_is_answered_and_pubacked_the_good_ones_held_until_decided(
+    engine: Engine, database_url: str, own_mosquitto, run_pipeline, refusing  # noqa: F811
+) -> None:
+    """One batch: three good messages, one the database refuses for good, three good. The batch
+    is stored message by message; the poison one is answered (400) and PUBACKed at once — never
+    redelivered — and the good ones stay un-PUBACKed until their decisions are carried out."""
+    connection, topic = f"poison-{uuid.uuid4().hex[:8]}", f"poison-{uuid.uuid4().hex[:8]}/commands"
+    replies = f"{topic}/replies"
+    args = arguments(connection, topic)
+    open_session(database_url, own_mosquitto.url, args)
+    good = [twin_command("modify", thing=f"org.acme/t{n}", path="/", value={"attributes": {"n": n}},
+                         correlation_id=f"c-{n}") for n in range(1, 7)]
+    poison = twin_command("modify", thing="org.acme/poison", path="/", value={}, correlation_id="poison")
+    collector = Collector(own_mosquitto.url, replies)
+    try:
+        publish(own_mosquitto.url, topic, [*good[:3], poison, *good[3:]], response_topic=replies)
+        code, log = _once(database_url, own_mosquitto.url, args)
+        assert code == 0, log
+        assert "storing them one by one" in log and "rejected 1" in log
+        assert scalar(engine, "SELECT count(*) FROM signals") == 6
+        wait_for(lambda: len(collector.messages) == 1, what="the poison message answered")
+        answer = json.loads(collector.messages[0].payload)
+        assert (answer["status"], answer["value"]["error"]) == (400, "message.notstorable")
+        assert len(session_backlog(own_mosquitto.url, connection)) == 6, "the good ones held, the poison PUBACKed"
+        run_pipeline()
+        code, log = _once(database_url, own_mosquitto.url, args)  # the copies settled from their decisions
+        assert code == 0, log
+    finally:
+        collector.close()
+    assert settled(engine) == {"ack": 6}
+    assert scalar(engine, "SELECT count(*) FROM signals") == 6, "nothing stored twice"
+    assert session_backlog(own_mosquitto.url, connection) == []
+
+
+def _once(database_url: str, url: str, args: tuple[str, ...]) -> tuple[int, str]:
+    """A connector that takes what its session holds, settles what is decided, and exits."""
+    process = mqtt_connector(database_url, url, *args, "--once")
+    _, log = process.communicate(timeout=120)
+    return process.returncode, log
