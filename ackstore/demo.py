@@ -6,8 +6,9 @@ signal's timeline, and the audit: the settlement status, latency, watermarks and
 The scenario: a thing created and modified; a custom ack in time, and one late (after its
 request timed out: 408); a subscriber whose filter the signal does not pass (a weak ack); a live
 message answered by ``respond``; a command from a connection whose ack failed (503: redeliver),
-redelivered as attempt 2; and, when RabbitMQ answers on 127.0.0.1:5672, a message through the
-real connector, settled on the broker after the run.
+redelivered as attempt 2; and, when RabbitMQ answers on 127.0.0.1:5672 and an MQTT broker on
+127.0.0.1:1883 (or ``$ACKSTORE_DEMO_MQTT_URL``), a message through each real connector, settled on
+its broker after the run.
 
 With nothing configured it all happens on the embedded PostgreSQL in ``./.ackstore`` — the
 ledger and Airflow's metadata database side by side.
@@ -16,6 +17,7 @@ ledger and Airflow's metadata database side by side.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -44,11 +46,25 @@ RESPONDER = "demo-responder"
 CONNECTION = "demo-amqp"  # a connection the demo plays itself (its redelivery)
 RABBITMQ = "demo-rabbitmq"  # the real connector, when the broker is up
 RABBITMQ_QUEUE = "ackstore-demo"
+MQTT = "demo-mqtt"  # the real MQTT connector (its client id too), when a broker answers
+MQTT_URI = os.environ.get("ACKSTORE_DEMO_MQTT_URL", "mqtt://127.0.0.1:1883")  # the broker the demo goes through
+MQTT_TOPIC = "ackstore-demo/commands"
 LAMP = "org.acme/lamp-1/things"  # the thing every sample signal is about (samples/*.json too)
 
 
 def sample(name: str) -> bytes:
     return resources.files("ackstore").joinpath("samples", name).read_bytes()
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A real broker the demo goes through: its name, the connector class and connection config,
+    and what settling a message sends it."""
+
+    name: str
+    connector: Any  # AmqpConnector or MqttConnector
+    connection: Any  # its ConnectionConfig
+    settles_with: str
 
 
 @dataclass
@@ -58,7 +74,7 @@ class Scenario:
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     ids: dict[str, str] = field(default_factory=dict)
     redelivered_signal: int | None = None
-    broker: Any = None  # the RabbitMQ connection's config, when the broker is up
+    brokers: list[Broker] = field(default_factory=list)  # those that answered, a message held on each
 
     def cid(self, name: str) -> str:
         return self.ids.setdefault(name, f"demo-{name}-{self.run}")
@@ -124,11 +140,11 @@ def _submit_samples(store: AckStore, scenario: Scenario) -> None:
     scenario.redelivered_signal = stored.signal_id
     _step(f"a command from the connection {CONNECTION!r}, its {CUSTOM_LABEL} ack failing (503: redeliver)",
           store.acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("redelivered"), 503)))
-    scenario.broker = _through_rabbitmq(store, scenario)
+    scenario.brokers = [b for b in (_through_rabbitmq(store, scenario), _through_mqtt(store, scenario)) if b]
 
 
 def _after_the_run(store: AckStore, scenario: Scenario) -> None:
-    """What happens after the DAG run: answers read, a late ack, a redelivery, the broker settled."""
+    """What happens after the DAG run: answers read, a late ack, a redelivery, the brokers settled."""
     _step("what the first requester is told (the thing created)", store.result(scenario.cid("created")))
     _step("what the second requester is told (the modify, its acks in time)", store.result(scenario.cid("modified")))
     _step(f"the weak ack of {FILTERED_LABEL} (its subscriber would not have received the command)",
@@ -144,8 +160,9 @@ def _after_the_run(store: AckStore, scenario: Scenario) -> None:
                            source_message_ids=[scenario.cid("redelivered")])
     print(f"\n== {CONNECTION} redelivers the message: attempt 2 opened, waiting for a decision: "
           f"{copy.awaits_decision}")
-    if scenario.broker is not None:
-        _step("the RabbitMQ connector settles its message on the broker", _connector_once(store, scenario.broker))
+    for broker in scenario.brokers:
+        _step(f"the {broker.name} connector settles its message on the broker ({broker.settles_with})",
+              _connector_once(store, broker))
     _step("search: eq(features/lamp/properties/on,true)", store.search("eq(features/lamp/properties/on,true)"))
 
 
@@ -177,35 +194,70 @@ def _ack(label: str, correlation_id: str, status: int) -> dict[str, Any]:
             "value": {"audited": status < 300}}
 
 
-def _through_rabbitmq(store: AckStore, scenario: Scenario) -> Any:
+def _through_rabbitmq(store: AckStore, scenario: Scenario) -> Broker | None:
     """A message through RabbitMQ and the real connector, when the broker answers; None (and a
     line saying why) when it does not."""
     import pika
 
     from ackstore.connectors import config
+    from ackstore.connectors.amqp import AmqpConnector
     from ackstore.connectors.publish import publish_lines
 
-    connection = config.simple(RABBITMQ, RABBITMQ_QUEUE, [TWIN_PERSISTED])
+    broker = Broker("RabbitMQ", AmqpConnector, config.simple(RABBITMQ, RABBITMQ_QUEUE, [TWIN_PERSISTED]), "basic.ack")
+    uri = broker.connection.uri
     try:
-        broker = pika.BlockingConnection(pika.URLParameters(connection.uri + "?connection_attempts=1&socket_timeout=3"))
+        probe = pika.BlockingConnection(pika.URLParameters(uri + "?connection_attempts=1&socket_timeout=3"))
     except pika.exceptions.AMQPError as error:
-        print(f"\n== RabbitMQ source skipped: no broker at {connection.uri} ({type(error).__name__})")
-        return None
+        return _skipped(broker, type(error).__name__)
     try:
-        broker.channel().queue_declare(RABBITMQ_QUEUE, durable=True)
+        probe.channel().queue_declare(RABBITMQ_QUEUE, durable=True)
     finally:
-        broker.close()
+        probe.close()
     message = _modify(scenario.cid("rabbitmq"), "/attributes/floor", 3, [TWIN_PERSISTED])
     _step(f"publish a command to RabbitMQ's queue {RABBITMQ_QUEUE!r}",
-          publish_lines(connection.uri, RABBITMQ_QUEUE, [json.dumps(message).encode()]))
-    _step(f"the connector {RABBITMQ!r} stores it (held on the broker until decided)", _connector_once(store, connection))
-    return connection
+          publish_lines(uri, RABBITMQ_QUEUE, [json.dumps(message).encode()]))
+    return _stored(store, broker, "held on the broker until decided")
 
 
-def _connector_once(store: AckStore, connection: Any) -> dict[str, Any]:
-    from ackstore.connectors.amqp import AmqpConnector, Options
+def _through_mqtt(store: AckStore, scenario: Scenario) -> Broker | None:
+    """A message through an MQTT 5 broker and the real connector, when one answers at
+    ``MQTT_URI``; None (and a line saying why) when none does. The connector's persistent session
+    keeps only what is published once it subscribed: it runs once before the publish, then again
+    to store the message."""
+    from ackstore.connectors import config
+    from ackstore.connectors.mqtt import MqttConnector
+    from ackstore.connectors.publish import publish_mqtt_lines
 
-    connector = AmqpConnector(store, connection, Options(once=True, poll_s=0.5))
+    connection = config.simple_mqtt(MQTT, [MQTT_TOPIC], [TWIN_PERSISTED], MQTT_URI, config.MQTT5)
+    broker = Broker("MQTT", MqttConnector, connection, "PUBACK")
+    probe = publish_mqtt_lines(MQTT_URI, MQTT_TOPIC, [], config.MQTT5)  # no lines: only whether CONNECT is answered
+    if probe["status"] != 200:
+        return _skipped(broker, probe["message"].split(": ", 1)[-1].rstrip("."))
+    _step(f"the connector {MQTT!r} subscribes to {MQTT_TOPIC!r} (its persistent session keeps what is "
+          "published from now on)", _connector_once(store, broker))
+    message = _modify(scenario.cid("mqtt"), "/features/lamp/properties/color", "warm", [TWIN_PERSISTED])
+    _step(f"publish a command to the MQTT topic {MQTT_TOPIC!r} (MQTT 5, QoS 1)",
+          publish_mqtt_lines(MQTT_URI, MQTT_TOPIC, [json.dumps(message).encode()], config.MQTT5))
+    return _stored(store, broker, "held: no PUBACK until decided")
+
+
+def _skipped(broker: Broker, why: str) -> None:
+    """The line saying why a broker's source is skipped."""
+    print(f"\n== {broker.name} source skipped: no broker at {broker.connection.uri} ({why})")
+    return None
+
+
+def _stored(store: AckStore, broker: Broker, held: str) -> Broker:
+    """The connector runs once and stores what was published, holding it until it is decided."""
+    _step(f"the connector {broker.connection.id!r} stores it ({held})", _connector_once(store, broker))
+    return broker
+
+
+def _connector_once(store: AckStore, broker: Broker) -> dict[str, Any]:
+    """The broker's connector, run once: it takes what is there, settles what is decided, exits."""
+    from ackstore.connectors.core import Options
+
+    connector = broker.connector(store, broker.connection, Options(once=True, poll_s=0.5))
     code = connector.run()
     return {"exit": code, "received": connector.counts.received, "carried out": connector.counts.carried_out}
 
