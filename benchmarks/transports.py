@@ -25,6 +25,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from ackstore.connectors.mqtt import PUBLISH_WINDOW
 from benchmarks.cpu import listener_pid
 from benchmarks.ingest import raw_engine, raw_insert
 
@@ -140,13 +141,14 @@ class Mqtt:
         client = self._client(f"bench-publisher-{time.monotonic_ns()}")
         self._connect(client)
         started = time.perf_counter()
-        infos = []
+        infos: list[Any] = []
         for message_id, body in items:
             properties = Properties(PacketTypes.PUBLISH)
             properties.UserProperty = [("message-id", message_id)]
             infos.append(client.publish(address, body, qos=1, properties=properties))
-        for info in infos:
-            info.wait_for_publish(300)
+            if len(infos) >= PUBLISH_WINDOW:  # packet ids are 16 bits: a window of them in flight
+                _published(infos)
+        _published(infos)
         seconds = time.perf_counter() - started
         client.disconnect()
         client.loop_stop()
@@ -208,6 +210,14 @@ class Mqtt:
 
     def delete(self, address: str) -> None:
         """Nothing to delete: the run's topic and sessions end with the broker."""
+
+
+def _published(infos: list[Any]) -> None:
+    for info in infos:
+        info.wait_for_publish(300)
+        if not info.is_published():
+            raise SystemExit("the broker did not PUBACK a publish in 300 s")
+    infos.clear()
 
 
 @contextmanager

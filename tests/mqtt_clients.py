@@ -73,12 +73,19 @@ def publish(url: str, topic: str, envelopes: Iterable[dict[str, Any] | bytes], v
                 if response_topic:
                     properties.ResponseTopic = response_topic
             infos.append(client.publish(topic, body, qos=1, properties=properties))
-        for info in infos:
-            info.wait_for_publish(30)
+            if len(infos) % 1000 == 0:  # packet ids are 16 bits: a window of them in flight
+                _all_published(infos[-1000:])
+        _all_published(infos)
     finally:
         client.disconnect()
         client.loop_stop()
     return len(infos)
+
+
+def _all_published(infos: list[Any]) -> None:
+    for info in infos:
+        info.wait_for_publish(30)
+        assert info.is_published(), "the broker PUBACKed every publish"
 
 
 class Collector:
@@ -109,19 +116,35 @@ class Collector:
         self.client.loop_stop()
 
 
-def session_backlog(url: str, client_id: str, version: int = paho.MQTTv5, wait_s: float = 2.0) -> list[bytes]:
+def session_backlog(url: str, client_id: str, marker_topic: str, version: int = paho.MQTTv5) -> list[bytes]:
     """What the broker sends a persistent session when it resumes (the messages it holds for it,
-    unacknowledged or queued), without acknowledging any: they stay in the session."""
+    unacknowledged or queued), without acknowledging any: they stay in the session. A marker
+    published to ``marker_topic`` (which the session subscribes to) after it resumed comes after
+    all of them: it alone is acknowledged, and it ends the wait."""
+    marker = f"ackstore-test-marker-{uuid.uuid4().hex}".encode()
     received: list[bytes] = []
+    seen = threading.Event()
     client = _client(client_id, version, clean_session=False, manual_ack=True)
-    client.on_message = lambda _c, _u, message: received.append(message.payload)
+
+    def on_message(_c: Any, _u: Any, message: paho.MQTTMessage) -> None:
+        if message.payload == marker:
+            client.ack(message.mid, message.qos)
+            seen.set()
+        elif not message.topic.startswith("$SYS/"):
+            received.append(message.payload)
+
+    client.on_message = on_message
     connect: dict[str, Any] = {}
     if version == paho.MQTTv5:
         properties = Properties(PacketTypes.CONNECT)
         properties.SessionExpiryInterval = 3600
         connect = {"clean_start": False, "properties": properties}
     _connected(client, url, **connect)
-    time.sleep(wait_s)
-    client.disconnect()
-    client.loop_stop()
+    publish(url, marker_topic, [marker], version)
+    try:
+        if not seen.wait(30):
+            raise AssertionError(f"the marker on {marker_topic} never reached the session {client_id}")
+    finally:
+        client.disconnect()
+        client.loop_stop()
     return received

@@ -69,7 +69,7 @@ def test_a_qos1_message_is_pubacked_only_when_its_decision_is_carried_out(
     assert code == 0, log
     assert "gave 3 undecided deliveries back" in log
     # Not PUBACKed: the broker holds all three for the session (they come again, stored once).
-    assert len(session_backlog(own_mosquitto.url, connection, VERSIONS[version])) == 3
+    assert len(session_backlog(own_mosquitto.url, connection, topic, VERSIONS[version])) == 3
 
     second = mqtt_connector(database_url, own_mosquitto.url, *args)
     try:
@@ -81,7 +81,7 @@ def test_a_qos1_message_is_pubacked_only_when_its_decision_is_carried_out(
     assert code == 0, log
     assert "stored 3 (redelivered 3)" in log, "the copies are recognised by their key, not stored again"
     assert count(engine, "SELECT count(*) FROM signals") == 3
-    assert session_backlog(own_mosquitto.url, connection, VERSIONS[version]) == [], "every one PUBACKed"
+    assert session_backlog(own_mosquitto.url, connection, topic, VERSIONS[version]) == [], "every one PUBACKed"
 
 
 def test_messages_published_while_the_connector_is_away_wait_in_its_session(
@@ -108,7 +108,7 @@ def test_results_and_refusals_are_answered_on_the_response_topic_with_correlatio
     """MQTT 5: the response topic is the reply-to, correlation data the correlation id; a message
     the source's enforcement refuses is PUBACKed (never redelivered) and answered with Ditto's 400."""
     connection, topic = names()
-    replies = f"{topic}/replies"
+    replies = f"{topic}-replies"  # not one of the source's topics
     document = {
         "id": connection, "connectionType": "mqtt-5", "uri": own_mosquitto.url,
         "sources": [{"addresses": [f"{topic}/+"], "qos": 1, "authorizationContext": ["ditto:inbound"],
@@ -140,7 +140,7 @@ def test_results_and_refusals_are_answered_on_the_response_topic_with_correlatio
     assert refusal.properties.CorrelationData == b"c-2"
     assert json.loads(result.payload)["status"] == 201
     assert result.properties.CorrelationData == b"c-1"
-    assert session_backlog(own_mosquitto.url, connection) == [], "the refused one was PUBACKed too"
+    assert session_backlog(own_mosquitto.url, connection, f"{topic}/marker") == [], "the refused one was PUBACKed too"
 
 
 @pytest.mark.parametrize("reconnect", [True, False])
@@ -181,13 +181,13 @@ def test_a_redeliver_decision_reconnects_for_redelivery_or_is_pubacked_as_ditto_
     with engine.connect() as conn:
         (carried_out_as,) = conn.execute(text("SELECT carried_out_as FROM settlements WHERE attempt = 1")).one()
     if reconnect:
-        assert "reconnecting so that the broker redelivers" in log
+        assert "reconnecting so that the broker sends again" in log
         assert carried_out_as is None, "carried out as decided"
-        assert len(session_backlog(own_mosquitto.url, connection, paho.MQTTv311)) == 1, "attempt 2 still held"
+        assert len(session_backlog(own_mosquitto.url, connection, topic, paho.MQTTv311)) == 1, "attempt 2 still held"
     else:
         assert carried_out_as == "ack", "the settlement row says it was PUBACKed instead"
         assert count(engine, "SELECT count(*) FROM attempts WHERE attempt = 2") == 0
-        assert session_backlog(own_mosquitto.url, connection, paho.MQTTv311) == [], "PUBACKed: never sent again"
+        assert session_backlog(own_mosquitto.url, connection, topic, paho.MQTTv311) == [], "PUBACKed: never sent again"
 
 
 @pytest.mark.parametrize(("refused", "status", "decision"), [(False, 200, "ack"), (True, 503, "redeliver")])
@@ -283,11 +283,71 @@ def test_a_broker_that_drops_messages_for_its_queue_limit_is_said_so_by_the_conn
             try:
                 wait_for(lambda: "consuming" in log_path.read_text(), what="the connector subscribed")
                 publish(broker.url, topic, [thing_modify(n, requested_acks=["twin-persisted"]) for n in range(200)])
-                wait_for(lambda: "the broker dropped" in log_path.read_text(), timeout=30, what="the drop said")
+                wait_for(lambda: "the broker has dropped" in log_path.read_text(), timeout=30, what="the drop said")
             finally:
                 code, _ = stop(process)
-        held = session_backlog(broker.url, connection)
+        held = session_backlog(broker.url, connection, topic)
     assert code == 0, log_path.read_text()
     assert "raise max_queued_messages" in log_path.read_text()
     assert count(engine, "SELECT count(*) FROM signals") == 20, "the receive maximum: 20 in flight, none PUBACKed"
     assert len(held) == 70, "20 in flight and 50 queued kept; the other 130 were dropped"
+
+
+def test_a_reply_to_that_is_no_topic_name_is_skipped_and_the_connector_goes_on(
+    database_url: str, engine: Engine, own_mosquitto
+) -> None:
+    """A sender chooses the reply-to: a wildcard (or an empty one) cannot be published to, and
+    paho raises on it. The answer is skipped and said; the connector stores the next message."""
+    connection, topic = names()
+    args = ("--connection-id", connection, "--topic", topic, "--mqtt-version", "3.1.1", "--poll", "0.5")
+    open_session(database_url, own_mosquitto.url, *args)
+    bad = thing_modify(1, requested_acks=["not a label!"]) | {}
+    bad["headers"]["reply-to"] = "replies/#\u001b[31m"
+    publish(own_mosquitto.url, topic, [bad, thing_modify(2, requested_acks=[])], paho.MQTTv311)
+    process = mqtt_connector(database_url, own_mosquitto.url, *args, "--once")
+    _, log = process.communicate(timeout=120)
+    assert process.returncode == 0, log
+    assert "rejected 1" in log and "is not an MQTT topic name; no answer sent" in log
+    assert "\u001b" not in log, "the sender's text is shown escaped"
+    assert count(engine, "SELECT count(*) FROM signals") == 1
+
+
+def test_a_message_of_a_subscription_no_source_has_any_more_is_acknowledged_not_held(
+    tmp_path, database_url: str, engine: Engine, own_mosquitto
+) -> None:
+    """The session keeps the subscriptions of an earlier configuration: their messages are
+    PUBACKed and said once, never held (they would fill the in-flight window every session)."""
+    connection, topic = names()
+    before = ("--connection-id", connection, "--topic", f"{topic}/old", "--mqtt-version", "3.1.1", "--poll", "0.5")
+    now = ("--connection-id", connection, "--topic", f"{topic}/new", "--mqtt-version", "3.1.1", "--poll", "0.5")
+    open_session(database_url, own_mosquitto.url, *before)
+    open_session(database_url, own_mosquitto.url, *now)
+    publish(own_mosquitto.url, f"{topic}/old", [thing_modify(n) for n in range(3)], paho.MQTTv311)
+    process = mqtt_connector(database_url, own_mosquitto.url, *now, "--once")
+    _, log = process.communicate(timeout=120)
+    assert process.returncode == 0, log
+    assert log.count("matches no source") == 1 and count(engine, "SELECT count(*) FROM signals") == 0
+    assert session_backlog(own_mosquitto.url, connection, f"{topic}/new", paho.MQTTv311) == []
+
+
+def test_a_session_the_broker_lost_is_said_when_the_connector_reconnects(tmp_path, database_url: str) -> None:
+    """The broker loses the connector's session (here: killed, its persistence file gone): what
+    it held for the connector is gone, and the connector says so when it reconnects."""
+    from tests.own_mosquitto import OwnMosquitto
+
+    connection, topic = names()
+    with OwnMosquitto() as broker:
+        args = ("--connection-id", connection, "--topic", topic, "--poll", "0.5")
+        log_path = tmp_path / "connector.log"
+        with open(log_path, "w") as log_file:
+            process = mqtt_connector(database_url, broker.url, *args, log=log_file)
+            try:
+                wait_for(lambda: "consuming" in log_path.read_text(), what="the connector subscribed")
+                broker.kill()
+                broker.database.unlink(missing_ok=True)
+                broker.start()
+                wait_for(lambda: "no longer had this connector's session" in log_path.read_text(), timeout=60,
+                         what="the lost session said")
+            finally:
+                code, _ = stop(process)
+    assert code == 0, log_path.read_text()

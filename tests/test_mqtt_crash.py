@@ -73,7 +73,7 @@ def test_kill_9_of_the_connector_while_a_publisher_sends_loses_and_duplicates_no
     assert code == 0, log_path.read_text()
     open_session(database_url, own_mosquitto.url, args)  # copies still on their way: settled from decisions
     assert_at_least_once_exactly(engine, messages)
-    assert session_backlog(own_mosquitto.url, connection) == [], "the session holds nothing more"
+    assert session_backlog(own_mosquitto.url, connection, topic) == [], "the session holds nothing more"
 
 
 def test_a_broker_restart_under_held_messages_loses_nothing(
@@ -98,7 +98,7 @@ def test_a_broker_restart_under_held_messages_loses_nothing(
     assert code == 0, log
     assert "broker connection lost" in log
     assert_at_least_once_exactly(engine, messages)
-    assert session_backlog(own_mosquitto.url, connection) == []
+    assert session_backlog(own_mosquitto.url, connection, topic) == []
 
 
 def test_a_poison_message_between_good_ones_is_answered_and_pubacked_the_good_ones_held_until_decided(
@@ -124,7 +124,7 @@ def test_a_poison_message_between_good_ones_is_answered_and_pubacked_the_good_on
         wait_for(lambda: len(collector.messages) == 1, what="the poison message answered")
         answer = json.loads(collector.messages[0].payload)
         assert (answer["status"], answer["value"]["error"]) == (400, "message.notstorable")
-        assert len(session_backlog(own_mosquitto.url, connection)) == 6, "the good ones held, the poison PUBACKed"
+        assert len(session_backlog(own_mosquitto.url, connection, topic)) == 6, "the good ones held, the poison PUBACKed"
         run_pipeline()
         code, log = _once(database_url, own_mosquitto.url, args)  # the copies settled from their decisions
         assert code == 0, log
@@ -132,7 +132,7 @@ def test_a_poison_message_between_good_ones_is_answered_and_pubacked_the_good_on
         collector.close()
     assert settled(engine) == {"ack": 6}
     assert scalar(engine, "SELECT count(*) FROM signals") == 6, "nothing stored twice"
-    assert session_backlog(own_mosquitto.url, connection) == []
+    assert session_backlog(own_mosquitto.url, connection, topic) == []
 
 
 def _once(database_url: str, url: str, args: tuple[str, ...]) -> tuple[int, str]:

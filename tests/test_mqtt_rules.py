@@ -34,15 +34,15 @@ def test_b9_mqtt_row(decision: str, reconnect: bool, disposition: Disposition, c
 def test_a_copy_has_the_key_of_its_original_and_any_change_gives_another(topic: str, correlation: str,
                                                                        payload: bytes) -> None:
     key = mqtt.message_key(topic, None, correlation, payload)
-    assert key == mqtt.message_key(topic, None, correlation, payload)
     assert key != mqtt.message_key(topic + "x", None, correlation, payload)
     assert key != mqtt.message_key(topic, None, correlation + "x", payload)
     assert key != mqtt.message_key(topic, None, correlation, payload + b"x")
     assert mqtt.message_key(topic + "a", None, correlation, payload) != mqtt.message_key(topic, None, "a" + correlation, payload)
 
 
-def test_a_message_id_user_property_is_the_key() -> None:
-    assert mqtt.message_key("t", "m-1", "c", b"{}") == "m-1"
+def test_a_message_id_user_property_names_a_message_on_its_topic() -> None:
+    assert mqtt.message_key("t", "m-1", "c", b"{}") == mqtt.message_key("t", "m-1", "other", b"[]")
+    assert mqtt.message_key("t", "m-1", "c", b"{}") != mqtt.message_key("u", "m-1", "c", b"{}")
 
 
 def test_mqtt5_properties_become_headers_and_the_envelopes_own_win_later() -> None:
@@ -95,7 +95,16 @@ def test_enforcement(input_text: str, filters: tuple[str, ...], address: str, he
 @pytest.mark.parametrize(("input_text", "filters"), [
     ("devices/x", ("{{ thing:id }}",)), ("{{ thing:id }}", ("{{ thing:id }}",)), ("{{ header: }}", ("x",)),
     ("{{ source:address }}", ()), ("{{ source:address }}", ("{{ thing:policy }}",)),
+    ("{{ source:address }}", ("{{ thing:id | fn:lower() }}",)),  # functions are not supported
 ])
 def test_an_invalid_enforcement_says_why(input_text: str, filters: tuple[str, ...]) -> None:
     with pytest.raises(ValueError):
         Enforcement.parse(input_text, filters)
+
+
+@pytest.mark.parametrize(("topic", "publishable"), [
+    ("replies/1", True), ("r", True), ("", False), ("replies/+", False), ("replies/#", False), ("a\x00b", False),
+    ("x" * 65536, False), (None, False), (7, False),
+])
+def test_a_reply_to_is_published_only_when_it_is_a_topic_name(topic, publishable: bool) -> None:
+    assert mqtt.is_topic_name(topic) is publishable

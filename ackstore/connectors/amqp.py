@@ -141,14 +141,19 @@ class AmqpSession(Session):
         self._connection.process_data_events(time_limit=0)
 
     def reply(self, reply_to: str, message: dict[str, Any]) -> None:
-        """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto)."""
+        """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto);
+        a reply-to no routing key can be (a sender's choice) is said and skipped."""
+        if len(reply_to.encode("utf-8", "surrogatepass")) > connectivity.AMQP_SHORT_STRING_BYTES:
+            log.warning("connector %s: the reply-to %r is longer than a routing key may be; no answer sent",
+                        self.config.id, reply_to[:300])
+            return
         properties = pika.BasicProperties(
             content_type=DITTO_JSON,
             correlation_id=connectivity.amqp_correlation_id(message["headers"].get("correlation-id")))
         try:
             self._publish.basic_publish("", reply_to, jsontext.dumps(message).encode(), properties)
         except (NackError, UnroutableError):
-            log.warning("connector %s: the reply to %s was not accepted by the broker", self.config.id, reply_to)
+            log.warning("connector %s: the reply to %r was not accepted by the broker", self.config.id, reply_to)
 
     def close(self) -> None:
         if self._connection.is_open:

@@ -31,7 +31,8 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qs
 
 from ackstore.rules import durations, errors, labels, limits, rql
-from ackstore.rules.enforcement import Enforcement
+from ackstore.rules import mqtt as mqtt_rules
+from ackstore.rules.enforcement import SOURCE_ADDRESS, Enforcement
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
 AMQP, MQTT, MQTT5 = "amqp-091", "mqtt", "mqtt-5"  # Ditto's connection types
@@ -110,10 +111,13 @@ class MqttSettings:
         return self.publisher_id or f"{self.client_id}p"
 
 
+MQTT5_SETTINGS = ("sessionExpiryInterval", "receiveMaximum")
 MQTT_SETTINGS = {  # specificConfig's keys: Ditto's, and the two MQTT 5 session settings of ours
     "clientId", "cleanSession", "reconnectForRedelivery", "reconnectForRedeliveryDelay", "separatePublisherClient",
     "publisherId", "keepAlive", "sessionExpiryInterval", "receiveMaximum",
 }
+MQTT_CONNECTION_KEYS = {"id", "name", "connectionType", "connectionStatus", "uri", "sources", "targets",
+                        "specificConfig", "failoverEnabled", "clientCount", "validateCertificates", "tags"}
 MQTT_SOURCE_KEYS = {"addresses", "qos", "authorizationContext", "enforcement", "replyTarget", "acknowledgementRequests",
                     "declaredAcks"}
 MQTT_TARGET_KEYS = {"address", "topics", "qos", "authorizationContext", "issuedAcknowledgementLabel"}
@@ -162,12 +166,24 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
         what = "an AMQP URI" if kind == AMQP else "an MQTT URI (mqtt://, mqtts://, tcp:// or ssl://)"
         raise errors.connection_config_invalid(f"The connection's 'uri' <{errors.shown(uri)}> is not {what}.")
     mqtt = kind != AMQP
+    if mqtt:
+        _unsupported(document, MQTT_CONNECTION_KEYS, "The MQTT connection")
+        _supported_as_default(document)
+        mqtt_rules.broker_address(uri)  # a port, no path: what the client will connect to
     sources = tuple(_source(s, connection_id, mqtt) for s in _list(document, "sources"))
     targets = tuple(_target(t, connection_id, mqtt) for t in _list(document, "targets"))
     if not sources and not targets:
         raise errors.connection_config_invalid("The connection has neither sources nor targets.")
-    settings = _mqtt_settings(document.get("specificConfig", {}), connection_id) if mqtt else None
+    settings = _mqtt_settings(document.get("specificConfig", {}), connection_id, kind) if mqtt else None
     return ConnectionConfig(connection_id, uri, sources, targets, kind, settings)
+
+
+def _supported_as_default(document: Mapping[str, Any]) -> None:
+    """Ditto's connection keys accepted only with the value this connector always has."""
+    for key, value in (("clientCount", 1), ("validateCertificates", True)):
+        if key in document and document[key] != value:
+            raise errors.connection_config_invalid(
+                f"The connection setting '{key}' <{errors.shown(document[key])}> is not supported: only {errors.shown(value)}.")
 
 
 def simple(connection_id: str, queue: str, includes: Sequence[str], uri: str = DEFAULT_URI) -> ConnectionConfig:
@@ -219,6 +235,8 @@ def _source(document: object, connection_id: str, mqtt: bool) -> Source:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A source must be a JSON object.")
     addresses = _strings(document.get("addresses"), "A source's 'addresses'")
+    if not addresses:
+        raise errors.connection_config_invalid("A source needs at least one address.")
     qos: int | None = None
     if mqtt:
         _unsupported(document, MQTT_SOURCE_KEYS, "The MQTT source")
@@ -239,12 +257,23 @@ def _source(document: object, connection_id: str, mqtt: bool) -> Source:
         _declarable(label, connection_id) for label in _strings(document.get("declaredAcks", []), "'declaredAcks'")
     )
     enforcement = _enforcement(document["enforcement"]) if "enforcement" in document else None
-    reply = _reply_target(document.get("replyTarget", {}))
+    if mqtt and enforcement is not None and enforcement.input != SOURCE_ADDRESS:
+        raise errors.connection_config_invalid(
+            "An MQTT source's enforcement input must be {{ source:address }}: a device sets its own user "
+            "properties, so a header proves nothing about it.")
+    reply = _reply_target(document.get("replyTarget", {}), mqtt)
     return Source(addresses[0], includes, declared, addresses if mqtt else (), qos, enforcement, reply)
 
 
 def _topic_filter(topic: str) -> None:
-    """An MQTT topic filter: ``#`` only last and alone in its level, ``+`` alone in its level."""
+    """An MQTT topic filter: ``#`` only last and alone in its level, ``+`` alone in its level; a
+    shared one is ``$share/<group>/<filter>``."""
+    if topic.startswith("$share/"):
+        _, group, rest = (topic.split("/", 2) + ["", ""])[:3]
+        if not group or "+" in group or "#" in group or not rest:
+            raise errors.connection_config_invalid(
+                f"The source address <{errors.shown(topic)}> is not $share/<group>/<topic filter>.")
+        topic = rest
     levels = topic.split("/")
     for n, level in enumerate(levels):
         if ("#" in level and (level != "#" or n != len(levels) - 1)) or ("+" in level and level != "+") \
@@ -275,7 +304,7 @@ def _enforcement(document: object) -> Enforcement:
         raise errors.connection_config_invalid(f"The source's enforcement is invalid: {problem}") from None
 
 
-def _reply_target(document: object) -> ReplyTarget:
+def _reply_target(document: object, mqtt: bool) -> ReplyTarget:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A source's 'replyTarget' must be a JSON object.")
     _unsupported(document, {"enabled", "address", "expectedResponseTypes"}, "The replyTarget")
@@ -291,6 +320,11 @@ def _reply_target(document: object) -> ReplyTarget:
                 f"The replyTarget address <{errors.shown(address)}> is not supported: give a fixed address or "
                 f"{REPLY_TO_PLACEHOLDER}.")
         address = REPLY_TO_PLACEHOLDER
+    elif not mqtt:
+        raise errors.connection_config_invalid(
+            f"The replyTarget address <{errors.shown(address)}> is not supported on AMQP: only {REPLY_TO_PLACEHOLDER}.")
+    elif not mqtt_rules.is_topic_name(address):
+        raise errors.connection_config_invalid(f"The replyTarget address <{errors.shown(address)}> is not an MQTT topic name.")
     expected = _strings(document.get("expectedResponseTypes", list(ANSWERED)), "'replyTarget.expectedResponseTypes'")
     if not set(ANSWERED) <= set(expected) or not set(expected) <= {*ANSWERED, "nack"}:
         raise errors.connection_config_invalid(
@@ -340,10 +374,14 @@ def _target(document: object, connection_id: str, mqtt: bool) -> Target:
     return Target(exchange, routing_key, tuple(channels), namespaces, filter_text, issued_label, qos)
 
 
-def _mqtt_settings(document: object, connection_id: str) -> MqttSettings:
+def _mqtt_settings(document: object, connection_id: str, kind: str) -> MqttSettings:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("'specificConfig' must be a JSON object.")
     _unsupported(document, MQTT_SETTINGS, "The specificConfig")
+    for name in MQTT5_SETTINGS:
+        if name in document and kind != MQTT5:
+            raise errors.connection_config_invalid(
+                f"'specificConfig.{name}' is an MQTT 5 setting: give \"connectionType\": \"{MQTT5}\".")
 
     def flag(name: str, default: bool) -> bool:
         value = document.get(name, default)
@@ -353,7 +391,7 @@ def _mqtt_settings(document: object, connection_id: str) -> MqttSettings:
             raise errors.connection_config_invalid(f"'specificConfig.{name}' must be true or false.")
         return value
 
-    def seconds(name: str, default: float, minimum: float) -> float:
+    def seconds(name: str, default: float, minimum: float, maximum: float = float("inf")) -> float:
         value = document.get(name)
         if value is None:
             return default
@@ -361,9 +399,10 @@ def _mqtt_settings(document: object, connection_id: str) -> MqttSettings:
             ms = durations.parse_duration_ms(value) if isinstance(value, str) else None
         except errors.DittoError:
             ms = None
-        if ms is None or ms < minimum * 1000:
+        if ms is None or not minimum * 1000 <= ms <= maximum * 1000:
             raise errors.connection_config_invalid(
-                f"'specificConfig.{name}' <{errors.shown(value)}> must be a duration of at least {minimum:g}s, such as 5s.")
+                f"'specificConfig.{name}' <{errors.shown(value)}> must be a duration from {minimum:g}s to {maximum:g}s, "
+                "such as 5s.")
         return ms / 1000
 
     def number(name: str, default: int, low: int, high: int) -> int:
@@ -380,17 +419,20 @@ def _mqtt_settings(document: object, connection_id: str) -> MqttSettings:
             raise errors.connection_config_invalid(f"'specificConfig.{name}' must be a non-empty string.")
         return value
 
-    return MqttSettings(
+    settings = MqttSettings(
         client_id=client_id("clientId", connection_id) or connection_id,
         clean_session=flag("cleanSession", False),
         reconnect_for_redelivery=flag("reconnectForRedelivery", False),
         reconnect_for_redelivery_delay_s=seconds("reconnectForRedeliveryDelay", 2.0, 1.0),
         separate_publisher_client=flag("separatePublisherClient", False),
         publisher_id=client_id("publisherId", None),
-        keep_alive_s=int(seconds("keepAlive", 60.0, 1.0)),
+        keep_alive_s=int(seconds("keepAlive", 60.0, 1.0, 65535.0)),
         session_expiry_s=number("sessionExpiryInterval", MqttSettings.session_expiry_s, 0, 2**32 - 1),
         receive_maximum=number("receiveMaximum", MqttSettings.receive_maximum, 1, 65535),
     )
+    if settings.publisher_client_id == settings.client_id:  # its clean connect would end the consumer's session
+        raise errors.connection_config_invalid("'specificConfig.publisherId' must differ from the client id.")
+    return settings
 
 
 def _declarable(label: object, connection_id: str) -> str:

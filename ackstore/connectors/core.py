@@ -111,11 +111,6 @@ class Message:
     address: str  # where it arrived: the queue, the MQTT topic
 
     @property
-    def reply_to(self) -> str | None:
-        """Where its answers go, as its source's reply target says."""
-        return self.source.reply_target.address_for(self.properties.get("reply_to"))
-
-    @property
     def correlation_id(self) -> str | None:
         return self.properties.get("correlation_id")
 
@@ -372,8 +367,10 @@ class Connector:
                 return True
             if session.wants_reconnect():
                 self.counts.reconnects += 1
-                log.info("connector %s: reconnecting so that the broker redelivers what was decided to be "
-                         "redelivered (reconnectForRedelivery)", self.config.id)
+                log.info("connector %s: reconnecting so that the broker sends again what was not acknowledged "
+                         "(a redeliver decision with reconnectForRedelivery, or a batch that could not be stored)",
+                         self.config.id)
+                self._drain(session)
                 return False
 
     def _on_message(self, message: Message) -> None:
@@ -452,6 +449,14 @@ class Connector:
         if session.give_back():
             self.counts.given_back += given
             log.info("connector %s: gave %d undecided deliveries back to the broker", self.config.id, given)
+
+    def _drain(self, session: Session) -> None:
+        """Before a planned reconnect: what arrived is stored and what comes back settled, so that
+        nothing this session received is thrown away (a QoS-0 message would not come again)."""
+        self._stop_consuming(session)
+        self._until(session, self._all_handed_over)
+        self._until(session, lambda: self._to_store.unfinished_tasks == 0)
+        self._settle_what_is_handed_back(session)
 
     def _all_handed_over(self) -> bool:
         self._hand_over(everything=True)
@@ -558,11 +563,11 @@ class Connector:
                 (stored,) = self._ingest([item])
             except Exception as problem:  # noqa: BLE001
                 if failures.is_transient(problem):
-                    log.warning("connector %s: message %s could not be stored (%s); it goes back to the broker",
+                    log.warning("connector %s: message %r could not be stored (%s); it goes back to the broker",
                                 self.config.id, item[0].key, described(problem))
                     stored = None
                 else:
-                    log.error("connector %s: message %s cannot be stored (%s); rejected", self.config.id,
+                    log.error("connector %s: message %r cannot be stored (%s); rejected", self.config.id,
                               item[0].key, described(problem))
                     stored = Stored(errors.message_not_storable(described(problem)).to_json())
             results.append(stored)
@@ -575,8 +580,9 @@ class Connector:
         if isinstance(envelope, dict) and not message.source.reply_target.is_default:
             # the result goes where the source's reply target says, or nowhere
             headers = {k: v for k, v in envelope["headers"].items() if k != connectivity.REPLY_TO}
-            if message.reply_to:
-                headers[connectivity.REPLY_TO] = message.reply_to
+            reply_to = _answer_address(message, envelope)
+            if reply_to:
+                headers[connectivity.REPLY_TO] = reply_to
             envelope = {**envelope, "headers": headers}
         return envelope
 
@@ -584,9 +590,9 @@ class Connector:
         """A client error: never redelivered (B.9), answered on reply-to."""
         settle[message.tag] = connectivity.CLIENT_ERROR
         self.counts.rejected += 1
-        log.info("connector %s: rejected message %s: %s %s", self.config.id,
+        log.info("connector %s: rejected message %r: %s %r", self.config.id,
                  message.properties.get("message_id") or "(no id)", error.get("error"), error.get("message"))
-        self._outbox.put(_Reply(message.reply_to, error_reply(error, envelope, message.correlation_id)))
+        self._outbox.put(_Reply(_answer_address(message, envelope), error_reply(error, envelope, message.correlation_id)))
 
     def _acknowledgement(self, message: Message, envelope: dict[str, Any], settle: dict[int, Disposition]) -> None:
         """An ack the connection sends through its source, checked against its declared labels."""
@@ -668,6 +674,15 @@ class Connector:
             self._outbox.put(_Settle(session, dispositions))
         for reply in to_publish:
             self._outbox.put(_Reply(reply.reply_to, result_reply(reply)))
+
+
+def _answer_address(message: Message, envelope: Any) -> str | None:
+    """Where a message's answers go: its reply-to — the envelope's header, or the protocol's
+    (AMQP reply_to, MQTT 5 response topic) — as its source's reply target says."""
+    reply_to = message.properties.get("reply_to")
+    if isinstance(envelope, dict) and isinstance(envelope["headers"].get(connectivity.REPLY_TO), str):
+        reply_to = envelope["headers"][connectivity.REPLY_TO]
+    return message.source.reply_target.address_for(reply_to)
 
 
 def _enforcement_refusal(message: Message, envelope: Any) -> dict[str, Any] | None:

@@ -42,6 +42,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ackstore import faults
 from ackstore.connectors.config import MQTT5, ConnectionConfig, MqttSettings, Source, Target
@@ -58,6 +59,7 @@ DROPPED = "$SYS/broker/publish/messages/dropped"  # Mosquitto's count of message
 SHARED = "$share/"
 READS_PER_PROCESS = 5000  # packets read at most per call, so batches are handed over in between
 CONNECT_TIMEOUT_S = 30.0
+PUBLISH_WINDOW = 1000  # our QoS-1 publishes awaiting their PUBACK at once (packet ids are 16 bits)
 
 
 class MqttLost(Exception):
@@ -81,9 +83,18 @@ class MqttTransport(Transport):
         self.config = config
         self.settings: MqttSettings = config.mqtt
         self.options = options
+        self.drops = DropWatch(config.id)  # across sessions: drops while reconnecting are said too
+        self._connected_before = False
 
     def connect(self, deliver: Callable[[Message], None]) -> Session:
-        return MqttSession(self.config, deliver)
+        session = MqttSession(self.config, deliver, self.drops)
+        if self._connected_before and not session.resumed and not self.settings.clean_session:
+            log.error("connector %s: the broker no longer had this connector's session (expired, or the broker "
+                      "lost it): what it held or queued for the connector and was not stored is gone; the "
+                      "ledger's unsettled report lists the signals whose messages will not come again",
+                      self.config.id)
+        self._connected_before = True
+        return session
 
     def disposition(self, decision: str) -> Disposition:
         return mqtt.disposition(decision, self.settings.reconnect_for_redelivery)
@@ -103,6 +114,10 @@ class MqttTransport(Transport):
         if any(s.qos == 0 for s in self.config.sources):
             found.append("a source subscribes with QoS 0: its messages are never acknowledged, and a crash loses "
                          "what was not stored")
+        if self.config.targets and not self.settings.separate_publisher_client:
+            found.append("separatePublisherClient is false: targets publish on a client of their own all the same "
+                         f"({self.settings.publisher_client_id}), so that a reconnect never drops an outbound "
+                         "message (decisions #99)")
         return found
 
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event,
@@ -114,28 +129,36 @@ class MqttTransport(Transport):
                            stop=stop).run
 
 
-def _client(config: ConnectionConfig, client_id: str, *, persistent: bool, manual_ack: bool) -> paho.Client:
-    """A paho client for ``config``'s broker (not connected yet)."""
-    version = paho.MQTTv5 if config.connection_type == MQTT5 else paho.MQTTv311
+def client_for(uri: str, client_id: str, *, version5: bool, persistent: bool, manual_ack: bool) -> paho.Client:
+    """A paho client for the broker of ``uri`` (not connected yet)."""
+    version = paho.MQTTv5 if version5 else paho.MQTTv311
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version,
-                         clean_session=None if version == paho.MQTTv5 else not persistent,
+                         clean_session=None if version5 else not persistent,
                          reconnect_on_failure=False, manual_ack=manual_ack)
-    address = mqtt.broker_address(config.uri)
+    address = mqtt.broker_address(uri)
     if address.username is not None:
         client.username_pw_set(address.username, address.password)
     if address.tls:
         client.tls_set()
-    client.max_inflight_messages_set(1000)  # our own QoS-1 publishes awaiting their PUBACK
+    client.max_inflight_messages_set(PUBLISH_WINDOW)  # our own QoS-1 publishes awaiting their PUBACK
     client.max_queued_messages_set(0)
     return client
 
 
+def _client(config: ConnectionConfig, client_id: str, *, persistent: bool, manual_ack: bool) -> paho.Client:
+    return client_for(config.uri, client_id, version5=config.connection_type == MQTT5, persistent=persistent,
+                      manual_ack=manual_ack)
+
+
 def _open(client: paho.Client, config: ConnectionConfig, settings: MqttSettings, *, persistent: bool,
-          receive_maximum: int | None = None) -> None:
-    """CONNECT and wait for the CONNACK; :class:`MqttLost` if the broker refuses."""
+          receive_maximum: int | None = None) -> bool:
+    """CONNECT and wait for the CONNACK; whether the broker resumed a session it kept for us.
+    :class:`MqttLost` if the broker refuses."""
     address = mqtt.broker_address(config.uri)
     answered: list[Any] = []
-    client.on_connect = lambda _c, _u, _flags, reason, _props: answered.append(reason)
+    resumed: list[bool] = []
+    client.on_connect = lambda _c, _u, flags, reason, _props: (answered.append(reason),
+                                                               resumed.append(bool(flags.session_present)))
     properties = None
     kwargs: dict[str, Any] = {}
     if client.protocol == paho.MQTTv5:
@@ -157,23 +180,24 @@ def _open(client: paho.Client, config: ConnectionConfig, settings: MqttSettings,
     if answered[0].is_failure:
         client.disconnect()
         raise MqttLost(f"the broker refused the connection: {answered[0]}")
+    return resumed[0]
 
 
 class MqttSession(Session):
     """One connection of the persistent session: its messages, their packet ids until PUBACKed."""
 
-    def __init__(self, config: ConnectionConfig, deliver: Callable[[Message], None]) -> None:
+    def __init__(self, config: ConnectionConfig, deliver: Callable[[Message], None], drops: DropWatch) -> None:
         assert config.mqtt is not None
         self.config = config
         self.settings = config.mqtt
         self._deliver = deliver
+        self._drops = drops
         self._next_tag = 0
         self._unacked: dict[int, int] = {}  # tag -> packet id, QoS-1 messages not PUBACKed yet
-        self._withheld = 0  # messages whose PUBACK is withheld until the next session
         self._reconnect_at: float | None = None
         self._consuming = True
         self._lost: str | None = None
-        self._dropped: int | None = None
+        self._strays: set[str] = set()  # topics of messages no source takes, said once a session
         self._filters = [(_matched_filter(topic), source) for source in config.sources for topic in source.topics]
         self.client = _client(config, self.settings.client_id, persistent=not self.settings.clean_session,
                               manual_ack=True)
@@ -181,9 +205,13 @@ class MqttSession(Session):
         self.client.on_disconnect = self._on_disconnect
         # Messages of a resumed session may arrive right after CONNACK, before SUBACK: on_message
         # is in place before CONNECT, and every message is handed over (Ditto PR #2562).
-        _open(self.client, config, self.settings, persistent=not self.settings.clean_session,
-              receive_maximum=self.settings.receive_maximum)
-        self._subscribe()
+        self.resumed = _open(self.client, config, self.settings, persistent=not self.settings.clean_session,
+                             receive_maximum=self.settings.receive_maximum)
+        try:
+            self._subscribe()
+        except BaseException:
+            self.close()
+            raise
 
     def _subscribe(self) -> None:
         wanted = [(topic, source.qos or 0) for source in self.config.sources for topic in source.topics]
@@ -191,7 +219,12 @@ class MqttSession(Session):
             return
         granted: list[Any] = []
         self.client.on_subscribe = lambda _c, _u, _mid, codes, _props: granted.append(codes)
-        rc, _ = self.client.subscribe(wanted)
+        if self.client.protocol == paho.MQTTv5:  # a resumed subscription does not send retained messages again
+            options = [(topic, SubscribeOptions(qos=qos, retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB))
+                       for topic, qos in wanted]
+            self.client.subscribe(options)
+        else:
+            self.client.subscribe(wanted)
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while not granted:
             self._check(self.client.loop(timeout=0.1))
@@ -204,21 +237,27 @@ class MqttSession(Session):
             if code.value < qos:
                 log.warning("connector %s: the broker granted QoS %d for %s (asked %d): its messages are not "
                             "acknowledged", self.config.id, code.value, topic, qos)
-        self.client.subscribe(DROPPED, 0)  # best effort: a broker without it (or an ACL) says nothing
+        self.client.on_subscribe = lambda _c, _u, _mid, codes, _props: self._drops.subscribed(codes[0])
+        self.client.subscribe(DROPPED, 0)
 
     def _on_disconnect(self, _client: Any, _userdata: Any, _flags: Any, reason: Any, _properties: Any) -> None:
         self._lost = f"disconnected ({reason})"
 
     def _on_message(self, _client: Any, _userdata: Any, message: paho.MQTTMessage) -> None:
         if message.topic == DROPPED:
-            self._watch_drops(message.payload)
+            self._drops.counted(message.payload)
             return
         if not self._consuming:  # not PUBACKed: the broker sends it again next session
             return
         source = self._source_of(message.topic)
-        if source is None:  # a subscription of an earlier configuration, kept by the session
-            log.warning("connector %s: a message on %s matches no source; the broker sends it again next session",
-                        self.config.id, message.topic)
+        if source is None:  # a subscription an earlier configuration left in the session
+            if message.topic not in self._strays:
+                self._strays.add(message.topic)
+                log.warning("connector %s: a message on %r matches no source (a subscription of an earlier "
+                            "configuration, kept by the session): acknowledged, not stored", self.config.id,
+                            message.topic)
+            if message.qos > 0:
+                self._check(self.client.ack(message.mid, message.qos))
             return
         self._next_tag += 1
         if message.qos > 0:
@@ -236,17 +275,6 @@ class MqttSession(Session):
                 return source
         return None
 
-    def _watch_drops(self, payload: bytes) -> None:
-        try:
-            dropped = int(payload)
-        except ValueError:
-            return
-        if self._dropped is not None and dropped > self._dropped:
-            log.error("connector %s: the broker dropped %d messages since the last count (%d in all): its "
-                      "in-flight or queue limit was reached, and they are lost to every subscriber — raise "
-                      "max_queued_messages (docs/decisions.md #100)", self.config.id, dropped - self._dropped, dropped)
-        self._dropped = dropped
-
     def _check(self, rc: MQTTErrorCode) -> None:
         if self._lost is not None:
             raise MqttLost(self._lost)
@@ -254,7 +282,12 @@ class MqttSession(Session):
             raise MqttLost(paho.error_string(rc))
 
     def process(self, time_limit: float) -> None:
+        """One loop (at most one packet read) — with a time limit, then everything already
+        received, up to a bound. Without one (the core's hand-over is full) only the keepalive
+        and one packet: the broker holds the rest back."""
         self._check(self.client.loop(timeout=time_limit))
+        if time_limit <= 0:
+            return
         sock = self.client.socket()
         for _ in range(READS_PER_PROCESS):  # what already arrived, without waiting again
             if sock is None or not (_pending(sock) or select.select([sock], [], [], 0)[0]):
@@ -268,14 +301,13 @@ class MqttSession(Session):
             mid = self._unacked.pop(tag, None)
             if mid is None:  # QoS 0, or settled already
                 continue
-            if dispositions[tag].requeue:
-                self._withhold()
+            if dispositions[tag].requeue:  # the broker sends it again when the session resumes
+                self._reconnect_soon()
                 continue
             faults.checkpoint("connector:settling")
             self._check(self.client.ack(mid, 1))
 
-    def _withhold(self) -> None:
-        self._withheld += 1
+    def _reconnect_soon(self) -> None:
         if self._reconnect_at is None:
             self._reconnect_at = time.monotonic() + self.settings.reconnect_for_redelivery_delay_s
 
@@ -292,10 +324,16 @@ class MqttSession(Session):
         self._consuming = False
 
     def reply(self, reply_to: str, message: dict[str, Any]) -> None:
+        """Best effort, as in Ditto: a reply-to that is no topic name (a sender's choice) is said
+        and skipped, never published."""
+        if not mqtt.is_topic_name(reply_to):
+            log.warning("connector %s: the reply-to %r is not an MQTT topic name; no answer sent", self.config.id,
+                        reply_to)
+            return
         info = self.client.publish(reply_to, jsontext.dumps(message).encode(), qos=1,
-                                   properties=_properties(self.client, message["headers"], wire.DITTO_CONTENT_TYPE))
+                                   properties=publish_properties(self.client, message["headers"]))
         if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            log.warning("connector %s: the reply to %s was not sent (%s)", self.config.id, reply_to,
+            log.warning("connector %s: the reply to %r was not sent (%s)", self.config.id, reply_to,
                         paho.error_string(info.rc))
 
     def close(self) -> None:
@@ -304,7 +342,6 @@ class MqttSession(Session):
             for _ in range(20):  # let DISCONNECT leave
                 if self.client.loop(timeout=0.05) != MQTTErrorCode.MQTT_ERR_SUCCESS:
                     break
-        self.client.socket() and self.client.socket().close()  # type: ignore[union-attr]
 
 
 class MqttTargets:
@@ -354,7 +391,7 @@ class MqttTargets:
 
     def _publish(self, client: paho.Client, target: Target, item: Published) -> None:
         info = client.publish(target.topic, jsontext.dumps(item.message).encode(), qos=target.qos or 0,
-                              properties=_properties(client, item.message["headers"], wire.DITTO_CONTENT_TYPE))
+                              properties=publish_properties(client, item.message["headers"]))
         if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             raise MqttLost(paho.error_string(info.rc))
         if target.qos:
@@ -369,20 +406,51 @@ class MqttTargets:
             self.feed.answered([item], confirmed=not reason.is_failure)
 
 
-def _properties(client: paho.Client, headers: Mapping[str, Any], content_type: str) -> Properties | None:
-    """MQTT 5 properties of a published Ditto message; MQTT 3.1.1 has none."""
+def publish_properties(client: paho.Client, headers: Mapping[str, Any],
+                       message_id: str | None = None) -> Properties | None:
+    """MQTT 5 properties of a published Ditto message (:func:`ackstore.rules.mqtt.outbound`, and
+    a ``message-id`` user property when given); MQTT 3.1.1 has none."""
     if client.protocol != paho.MQTTv5:
         return None
     mapped = mqtt.outbound(headers)
     properties = Properties(PacketTypes.PUBLISH)
-    properties.ContentType = mapped["content_type"] or content_type
+    properties.ContentType = mapped["content_type"] or wire.DITTO_CONTENT_TYPE
     if mapped["correlation_data"] is not None:
         properties.CorrelationData = mapped["correlation_data"]
     if mapped["response_topic"] is not None:
         properties.ResponseTopic = mapped["response_topic"]
-    if mapped["user_properties"]:
-        properties.UserProperty = mapped["user_properties"]
+    user_properties = mapped["user_properties"] + ([("message-id", message_id)] if message_id else [])
+    if user_properties:
+        properties.UserProperty = user_properties
     return properties
+
+
+class DropWatch:
+    """Mosquitto's count of the messages its limits dropped (``$SYS/broker/publish/messages/dropped``,
+    broker-wide), watched across the connector's sessions: every growth is said as an error."""
+
+    def __init__(self, connection_id: str) -> None:
+        self.connection_id = connection_id
+        self._count: int | None = None
+        self._refused_said = False
+
+    def subscribed(self, code: Any) -> None:
+        if code.is_failure and not self._refused_said:
+            self._refused_said = True
+            log.warning("connector %s: the broker refused the subscription to %s (%s): if its queue limits drop "
+                        "messages, this connector cannot say so (decisions #100)", self.connection_id, DROPPED, code)
+
+    def counted(self, payload: bytes) -> None:
+        try:
+            count = int(payload)
+        except ValueError:
+            return
+        before = self._count if self._count is not None else 0
+        if count > before:
+            log.error("connector %s: the broker has dropped %d messages (%d since it started), for this or another "
+                      "subscriber: its in-flight or queue limit was reached, and they are lost — raise "
+                      "max_queued_messages (decisions #100)", self.connection_id, count - before, count)
+        self._count = count
 
 
 def _matched_filter(topic: str) -> str:

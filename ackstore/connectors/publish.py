@@ -16,11 +16,7 @@ from typing import Any, Iterable
 
 import threading
 
-import paho.mqtt.client as paho
 import pika
-from paho.mqtt.enums import CallbackAPIVersion
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 from pika.exceptions import NackError, UnroutableError
 
 from ackstore.rules import errors, mqtt, wire
@@ -78,16 +74,14 @@ def publish_lines(url: str, queue: str, lines: Iterable[bytes]) -> dict[str, Any
 
 
 def publish_mqtt_lines(url: str, topic: str, lines: Iterable[bytes], connection_type: str) -> dict[str, Any]:
-    """Publish every non-empty line to ``topic`` at QoS 1; the answer counts the PUBACKs."""
+    """Publish every non-empty line to ``topic`` at QoS 1, at most a window of them awaiting
+    their PUBACK (packet ids are 16 bits); the answer counts the PUBACKs. On MQTT 5 each line
+    gets a fresh ``message-id`` unless its headers carry one, as on AMQP."""
+    from ackstore.connectors.mqtt import PUBLISH_WINDOW, client_for, publish_properties
+
     address = mqtt.broker_address(url)
-    version = paho.MQTTv5 if connection_type == "mqtt-5" else paho.MQTTv311
-    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"ackstore-publish-{uuid.uuid4().hex[:12]}",
-                         protocol=version, reconnect_on_failure=False)
-    if address.username is not None:
-        client.username_pw_set(address.username, address.password)
-    if address.tls:
-        client.tls_set()
-    client.max_inflight_messages_set(1000)
+    client = client_for(url, f"ackstore-publish-{uuid.uuid4().hex[:12]}", version5=connection_type == "mqtt-5",
+                        persistent=False, manual_ack=False)
     answered: dict[int, bool] = {}
     client.on_publish = lambda _c, _u, mid, reason, _p: answered.__setitem__(mid, not reason.is_failure)
     connected = threading.Event()
@@ -99,40 +93,40 @@ def publish_mqtt_lines(url: str, topic: str, lines: Iterable[bytes], connection_
     except OSError as problem:
         return _broker_unavailable(str(problem))
     client.loop_start()
-    sent: list[int] = []
+    published = refused = 0
+    waiting: list[Any] = []
     try:
         if not connected.wait(PUBACK_WAIT_S) or refusal:
             return _broker_unavailable(f"the broker refused the connection ({refusal[0]})" if refusal else "no CONNACK")
         for line in lines:
             line = line.rstrip(b"\r\n")
-            if line.strip():
-                sent.append(client.publish(topic, line, qos=1, properties=_mqtt_properties(version, line)).mid)
-        deadline = time.monotonic() + PUBACK_WAIT_S
-        while len(answered) < len(sent) and time.monotonic() < deadline and client.is_connected():
-            time.sleep(0.01)
+            if not line.strip():
+                continue
+            headers = _headers(line)
+            message_id = headers.get("message-id") if isinstance(headers.get("message-id"), str) else None
+            waiting.append(client.publish(topic, line, qos=1,
+                                          properties=publish_properties(client, headers, message_id or uuid.uuid4().hex)))
+            if len(waiting) >= PUBLISH_WINDOW:
+                published, refused = _answered(waiting, answered, published, refused)
+        published, refused = _answered(waiting, answered, published, refused)
     finally:
         client.disconnect()
         client.loop_stop()
-    published = sum(1 for mid in sent if answered.get(mid))
-    refused = len(sent) - published
     return {"status": 200 if not refused else 503, "topic": topic, "published": published, "refused": refused}
 
 
-def _mqtt_properties(version: int, line: bytes) -> Properties | None:
-    if version != paho.MQTTv5:
-        return None
-    headers = _headers(line)
-    mapped = mqtt.outbound(headers)
-    properties = Properties(PacketTypes.PUBLISH)
-    properties.ContentType = wire.DITTO_CONTENT_TYPE
-    if mapped["correlation_data"] is not None:
-        properties.CorrelationData = mapped["correlation_data"]
-    if mapped["response_topic"] is not None:
-        properties.ResponseTopic = mapped["response_topic"]
-    message_id = headers.get("message-id")
-    if isinstance(message_id, str) and message_id:
-        properties.UserProperty = [("message-id", message_id)]
-    return properties
+def _answered(waiting: list[Any], answered: dict[int, bool], published: int, refused: int) -> tuple[int, int]:
+    """Wait for every publish in ``waiting`` to be PUBACKed (or not, in time), and count them."""
+    deadline = time.monotonic() + PUBACK_WAIT_S
+    for info in waiting:  # a packet id is answered once before it is used again (the window)
+        while info.mid not in answered and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if answered.pop(info.mid, False):
+            published += 1
+        else:
+            refused += 1
+    waiting.clear()
+    return published, refused
 
 
 def _broker_unavailable(why: str) -> dict[str, Any]:

@@ -36,9 +36,17 @@ def source_message_id(message_id: str | None, body: bytes, correlation_id: str |
     body are one message by this key (decisions #32)."""
     if message_id:
         return message_id
-    correlation = (correlation_id or "").encode("utf-8", "surrogatepass")
-    digest = hashlib.sha256(len(correlation).to_bytes(8, "big"))  # length first: no two splits collide
-    digest.update(correlation)
+    return digest_key([correlation_id or ""], body)
+
+
+def digest_key(parts: Sequence[str], body: bytes) -> str:
+    """A message's key from what identifies it: its ``parts`` (each length-prefixed, so that no
+    two splits collide) and its body."""
+    digest = hashlib.sha256()
+    for part in parts:
+        encoded = part.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
     digest.update(body)
     return f"sha256:{digest.hexdigest()}"
 

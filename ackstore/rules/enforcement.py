@@ -18,6 +18,7 @@ from ackstore.rules import errors
 
 SOURCE_ADDRESS = "source:address"
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z]+:[^}\s]*)\s*\}\}")
+_ANY_PLACEHOLDER = re.compile(r"\{\{.*?\}\}")
 _THING_PARTS = ("thing:id", "thing:namespace", "thing:name")
 
 
@@ -39,6 +40,9 @@ class Enforcement:
         if not filters:
             raise ValueError("give at least one filter")
         for template in filters:
+            if len(_ANY_PLACEHOLDER.findall(template)) != len(_PLACEHOLDER.findall(template)):
+                raise ValueError(f"the filter <{errors.shown(template)}> has a placeholder other than "
+                                 "{{ thing:id }}, {{ thing:namespace }}, {{ thing:name }} (no functions)")
             for placeholder in _PLACEHOLDER.findall(template):
                 if placeholder not in _THING_PARTS:
                     raise ValueError(f"the filter placeholder {{{{ {errors.shown(placeholder)} }}}} is not one of "

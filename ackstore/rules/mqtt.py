@@ -11,12 +11,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from ackstore.rules import errors
+from ackstore.rules import connectivity, errors
 from ackstore.rules.connectivity import CONTENT_TYPE, MESSAGE_ID, REPLY_TO, Disposition
 from ackstore.rules.headers import CORRELATION_ID
 from ackstore.rules.settlement import Settlement
@@ -77,18 +76,22 @@ def inbound(user_properties: Iterable[tuple[str, str]] | None, content_type: str
 
 
 def message_key(topic: str, message_id: str | None, correlation_id: str | None, payload: bytes) -> str:
-    """A message's key within its connection (decisions #99): its ``message-id`` user property,
-    or a digest of its topic, correlation data and payload. A copy the broker sends again (DUP,
-    or after a reconnect) is byte for byte the same, so it maps to the same signal; a packet id
-    is reused by the next message once PUBACKed, so it cannot be part of the key."""
+    """A message's key within its connection (decisions #99): its topic with its ``message-id``
+    user property, or a digest of its topic, correlation data and payload. A copy the broker sends
+    again (DUP, or after a reconnect) is byte for byte the same, on the same topic, so it maps to
+    the same signal; a packet id is reused by the next message once PUBACKed, so it cannot be part
+    of the key; devices on one wildcard subscription may count their message ids alike, so an id
+    names a message only on its topic."""
     if message_id:
-        return message_id
-    digest = hashlib.sha256()
-    for part in (topic.encode("utf-8", "surrogatepass"), (correlation_id or "").encode("utf-8", "surrogatepass")):
-        digest.update(len(part).to_bytes(8, "big"))  # length first: no two splits collide
-        digest.update(part)
-    digest.update(payload)
-    return f"sha256:{digest.hexdigest()}"
+        return f"{message_id}@{topic}"
+    return connectivity.digest_key([topic, correlation_id or ""], payload)
+
+
+def is_topic_name(topic: object) -> bool:
+    """Whether a sender-chosen reply-to can be published to: a non-empty MQTT topic name of at
+    most 65535 bytes, without wildcards or NUL (paho refuses the others; Mosquitto disconnects)."""
+    return (isinstance(topic, str) and bool(topic) and not any(c in topic for c in "+#\x00")
+            and len(topic.encode("utf-8", "surrogatepass")) <= 65535)
 
 
 def disposition(decision: str, reconnect_for_redelivery: bool) -> Disposition:
