@@ -56,7 +56,8 @@ from ackstore.ledger.database import make_engine
 from ackstore.ledger.named_sql import load
 from ackstore.ledger.store import AckStore
 from ackstore.local_airflow import wait_until
-from benchmarks.broker import DEFAULT_AMQP, delete_queue
+from benchmarks.broker import DEFAULT_AMQP
+from benchmarks.transports import Amqp
 from benchmarks.deployment import BIN, Deployment, airflow, seconds, when
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database
 from benchmarks.scheduled import print_profile, task_profile
@@ -172,7 +173,7 @@ def durable_queue(amqp: str, queue: str) -> Iterator[str]:
     try:
         yield queue
     finally:
-        delete_queue(amqp, queue)
+        Amqp(amqp).delete(queue)
 
 
 # --- the connector ----------------------------------------------------------------------------
