@@ -24,6 +24,10 @@ from tests.own_postgres import OwnServer, free_port
 SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the Debian package's, not the root-only wrapper
 
 
+class _DistPortTaken(Exception):
+    """The node's Erlang distribution port was in use when it started."""
+
+
 class OwnRabbitMQ(OwnServer):
     """``start`` (waits until AMQP answers), ``kill`` (SIGKILL of the whole node, as a crash),
     ``close`` (kill whatever runs, remove the folder)."""
@@ -62,13 +66,29 @@ class OwnRabbitMQ(OwnServer):
         }
 
     def start(self, timeout: float = 120) -> None:
+        """Start the node; when its distribution port was taken meanwhile (a free port is only
+        free when it is picked: a client's connection may get it as its own port), on another."""
+        for _ in range(3):
+            try:
+                return self._start(timeout)
+            except _DistPortTaken:
+                self.dist_port = free_port()
+        self._start(timeout)
+
+    def _start(self, timeout: float) -> None:
+        written = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "a") as out:
             self._process = subprocess.Popen([str(SERVER)], env=self._environment(), stdin=subprocess.DEVNULL,
                                              stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"rabbitmq-server exited ({self._process.returncode}): {self.log.read_text()[-3000:]}")
+                said = self.log.read_text()[written:]
+                if "dist_port_already_used" in said:
+                    self._wait_for_group_to_end(self._process.pid)
+                    self._process = None
+                    raise _DistPortTaken(self.dist_port)
+                raise RuntimeError(f"rabbitmq-server exited ({self._process.returncode}): {said[-3000:]}")
             if self.answers():
                 return
             time.sleep(0.2)
