@@ -63,6 +63,7 @@ class OwnRabbitMQ(OwnServer):
             "RABBITMQ_MNESIA_BASE": f"{root}/mnesia",
             "RABBITMQ_LOG_BASE": f"{root}/log",
             "ERL_EPMD_ADDRESS": "127.0.0.1",
+            "ERL_CRASH_DUMP": f"{root}/erl_crash.dump",  # a node that fails to start writes one: ours, not the checkout's
         }
 
     def start(self, timeout: float = 120) -> None:
