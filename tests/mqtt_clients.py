@@ -106,10 +106,6 @@ class Collector:
         with self._lock:
             self.messages.append(message)
 
-    def json(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [json.loads(m.payload) for m in self.messages]
-
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()

@@ -439,9 +439,7 @@ class Connector:
         log.info("connector %s: stopping — storing what arrived, carrying out what is decided", self.config.id)
         if self.stopping:
             self._interrupt.set()  # a database that is away is not waited for: its batches go back
-        self._stop_consuming(session)
-        self._until(session, self._all_handed_over)
-        self._until(session, lambda: self._to_store.unfinished_tasks == 0)
+        self._drain(session)
         self._final_pass.set()
         self._until(session, self._final_pass_done.is_set)
         self._settle_what_is_handed_back(session)
@@ -451,8 +449,9 @@ class Connector:
             log.info("connector %s: gave %d undecided deliveries back to the broker", self.config.id, given)
 
     def _drain(self, session: Session) -> None:
-        """Before a planned reconnect: what arrived is stored and what comes back settled, so that
-        nothing this session received is thrown away (a QoS-0 message would not come again)."""
+        """Take no more, store what arrived and settle what comes back: before a stop, and before a
+        planned reconnect, so that nothing this session received is thrown away (a QoS-0 message
+        would not come again)."""
         self._stop_consuming(session)
         self._until(session, self._all_handed_over)
         self._until(session, lambda: self._to_store.unfinished_tasks == 0)

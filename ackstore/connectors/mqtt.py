@@ -150,11 +150,11 @@ def _client(config: ConnectionConfig, client_id: str, *, persistent: bool, manua
                       manual_ack=manual_ack)
 
 
-def _open(client: paho.Client, config: ConnectionConfig, settings: MqttSettings, *, persistent: bool,
-          receive_maximum: int | None = None) -> bool:
-    """CONNECT and wait for the CONNACK; whether the broker resumed a session it kept for us.
-    :class:`MqttLost` if the broker refuses."""
-    address = mqtt.broker_address(config.uri)
+def open_connection(client: paho.Client, uri: str, *, keep_alive_s: int, persistent: bool,
+                    session_expiry_s: int = 0, receive_maximum: int | None = None) -> bool:
+    """CONNECT to the broker of ``uri`` and wait for the CONNACK; whether the broker resumed a
+    session it kept for us. :class:`MqttLost` if it cannot be reached or refuses."""
+    address = mqtt.broker_address(uri)
     answered: list[Any] = []
     resumed: list[bool] = []
     client.on_connect = lambda _c, _u, flags, reason, _props: (answered.append(reason),
@@ -163,12 +163,12 @@ def _open(client: paho.Client, config: ConnectionConfig, settings: MqttSettings,
     kwargs: dict[str, Any] = {}
     if client.protocol == paho.MQTTv5:
         properties = Properties(PacketTypes.CONNECT)
-        properties.SessionExpiryInterval = settings.session_expiry_s if persistent else 0
+        properties.SessionExpiryInterval = session_expiry_s if persistent else 0
         if receive_maximum is not None:
             properties.ReceiveMaximum = receive_maximum
         kwargs = {"clean_start": not persistent, "properties": properties}
     try:
-        client.connect(address.host, address.port, keepalive=settings.keep_alive_s, **kwargs)
+        client.connect(address.host, address.port, keepalive=keep_alive_s, **kwargs)
     except OSError as problem:
         raise MqttLost(f"cannot connect to {address.host}:{address.port}: {problem}") from None
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
@@ -205,8 +205,10 @@ class MqttSession(Session):
         self.client.on_disconnect = self._on_disconnect
         # Messages of a resumed session may arrive right after CONNACK, before SUBACK: on_message
         # is in place before CONNECT, and every message is handed over (Ditto PR #2562).
-        self.resumed = _open(self.client, config, self.settings, persistent=not self.settings.clean_session,
-                             receive_maximum=self.settings.receive_maximum)
+        self.resumed = open_connection(self.client, config.uri, keep_alive_s=self.settings.keep_alive_s,
+                                       persistent=not self.settings.clean_session,
+                                       session_expiry_s=self.settings.session_expiry_s,
+                                       receive_maximum=self.settings.receive_maximum)
         try:
             self._subscribe()
         except BaseException:
@@ -278,8 +280,7 @@ class MqttSession(Session):
     def _check(self, rc: MQTTErrorCode) -> None:
         if self._lost is not None:
             raise MqttLost(self._lost)
-        if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            raise MqttLost(paho.error_string(rc))
+        _ok(rc)
 
     def process(self, time_limit: float) -> None:
         """One loop (at most one packet read) — with a time limit, then everything already
@@ -337,11 +338,7 @@ class MqttSession(Session):
                         paho.error_string(info.rc))
 
     def close(self) -> None:
-        if self.client.is_connected():
-            self.client.disconnect()
-            for _ in range(20):  # let DISCONNECT leave
-                if self.client.loop(timeout=0.05) != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                    break
+        _disconnect(self.client)
 
 
 class MqttTargets:
@@ -363,24 +360,20 @@ class MqttTargets:
             client.on_publish = self._answered
             self._unconfirmed.clear()
             try:
-                _open(client, self.config, self.settings, persistent=False)
+                open_connection(client, self.config.uri, keep_alive_s=self.settings.keep_alive_s, persistent=False)
                 self._publish_until_stopped(client)
             except (MqttLost, OSError) as problem:
                 if not self.stop.is_set():
                     log.warning("connector %s: targets' connection lost (%s); %d publishes unanswered are pulled "
                                 "again when their lease ends", self.config.id, problem, len(self._unconfirmed))
             finally:
-                if client.is_connected():
-                    client.disconnect()
-                    client.loop(timeout=0.05)
+                _disconnect(client)
             self.stop.wait(self.reconnect_s)
 
     def _publish_until_stopped(self, client: paho.Client) -> None:
         next_tick = 0.0
         while not self.stop.is_set():
-            rc = client.loop(timeout=0.05)
-            if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                raise MqttLost(paho.error_string(rc))
+            _ok(client.loop(timeout=0.05))
             now = time.monotonic()
             if now < next_tick or len(self._unconfirmed) >= UNCONFIRMED_MAX:
                 continue
@@ -392,8 +385,7 @@ class MqttTargets:
     def _publish(self, client: paho.Client, target: Target, item: Published) -> None:
         info = client.publish(target.topic, jsontext.dumps(item.message).encode(), qos=target.qos or 0,
                               properties=publish_properties(client, item.message["headers"]))
-        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            raise MqttLost(paho.error_string(info.rc))
+        _ok(info.rc)
         if target.qos:
             self._unconfirmed[info.mid] = item
         else:  # QoS 0: nothing to wait for (Ditto: 200)
@@ -451,6 +443,21 @@ class DropWatch:
                       "subscriber: its in-flight or queue limit was reached, and they are lost — raise "
                       "max_queued_messages (decisions #100)", self.connection_id, count - before, count)
         self._count = count
+
+
+def _ok(rc: MQTTErrorCode) -> None:
+    """:class:`MqttLost` unless paho says the call succeeded."""
+    if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+        raise MqttLost(paho.error_string(rc))
+
+
+def _disconnect(client: paho.Client) -> None:
+    """DISCONNECT, and let it leave: what was not PUBACKed stays in a persistent session."""
+    if client.is_connected():
+        client.disconnect()
+        for _ in range(20):
+            if client.loop(timeout=0.05) != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                break
 
 
 def _matched_filter(topic: str) -> str:

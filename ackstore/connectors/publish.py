@@ -14,12 +14,11 @@ import time
 import uuid
 from typing import Any, Iterable
 
-import threading
 
 import pika
 from pika.exceptions import NackError, UnroutableError
 
-from ackstore.rules import errors, mqtt, wire
+from ackstore.rules import errors, wire
 
 PUBACK_WAIT_S = 60.0
 
@@ -77,27 +76,20 @@ def publish_mqtt_lines(url: str, topic: str, lines: Iterable[bytes], connection_
     """Publish every non-empty line to ``topic`` at QoS 1, at most a window of them awaiting
     their PUBACK (packet ids are 16 bits); the answer counts the PUBACKs. On MQTT 5 each line
     gets a fresh ``message-id`` unless its headers carry one, as on AMQP."""
-    from ackstore.connectors.mqtt import PUBLISH_WINDOW, client_for, publish_properties
+    from ackstore.connectors.mqtt import PUBLISH_WINDOW, MqttLost, client_for, open_connection, publish_properties
 
-    address = mqtt.broker_address(url)
     client = client_for(url, f"ackstore-publish-{uuid.uuid4().hex[:12]}", version5=connection_type == "mqtt-5",
                         persistent=False, manual_ack=False)
     answered: dict[int, bool] = {}
     client.on_publish = lambda _c, _u, mid, reason, _p: answered.__setitem__(mid, not reason.is_failure)
-    connected = threading.Event()
-    refusal: list[Any] = []
-    client.on_connect = lambda _c, _u, _f, reason, _p: (refusal.append(reason) if reason.is_failure else None,
-                                                       connected.set())
     try:
-        client.connect(address.host, address.port)
-    except OSError as problem:
+        open_connection(client, url, keep_alive_s=60, persistent=False)
+    except MqttLost as problem:
         return _broker_unavailable(str(problem))
     client.loop_start()
     published = refused = 0
     waiting: list[Any] = []
     try:
-        if not connected.wait(PUBACK_WAIT_S) or refusal:
-            return _broker_unavailable(f"the broker refused the connection ({refusal[0]})" if refusal else "no CONNACK")
         for line in lines:
             line = line.rstrip(b"\r\n")
             if not line.strip():
