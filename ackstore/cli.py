@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from sqlalchemy.exc import DBAPIError
@@ -116,6 +117,30 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true",
                       help="print the stored state as JSON instead: row, attempts, acks, result and timeline")
     show.set_defaults(run=_with_store(_show))
+
+    verify = commands.add_parser(
+        "verify", help="recompute every seal from the rows and check the chain against the exported heads",
+        description="Recompute every seal (or --from/--to) from the ledger's rows and check its chain against the "
+                    "heads the seal step exported; name the first seal, table and row that differ. Exit 0: "
+                    "verified; 1: a difference, listed under 'findings'.")
+    verify.add_argument("--heads", help="the exported heads (default: $ACKSTORE_HEADS, else "
+                                        "$ACKSTORE_HOME/heads/<database>.jsonl)")
+    verify.add_argument("--no-heads", action="store_true", help="check the ledger against its own seals alone")
+    verify.add_argument("--public-key", help="the Ed25519 public key every head must be signed with: a PEM file, "
+                                             "or the key's 32 bytes in hex")
+    verify.add_argument("--from", dest="first", type=_positive, default=1, metavar="N", help="the first seal (default 1)")
+    verify.add_argument("--to", dest="last", type=_positive, metavar="M", help="the last seal (default: the newest)")
+    verify.set_defaults(run=_verify)
+
+    prove = commands.add_parser("prove", help="print proofs that a signal's facts are in their seals (RFC 6962)")
+    prove.add_argument("correlation_id", metavar="CORRELATION_ID")
+    prove.set_defaults(run=_with_store(_prove))
+
+    export = commands.add_parser("export", help="write the sealed facts and seals for auditor/verify_export.py")
+    export.add_argument("directory", metavar="DIRECTORY")
+    export.add_argument("--from", dest="first", type=_positive, default=1, metavar="N", help="the first seal (default 1)")
+    export.add_argument("--to", dest="last", type=_positive, metavar="M", help="the last seal (default: the newest)")
+    export.set_defaults(run=_with_store(_export))
 
     search = commands.add_parser("search", help="ids of indexed things matching an RQL filter (B.12)")
     search.add_argument("filter", metavar="RQL", help='e.g. and(eq(attributes/on,true),gt(attributes/floor,2))')
@@ -302,6 +327,78 @@ def _show(store: AckStore, args: argparse.Namespace) -> int:
     else:
         render_timeline(shown, shown["timeline"])
     return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a seal number (1 or more)")
+    return number
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ackstore.ledger import heads, verify
+
+    url = resolve_url(args.database_url)
+    exported = None
+    if not args.no_heads:
+        path = Path(args.heads) if args.heads else heads.configured_path(url)
+        try:
+            exported = heads.HeadsFile(path).read()
+        except (OSError, heads.HeadsMismatch) as error:
+            return _answer(errors.heads_unreadable(str(path), str(error)).to_json())
+    key = _public_key(args.public_key) if args.public_key else None
+    if isinstance(key, dict):
+        return _answer(key)
+    engine = make_engine(url)
+    try:
+        found = verify.verify(engine, exported, key, args.first, args.last)
+    finally:
+        engine.dispose()
+    summary = {"seals": found.seals, "facts": found.facts, "heads": found.heads, "signatures": found.signatures,
+               "unsealed": found.unsealed}
+    if found.ok:
+        return _answer({"status": 200, "verified": True, **summary})
+    answer = errors.ledger_not_as_sealed(found.findings[0].line(), len(found.findings)).to_json()
+    return _answer({**answer, "verified": False, **summary, "findings": [f.line() for f in found.findings]})
+
+
+def _public_key(given: str) -> bytes | dict[str, Any]:
+    """Raw Ed25519 public key bytes from a PEM file or hex; an error answer if neither."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        if os.path.exists(given):
+            key = serialization.load_pem_public_key(Path(given).read_bytes())
+            if not isinstance(key, Ed25519PublicKey):
+                raise ValueError("it is not an Ed25519 key")
+            return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        raw = bytes.fromhex(given)
+        Ed25519PublicKey.from_public_bytes(raw)
+        return raw
+    except ValueError as error:
+        return errors.public_key_invalid(given, str(error)).to_json()
+
+
+def _prove(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.ledger import verify
+
+    with store.engine.connect() as conn:
+        proved = verify.prove(conn, args.correlation_id)
+    if proved is None:
+        return _answer(store.unknown(args.correlation_id))
+    proofs, unsealed = proved
+    _print({"status": 200, "correlationId": args.correlation_id, "proofs": [p.as_json() for p in proofs],
+            "unsealed": unsealed})
+    return EXIT_OK if all(p.checks() for p in proofs) else EXIT_ERROR_ANSWER
+
+
+def _export(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.ledger.export import export
+
+    written = export(store.engine, Path(args.directory), args.first, args.last)
+    return _answer({"status": 200, "directory": str(Path(args.directory).resolve()), **written})
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -142,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, step in stats.items():
         print(f"{name:<24} {step['seconds']:7.1f} s {n / step['seconds']:12,.0f} commands/s   {_detail(step)}")
     print(f"{'pipeline end to end':<24} {end_to_end:7.1f} s {n / end_to_end:12,.0f} commands/s")
+    seal = stats["seal"]  # the last step: the pipeline without it is the run up to it (decisions #101)
+    without = end_to_end - seal["seconds"]
+    print(f"{'sealing on vs off':<24} {seal['seconds']:7.1f} s for {seal['facts']:,} facts "
+          f"({seal['seconds'] / max(seal['facts'], 1) * 1e6:.2f} µs a fact, "
+          f"{seal['seconds'] * 1e6 / max(seal['facts'], 1):,.0f} s per million): "
+          f"+{seal['seconds'] / without:.1%} on the {without:.1f} s without it")
     print(f"{'raw SQL baseline':<24} {baseline:7.1f} s {n / baseline:12,.0f} commands/s")
     print(f"{'yardstick':<24} {yard:7.1f} s {n / yard:12,.0f} commands/s")
     print(f"ratio pipeline/baseline  {end_to_end / baseline:7.2f}x")

@@ -1,17 +1,18 @@
 """
 ### ackstore_reconcile — the acknowledgement ledger's batch pipeline, every minute
 
-One run applies what arrived, decides what is due, checks the ledger and settles — six steps, in
-order, in one task (`reconcile`):
+One run applies what arrived, decides what is due, checks the ledger, settles and seals — seven
+steps, in order, in one task (`reconcile`):
 
 | step | reads | writes (one transaction per step) |
 |---|---|---|
 | `apply_twin` | `queue_apply`: twin commands not applied yet | thing states, command responses with their events (`twin-persisted` follows) |
 | `index_search` | `queue_index`: things changed since indexed | search index rows, watermarks, one mark per thing (`search-persisted` follows) |
 | `weak_acks` | `queue_decide`: undecided requests asking for a declared label | weak acks for labels whose declaring subscribers would not receive the signal |
-| `sweep` | `queue_decide`: requests not decided yet | `request_results` (what each requester is told) in a sweep batch, late flags |
+| `sweep` | `queue_decide`: requests not decided yet | `request_results` (what each requester is told) in a sweep batch |
 | `validate` | the sweep batches and settlements past its watermarks: what was decided since the last passed check | nothing on failure; on success the slice's connection requests go to `queue_settle` and the watermarks move |
 | `settle` | `queue_settle`: validated results from broker connections | one `settlements` decision per attempt, then `NOTIFY ackstore_settlements` |
+| `seal` | the facts numbered since the last seal (`seq`) | one `seals` row and its leaves (an RFC 6962 tree over the rows), then the seal's head appended outside the database (`$ACKSTORE_HEADS`, signed with `$ACKSTORE_SEAL_KEY`); `ackstore verify` checks them (decisions #101) |
 
 The task calls `jobs.pipeline.run_while_behind`: a pass is `jobs.pipeline.run` — exactly what
 `ackstore pipeline run` calls — and the task makes another pass while the one before found new
@@ -19,7 +20,7 @@ work (commands to apply, requests to decide) and the minute is not up: what arri
 pass waits for the next pass, not for the next minute. No pass begins once the next run is due;
 the last may end after it, and that run then starts at once and carries on. Pass *k* > 1
 records its steps under the run id `<run id>#k`. The task returns every pass's counts by that
-id (see its XCom; its log has a line per step). **One task, not six:** Airflow
+id (see its XCom; its log has a line per step). **One task, not seven:** Airflow
 spends about a second starting each task (the scheduler's loop, a process, the imports, the
 connection), and each step that found work opened a Spark session of its own; in one task the
 steps share one process and one session (an idle run: ~7 s as six tasks, see

@@ -1,4 +1,4 @@
-"""The pipeline: six steps, in order. :func:`run_step` is the one call per step that both
+"""The pipeline: seven steps, in order. :func:`run_step` is the one call per step that both
 ``ackstore pipeline run --step NAME`` and the pipeline's runs make, so the two can never
 disagree. :func:`run` is one pass of every step; :func:`run_while_behind` is what the DAG's task
 runs: passes while work keeps arriving, within the schedule's interval.
@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
-from jobs import apply_twin, index_search, settle, sweep, validate, weak_acks
+from jobs import apply_twin, index_search, seal, settle, sweep, validate, weak_acks
 from jobs.settings import PipelineSettings
 
 STEPS: dict[str, Callable[[Any, PipelineSettings], dict[str, Any]]] = {
@@ -21,6 +21,7 @@ STEPS: dict[str, Callable[[Any, PipelineSettings], dict[str, Any]]] = {
     "sweep": sweep.run,
     "validate": validate.run,
     "settle": settle.run,
+    "seal": seal.run,
 }
 ValidationFailed = validate.ValidationFailed
 

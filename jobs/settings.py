@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ackstore.ledger import heads
 from ackstore.ledger.database import resolve_url
 from ackstore.rules.settings import Settings
 from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
@@ -18,15 +20,22 @@ class PipelineSettings:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     partitions: int = 4  # JDBC read partitions and fold partitions
     max_thing_bytes: int = DEFAULT_MAX_THING_BYTES
+    heads: Path | None = None  # where the seal step appends the seals' heads; None: it does not
+    seal_key: Path | None = None  # the Ed25519 private key that signs them; None: unsigned
 
     @classmethod
     def from_env(cls, database_url: str | None = None, run_id: str | None = None,
                  origin: str | None = None) -> "PipelineSettings":
         """``$ACKSTORE_DATABASE_URL`` (or the argument, named ``origin`` in errors), the
-        ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS`` and ``ACKSTORE_MAX_THING_BYTES``."""
+        ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS``, ``ACKSTORE_MAX_THING_BYTES``, and
+        where the heads go: ``$ACKSTORE_HEADS`` (default ``$ACKSTORE_HOME/heads/<database>.jsonl``),
+        signed with ``$ACKSTORE_SEAL_KEY``."""
         extra = {} if run_id is None else {"run_id": run_id}
+        url = resolve_url(database_url, origin)
         return cls(
-            database_url=resolve_url(database_url, origin),
+            database_url=url,
+            heads=heads.configured_path(url),
+            seal_key=heads.configured_key(),
             rules=Settings.from_env(),
             partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
             max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),

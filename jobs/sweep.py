@@ -4,7 +4,8 @@ First SQL decides the common case â€” every label in and 2xx, or nothing asked â
 requests out of the decision queue. Then Spark reads the rest of ``queue_decide`` (one attempt of
 a signal each) with its command response and the acks of that attempt that arrived by its
 deadline, and applies :func:`ackstore.rules.aggregation.decide` to each. Decided ones are staged;
-one transaction writes ``request_results``, flags acks that came too late, and takes the decided
+one transaction writes ``request_results``, counts the acks that came too late (shown late by
+``decided_disposition``, never changed), and takes the decided
 requests out of the queue. Both paths give the same answer for a request both can decide
 (tests/test_sweep_decisions.py). Each transaction is a sweep batch (``ledger_batches``): the
 validation gate reads the results of the batches it has not passed yet.
@@ -78,7 +79,7 @@ def _merge(step: Step) -> None:
         step.refresh_statistics(conn, {stage_results: staged})
         expect_count("request results", run_statement("insert_results"), staged)
         step.stats["decided"] = step.stats.get("decided", 0) + staged
-        step.stats["late_acks"] = run_statement("flag_late")
+        step.stats["late_acks"] = step.scalar(conn, "late_acks", params)
         expect_count("decision queue", run_statement("dequeue"), staged)
         run_statement("clear_staging")
         step.refresh_statistics(conn, {request_results: staged})

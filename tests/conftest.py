@@ -7,16 +7,21 @@ before each test that uses it, and dropped when the run ends.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Iterator
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
-from ackstore.ledger.schema import LEDGER_TABLES
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
+from tests.ledger import empty
+
+# The seal step's heads (ackstore.ledger.heads) of every ledger the tests make, one file per
+# database, outside the checkout: set before any test runs the pipeline or a subprocess.
+os.environ.setdefault("ACKSTORE_HEADS", os.path.join(tempfile.mkdtemp(prefix="ackstore-heads-"), "{database}.jsonl"))
 
 ADMIN_URL = os.environ.get("ACKSTORE_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 
@@ -38,9 +43,8 @@ def migrated_engine(database_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def engine(migrated_engine: Engine) -> Engine:
     """The migrated test database, emptied."""
-    names = ", ".join(table.name for table in LEDGER_TABLES)
     with migrated_engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+        empty(conn)
     return migrated_engine
 
 

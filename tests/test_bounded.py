@@ -351,3 +351,48 @@ def test_the_removal_check_catches_a_nested_loop_over_the_run(queues) -> None:
 def test_removing_finished_work_visits_each_item_a_few_times(queues, job: str, rows: int) -> None:
     visited = _removal_visits(queues, job, rows, refreshed=True)
     assert visited <= 10 * rows, f"{job}.dequeue of {rows:,} items visits {visited:,.0f} rows"
+
+
+# What sealing and proving read (ackstore/ledger/sql/seals.sql): the facts numbered since the last
+# seal (the block range indexes on seq), one signal's facts, and the seal that covers a number.
+SEAL_READS = ["leaves_in_order", "counts", "facts_of_signal", "covering", "latest", "leaves"]
+
+
+@pytest.fixture(scope="module")
+def seals_of_years(ledger) -> Any:
+    """The ledger with 100 000 seals (a seal a minute for ten weeks), over numbers far past its own."""
+    engine, _ = ledger
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO seals (number, after_seq, upto_seq, counts, leaves, root, previous, hash) "
+                          "SELECT n, 1e12::bigint + n - 1, 1e12::bigint + n, '{}', 0, sha256(''), sha256(''), "
+                          "sha256(n::text::bytea) FROM generate_series(1, 100000) n"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ANALYZE seals"))
+    return engine
+
+
+@pytest.mark.parametrize("name", SEAL_READS)
+def test_sealing_reads_what_came_since_the_last_seal_alone(seals_of_years, name: str) -> None:
+    engine = seals_of_years
+    with engine.connect() as conn:
+        upto = conn.execute(text("SELECT last_value FROM ledger_seq")).scalar_one()
+    params = {"seal": 1, "after_seq": upto - 200, "upto_seq": upto, "per_chunk": 65_536, "seq": upto - 100,
+              "correlation_id": "history-7"}
+    sql = load(LEDGER_SQL / "seals.sql")[name]
+    if "COPY (" in sql:  # a COPY's query, as a SELECT with the same parameters
+        sql = sql[sql.index("COPY (") + len("COPY ("):sql.rindex(") TO STDOUT")].replace("%(after_seq)s", ":after_seq").replace(
+            "%(upto_seq)s", ":upto_seq")
+    plan = _plan(engine, sql, params)
+    scanned = set(_scans(plan))
+    history_and_seals = HISTORY_TABLES | {"seals", "seal_leaves"}  # a seal a minute: 525 600 a year
+    assert not scanned & history_and_seals, f"seals.{name} scans {sorted(scanned & history_and_seals)}: {plan}"
+
+
+@pytest.mark.parametrize("table", ["signals", "acks", "request_results", "settlements"])
+def test_verify_reads_a_seals_interval_alone(ledger, table: str) -> None:
+    from ackstore.ledger import verify
+
+    engine, _ = ledger
+    query = verify._rows(table, 1_000, 1_200).compile(engine, compile_kwargs={"literal_binds": True})
+    scanned = set(_scans(_plan(engine, str(query))))
+    assert not scanned & HISTORY_TABLES, f"verify's read of {table} scans {sorted(scanned & HISTORY_TABLES)}"

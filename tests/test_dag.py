@@ -25,12 +25,13 @@ from tests.ledger import RUN_BOOKKEEPING, comparable_ledger, load_workload, snap
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "dags"
-STEPS = ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
+STEPS = ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle", "seal"]
 UNREACHABLE = "postgresql+psycopg2://nobody@127.0.0.1:9/nothing"  # port 9: nothing listens
 
 
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW", "ACKSTORE", "SPARK_REMOTE"))}
+    env["ACKSTORE_HEADS"] = os.environ["ACKSTORE_HEADS"]  # the suite's, outside the checkout (conftest)
     env.update(
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",

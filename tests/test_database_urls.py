@@ -328,7 +328,7 @@ def test_the_pipeline_and_the_connector_run_with_each_url_form(
         broker.close()
     assert code == 0, log
     steps = json.loads(printed.out)["steps"]
-    assert list(steps) == ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle"]
+    assert list(steps) == ["apply_twin", "index_search", "weak_acks", "sweep", "validate", "settle", "seal"]
     with admin.connect() as conn:
         done = conn.execute(text(
             "SELECT r.status, (SELECT count(*) FROM request_acks a WHERE a.signal_id = s.id AND a.weak) AS weak, "

@@ -17,10 +17,9 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import Engine, text
 
-from ackstore.ledger.schema import LEDGER_TABLES
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
-from tests.ledger import ack_message
+from tests.ledger import ack_message, empty
 from tests.test_pull import Clock, live_message, with_token
 
 LABEL = "app:done"
@@ -41,7 +40,7 @@ class LeaseMachine(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         with self.engine.begin() as conn:
-            conn.execute(text(f"TRUNCATE {', '.join(t.name for t in LEDGER_TABLES)} RESTART IDENTITY CASCADE"))
+            empty(conn)
         self.clock = Clock(self.engine)
         self.seconds = 0.0
         self.store = AckStore(self.engine, Settings(), clock=self.clock)

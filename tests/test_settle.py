@@ -243,12 +243,12 @@ _result_spec = st.fixed_dictionaries({
 def test_sql_acks_exactly_the_successes_and_as_python_would(engine, specs: list[dict[str, Any]]) -> None:
     """settle_common (jobs/sql/settle.sql) writes 'ack' for exactly the queued results whose status
     and every entry are 2xx, from a connection, and Python's B.9 decision for each is 'ack' too."""
-    from ackstore.ledger.schema import LEDGER_TABLES
+    from tests.ledger import empty
     from jobs import settle
     from jobs.sql import statements
 
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in LEDGER_TABLES)} RESTART IDENTITY"))
+        empty(conn)
         for n, spec in enumerate(specs, start=1):
             conn.execute(text(
                 "INSERT INTO signals (id, source, source_message_id, correlation_id, api, channel, kind, action, "

@@ -12,9 +12,8 @@ from sqlalchemy import Engine, text
 from ackstore.ledger import ingest
 from ackstore.ledger.store import AckStore
 from ackstore.rules.errors import DittoError
-from ackstore.ledger.schema import LEDGER_TABLES
 from ackstore.rules.settings import Settings
-from tests.ledger import twin_command
+from tests.ledger import empty, twin_command
 
 # The ledger's content that does not depend on the clock: what was stored, in which order.
 STORED_ROWS = {
@@ -34,7 +33,7 @@ def stored(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
 
 def reset(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in LEDGER_TABLES)} RESTART IDENTITY"))
+        empty(conn)
 
 
 def live_message(thing: str = "org.acme/lamp-1", **headers: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""COPY … FROM STDIN inside a SQLAlchemy transaction, its rows made while PostgreSQL stores them.
+"""COPY … FROM STDIN inside a SQLAlchemy transaction, its rows made while PostgreSQL stores them;
+and COPY (query) TO STDOUT, for a query whose many rows are read as one binary stream.
 
 psycopg2's ``copy_expert`` pulls the data in chunks as it sends them; handing it a reader over
 a generator lets Python make (validate, encode) the next rows while the server inserts the
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+import io
+from typing import Any, Mapping
+
 import psycopg2
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
@@ -21,10 +25,28 @@ CHUNK = 8192  # characters per message to the server: small, so that it starts o
 def copy_in(conn: Connection, statement: str, rows: Iterable[str]) -> None:
     """Run ``statement`` (``COPY … FROM STDIN``, text format) in ``conn``'s transaction, sending
     ``rows`` (each a line of COPY text, ending in a newline) as they are made."""
+    _copy(conn, statement, None, _Reader(iter(rows)))
+
+
+def copy_in_binary(conn: Connection, statement: str, data: bytes) -> None:
+    """Run ``statement`` (``COPY … FROM STDIN (FORMAT binary)``) with ``data``, a whole binary COPY."""
+    _copy(conn, statement, None, io.BytesIO(data))
+
+
+def copy_out(conn: Connection, statement: str, params: Mapping[str, Any]) -> bytes:
+    """What ``statement`` (``COPY (…) TO STDOUT``, with ``%(name)s`` parameters, bound by the
+    driver as every statement's are) writes, in ``conn``'s transaction."""
+    out = io.BytesIO()
+    _copy(conn, statement, params, out)
+    return out.getvalue()
+
+
+def _copy(conn: Connection, statement: str, params: Mapping[str, Any] | None, file: Any) -> None:
+    """``copy_expert`` in ``conn``'s transaction; a failure raised as SQLAlchemy raises one."""
     dbapi_connection = conn.connection.dbapi_connection
     cursor = dbapi_connection.cursor()
     try:
-        cursor.copy_expert(statement, _Reader(iter(rows)), CHUNK)
+        cursor.copy_expert(statement if params is None else cursor.mogrify(statement, params), file, CHUNK)
     except psycopg2.Error as error:
         lost = conn.dialect.is_disconnect(error, dbapi_connection, cursor)
         if lost:

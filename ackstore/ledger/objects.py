@@ -44,6 +44,7 @@ CONCEPTS = (
     "answering",
     "pulling",
     "carrying_out",
+    "sealing",
     "timeline",
     "reports/window",
     "reports/settlement",

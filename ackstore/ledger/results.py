@@ -22,7 +22,9 @@ def latest(conn: Connection, correlation_id: str) -> Any:
     return conn.execute(_sql("latest_result"), {"correlation_id": correlation_id}).first()
 
 
-SHOWN = ("shown_state", "shown_status", "shown_body", "shown_headers")  # the signal statement's own columns
+# The signal statement's own columns, and the signal's fact number (which seal holds it is
+# `ackstore prove`'s to say).
+SHOWN = ("shown_state", "shown_status", "shown_body", "shown_headers", "seq")
 
 
 def show(conn: Connection, correlation_id: str) -> dict[str, Any] | None:

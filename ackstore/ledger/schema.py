@@ -18,7 +18,9 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Numeric,
+    LargeBinary,
     PrimaryKeyConstraint,
+    Sequence,
     SmallInteger,
     Table,
     Text,
@@ -62,6 +64,22 @@ def _status(name: str = "status") -> Column:
     return Column(name, SmallInteger, nullable=False)
 
 
+# Every fact the ledger records has a place in one order across its tables, ``seq``: a seal covers
+# the facts of an interval of it (issue 28, decisions #101). A fact is numbered when it is final —
+# written, for all but a settlement, which is numbered when carried out.
+ledger_seq = Sequence("ledger_seq", metadata=metadata)
+
+
+def _seq(*, when_written: bool = True) -> Column:
+    return Column("seq", BigInteger, nullable=not when_written,
+                  server_default=ledger_seq.next_value() if when_written else None)
+
+
+def _seq_index(table: Table) -> None:
+    """Seals read their interval of each table; BRIN, as facts are appended in ``seq`` order."""
+    Index(f"ix_{table.name}_seq", table.c.seq, postgresql_using="brin")
+
+
 # A signal row never changes after ingestion; its checkpoints (A.3) are rows in other tables:
 # persisted/failed in command_responses, decided in request_results, settled in settlements
 # (where it stands: the SQL function signal_state).
@@ -86,6 +104,7 @@ signals = Table(
     Column("timeout_ms", BigInteger, nullable=False),
     _timestamp("received_at"),
     Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
+    _seq(),
     UniqueConstraint("source", "source_message_id"),
     UniqueConstraint("correlation_id"),
     CheckConstraint(_in("api", ("http", "websocket", "connectivity")), name="api"),
@@ -147,6 +166,7 @@ acks = Table(
     Column("disposition", Text, nullable=False),
     Column("attempt", Integer, nullable=False, server_default=text("1")),  # the request's attempt it was stored for
     Column("reason", Text, nullable=True),  # why an invalid live response did not answer its command
+    _seq(),
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint(_in("disposition", ACK_DISPOSITIONS), name="disposition"),
     CheckConstraint("attempt > 0", name="attempt"),
@@ -175,6 +195,7 @@ ledger_batches = Table(
     Column("step", Text, nullable=False),
     Column("run_id", Text, nullable=True),
     Column("committed_at", TIMESTAMP(timezone=True), nullable=False),
+    _seq(),
     CheckConstraint(_in("step", BATCH_STEPS), name="step"),
 )
 
@@ -192,6 +213,7 @@ command_responses = Table(
     Column("event_id", BigInteger, nullable=True),  # the event's position in the log (A.3)
     Column("revision", BigInteger, nullable=True),  # the thing's revision after the change
     Column("event_action", Text, nullable=True),
+    _seq(),
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint("(event_id IS NULL) = (revision IS NULL) AND (event_id IS NULL) = (event_action IS NULL)",
                     name="event"),
@@ -215,6 +237,7 @@ attempts = Table(
     Column("requested_acks", ARRAY(Text), nullable=False),
     _timestamp("opened_at"),
     Column("deadline_at", TIMESTAMP(timezone=True), nullable=False),
+    _seq(),
     PrimaryKeyConstraint("signal_id", "attempt"),
     CheckConstraint("attempt > 0", name="attempt"),
     CheckConstraint("deadline_at >= opened_at", name="deadline"),
@@ -240,6 +263,7 @@ request_results = Table(
     # The sweep batch that decided it: the validation gate's slice is the batches past its
     # watermark, read through this BRIN index (batches only grow).
     Column("batch_id", BigInteger, nullable=False),
+    _seq(),
     PrimaryKeyConstraint("signal_id", "attempt"),
     CheckConstraint("status BETWEEN 100 AND 599", name="status"),
     CheckConstraint(_in("cause", RESULT_CAUSES), name="cause"),
@@ -299,6 +323,7 @@ search_marks = Table(
     Column("to_revision", BigInteger, nullable=False),
     Column("batch_id", BigInteger, nullable=False),
     Column("changed", Boolean, nullable=False),  # false: the index already held this state (a weak 200)
+    _seq(),
     PrimaryKeyConstraint("thing_id", "to_revision"),
     CheckConstraint("to_revision > from_revision AND from_revision >= 0", name="revisions"),
 )
@@ -315,6 +340,7 @@ settlements = Table(
     _timestamp("decided_at"),
     Column("carried_out_at", TIMESTAMP(timezone=True), nullable=True),
     Column("carried_out_as", Text, nullable=True),  # what the transport did instead (decisions #99); NULL: as decided
+    _seq(when_written=False),  # numbered when carried out (settlements_keep_their_decision)
     PrimaryKeyConstraint("signal_id", "attempt"),
     UniqueConstraint("id"),
     CheckConstraint(_in("decision", SETTLEMENT_DECISIONS), name="decision"),
@@ -322,6 +348,7 @@ settlements = Table(
     CheckConstraint(f"carried_out_as IS NULL OR (carried_out_at IS NOT NULL AND carried_out_as <> decision AND "
                     f"{_in('carried_out_as', SETTLEMENT_DECISIONS)})", name="carried_out_as"),
     CheckConstraint("attempt > 0", name="attempt"),
+    CheckConstraint("(seq IS NULL) = (carried_out_at IS NULL)", name="seq"),
 )
 Index("ix_settlements_not_carried_out", settlements.c.signal_id, postgresql_where=text("carried_out_at IS NULL"))
 
@@ -404,6 +431,7 @@ validation_passes = Table(
     Column("results_upto", BigInteger, primary_key=True),
     Column("run_id", Text, nullable=True),  # NULL: recorded by migration 0009 for what had passed before
     _timestamp("passed_at"),
+    _seq(),
 )
 
 # Positions of steps that read an append-only table in order: validate's, the last result batch
@@ -413,6 +441,48 @@ pipeline_watermarks = Table(
     metadata,
     Column("name", Text, primary_key=True),
     Column("position", BigInteger, nullable=False),
+)
+
+# --- seals (issue 28, decisions #101): the proof that no fact was changed after it was sealed ----
+
+# The tables whose rows are facts, each row one leaf of the Merkle tree of the seal that covers it.
+SEALED_TABLES = (acks, attempts, command_responses, ledger_batches, request_results, search_marks, settlements,
+                 signals, validation_passes)
+for _table in SEALED_TABLES:
+    _seq_index(_table)
+
+# One row per seal: the facts numbered (after_seq, upto_seq], in ``seq`` order the leaves of an
+# RFC 6962 tree of root ``root`` (ackstore.rules.merkle), so many of each table (``counts``), and
+# ``hash`` chaining the seal to the one before (``previous``; 32 zero bytes before the first).
+seals = Table(
+    "seals",
+    metadata,
+    Column("number", BigInteger, primary_key=True, autoincrement=False),
+    Column("after_seq", BigInteger, nullable=False),
+    Column("upto_seq", BigInteger, nullable=False),
+    Column("counts", JSONB, nullable=False),  # table name -> rows (every sealed table, 0 too)
+    Column("leaves", BigInteger, nullable=False),
+    Column("root", LargeBinary, nullable=False),
+    Column("previous", LargeBinary, nullable=False),
+    Column("hash", LargeBinary, nullable=False),
+    _timestamp("sealed_at"),
+    UniqueConstraint("upto_seq"),
+    CheckConstraint("number > 0 AND upto_seq >= after_seq AND after_seq >= 0 AND leaves >= 0", name="numbers"),
+    CheckConstraint("octet_length(root) = 32 AND octet_length(previous) = 32 AND octet_length(hash) = 32",
+                    name="hashes"),
+)
+
+# A seal's leaf hashes, in order, 32 bytes each, in chunks of ``LEAVES_PER_CHUNK``: proof of
+# inclusion reads them, and verify names the row whose leaf differs (they are trusted only as
+# far as their tree's root is the seal's).
+seal_leaves = Table(
+    "seal_leaves",
+    metadata,
+    Column("seal", BigInteger, ForeignKey("seals.number", deferrable=True, initially="DEFERRED"), nullable=False),
+    Column("chunk", Integer, nullable=False),
+    Column("leaves", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("seal", "chunk"),
+    CheckConstraint("chunk >= 0 AND octet_length(leaves) % 32 = 0 AND octet_length(leaves) > 0", name="leaves"),
 )
 
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
@@ -548,6 +618,8 @@ LEDGER_TABLES = (
     queue_settle,
     pipeline_watermarks,
     validation_passes,
+    seals,
+    seal_leaves,
 )
 
 

@@ -33,8 +33,8 @@ class Disposition(str, Enum):
     """Which ack counts (A.2.5, A.2.8, A.2.10). Every valid ack is kept with one of these; only a
     counted one whose fact time is by its attempt's deadline enters the decision. The ledger's
     SQL follows this rule: a CHECK holds the values, a partial unique index keeps one counted ack
-    per (request, label), the sweep flags late the counted acks after a deadline it decided by,
-    and built-in acks derive theirs in the view builtin_acks."""
+    per (request, label), a counted ack after the deadline of a request decided by it is shown
+    late (decided_disposition), and built-in acks derive theirs in the view builtin_acks."""
 
     COUNTED = "counted"  # the first for a label its (undecided) attempt requested
     DUPLICATE = "duplicate"  # a later one for a label already counted

@@ -1,68 +1,103 @@
-"""The canonical byte form of a ledger row (issue 28's seals): what a Merkle leaf hashes. It does
-not depend on the order of a table's columns nor on PostgreSQL's text output, so an auditor's
-own program can rebuild it from an export.
+"""The canonical byte form of a ledger row (issue 28's seals): what a Merkle leaf hashes.
 
-    row    = "ackstore-row/1" ‖ field(table) ‖ u16(number of columns) ‖ column…   (columns in name order)
-    column = field(name) ‖ tag ‖ field(value)
-    field  = u32(length) ‖ bytes                                             (big-endian lengths)
+A row of table ``t`` with columns ``c1 < c2 < … < cn`` (in name order, whatever the table's own
+order) is the PostgreSQL binary form of the record ``ROW(t, c1, …, cn)`` — what ``record_send``
+writes, the wire protocol's documented, version-independent form, which the ledger computes at C
+speed and an auditor's program rebuilds with ``struct`` alone:
 
-| tag | column type                 | value bytes                                                  |
-|-----|-----------------------------|--------------------------------------------------------------|
-| N   | NULL                        | none                                                         |
-| B   | boolean                     | 1 byte: 0 or 1                                               |
-| I   | integer, bigint             | 8 bytes, two's complement, big-endian                        |
-| T   | text                        | UTF-8                                                        |
-| S   | timestamp with time zone    | microseconds since 1970-01-01T00:00:00Z, as I                |
-| J   | jsonb                       | JSON with sorted keys, no spaces, UTF-8, integers as written |
-| A   | array (text[])              | u32(count) ‖ (tag ‖ field(value))… of its elements           |
+    record = i32(n + 1) ‖ value(text, t) ‖ value(type(c1), c1) ‖ … ‖ value(type(cn), cn)
+    value  = u32(type OID) ‖ i32(-1)                       for NULL
+           | u32(type OID) ‖ i32(length) ‖ bytes           otherwise (big-endian throughout)
+
+| type        | OID  | bytes                                                                    |
+|-------------|------|--------------------------------------------------------------------------|
+| bool        | 16   | 1 byte: 0 or 1                                                           |
+| int2/4/8    | 21/23/20 | 2/4/8 bytes, two's complement                                        |
+| text        | 25   | UTF-8                                                                    |
+| timestamptz | 1184 | i64 microseconds since 2000-01-01T00:00:00Z                              |
+| jsonb       | 3802 | 0x01 ‖ the value's jsonb text as PostgreSQL prints it (``value::text``:   |
+|             |      | keys by length then bytes, ``", "`` and ``": "``; it depends on no setting) |
+| text[]      | 1009 | i32(dims: 0 or 1) ‖ i32(has a NULL) ‖ u32(25) ‖ [i32(count) ‖ i32(1)] ‖  |
+|             |      | (i32(length) ‖ UTF-8, or i32(-1))…                                       |
+
+No PostgreSQL text output of a timestamp or a number is hashed, so DateStyle, TimeZone and
+extra_float_digits change nothing. A jsonb value is hashed as its jsonb text: exports and the
+archive carry jsonb columns as that text, so a leaf is rebuilt without re-serialising JSON.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from datetime import datetime, timezone
-from typing import Any, Collection, Mapping
+from typing import Any, Mapping
 
-MAGIC = b"ackstore-row/1"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# PostgreSQL's type OIDs of the types a sealed table has (pg_type; fixed since 8.x, jsonb since 9.4).
+OIDS = {"bool": 16, "int2": 21, "int4": 23, "int8": 20, "text": 25, "timestamptz": 1184, "jsonb": 3802,
+        "text[]": 1009}
+INT_BYTES = {"int2": 2, "int4": 4, "int8": 8}
+UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+POSTGRES_EPOCH_MICROS = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970
 
 
-def encode_row(table: str, row: Mapping[str, Any], json_columns: Collection[str] = ()) -> bytes:
-    """The canonical bytes of ``row`` of ``table``; ``json_columns`` are its jsonb columns (a
-    Python list is a JSON array there, a text[] elsewhere)."""
-    parts = [MAGIC, _field(table.encode("utf-8")), struct.pack(">H", len(row))]
-    for name in sorted(row):
-        tag, value = _json(row[name]) if name in json_columns and row[name] is not None else _value(row[name])
-        parts += [_field(name.encode("utf-8")), tag, _field(value)]
+def encode_row(table: str, row: Mapping[str, Any], types: Mapping[str, str]) -> bytes:
+    """The canonical bytes of ``row`` of ``table``, whose columns have ``types`` (name -> a key of
+    OIDS). A timestamp is an aware datetime or microseconds since 1970; jsonb is its text."""
+    if set(row) != set(types):
+        raise ValueError(f"a row of {table} has columns {sorted(row)}, not {sorted(types)}")
+    parts = [struct.pack(">i", len(types) + 1), _value("text", table)]
+    parts += [_value(types[name], row[name]) for name in sorted(types)]
     return b"".join(parts)
 
 
-def _field(data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + data
-
-
-def _value(value: Any) -> tuple[bytes, bytes]:
-    if value is None:
-        return b"N", b""
-    if isinstance(value, bool):
-        return b"B", b"\x01" if value else b"\x00"
+def micros(value: datetime | int) -> int:
+    """Microseconds since 1970 of an aware datetime (or of microseconds already)."""
     if isinstance(value, int):
-        return b"I", value.to_bytes(8, "big", signed=True)
-    if isinstance(value, str):
-        return b"T", value.encode("utf-8", "surrogatepass")
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError("a timestamp without a time zone has no canonical form")
-        delta = value - EPOCH
-        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return b"S", micros.to_bytes(8, "big", signed=True)
-    if isinstance(value, (list, tuple)):
-        items = [tag + _field(data) for tag, data in map(_value, value)]
-        return b"A", struct.pack(">I", len(items)) + b"".join(items)
-    raise TypeError(f"no canonical form for {type(value).__name__}")
+        return value
+    if value.tzinfo is None:
+        raise ValueError("a timestamp without a time zone has no canonical form")
+    delta = value - UNIX_EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _json(value: Any) -> tuple[bytes, bytes]:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return b"J", text.encode("utf-8", "surrogatepass")
+def _value(kind: str, value: Any) -> bytes:
+    oid = struct.pack(">I", OIDS[kind])
+    if value is None:
+        return oid + struct.pack(">i", -1)
+    data = _bytes(kind, value)
+    return oid + struct.pack(">i", len(data)) + data
+
+
+def _bytes(kind: str, value: Any) -> bytes:
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise TypeError(f"bool expected, not {type(value).__name__}")
+        return b"\x01" if value else b"\x00"
+    if kind in INT_BYTES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{kind} expected, not {type(value).__name__}")
+        return value.to_bytes(INT_BYTES[kind], "big", signed=True)
+    if kind == "text":
+        return _text(value)
+    if kind == "timestamptz":
+        return (micros(value) - POSTGRES_EPOCH_MICROS).to_bytes(8, "big", signed=True)
+    if kind == "jsonb":
+        return b"\x01" + _text(value)
+    if kind == "text[]":
+        return _text_array(value)
+    raise TypeError(f"no canonical form for type {kind}")
+
+
+def _text(value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"text expected, not {type(value).__name__}")
+    return value.encode("utf-8")
+
+
+def _text_array(values: Any) -> bytes:
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"text[] expected, not {type(values).__name__}")
+    if not values:
+        return struct.pack(">iiI", 0, 0, OIDS["text"])
+    header = struct.pack(">iiIii", 1, int(any(v is None for v in values)), OIDS["text"], len(values), 1)
+    items = [struct.pack(">i", -1) if v is None else struct.pack(">i", len(b := _text(v))) + b for v in values]
+    return header + b"".join(items)

@@ -616,3 +616,34 @@ def enforcement_failed(thing_id: str) -> DittoError:
         f"The configured filters could not be matched against the given target with ID '{shown(thing_id)}'.",
         "Either modify the configured filter or ensure that the message is sent via the correct ID.",
     )
+
+
+def ledger_not_as_sealed(first: str, differences: int) -> DittoError:
+    """`ackstore verify` found the ledger differing from its seals or its exported heads."""
+    return DittoError(
+        409,
+        "ledger:seal.mismatch",
+        f"The ledger is not as it was sealed: {first}" + (f" (and {differences - 1} more)" if differences > 1 else ""),
+        "A row, a seal or an exported head was changed, deleted or added after sealing. The first difference is "
+        "named; every one is listed under 'findings'. Restore the ledger from a backup you trust and verify again.",
+    )
+
+
+def heads_unreadable(path: str, why: str) -> DittoError:
+    """The exported heads `verify` is to compare with cannot be read."""
+    return DittoError(
+        400,
+        "ledger:heads.invalid",
+        f"The exported heads in '{shown(path)}' cannot be used: {why}",
+        "Give the heads file the seal step appends to ($ACKSTORE_HEADS) with --heads, or --no-heads to check the "
+        "ledger against its own seals alone.",
+    )
+
+
+def public_key_invalid(path: str, why: str) -> DittoError:
+    return DittoError(
+        400,
+        "ledger:key.invalid",
+        f"The public key '{shown(path)}' cannot be used: {why}",
+        "Give an Ed25519 public key: a PEM file, or its 32 raw bytes in hex.",
+    )

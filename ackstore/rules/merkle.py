@@ -40,13 +40,13 @@ def root(leaves: Sequence[bytes]) -> bytes:
     if not leaves:
         return EMPTY_ROOT
     level = list(leaves)
+    sha256 = hashlib.sha256
     # Bottom-up: pairing left to right and carrying an odd last node up unchanged gives the
     # same tree as RFC 6962's split at the largest power of two.
     while len(level) > 1:
-        paired = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            paired.append(level[-1])
-        level = paired
+        carried = level[-1:] if len(level) % 2 else []
+        pairs = iter(level)
+        level = [sha256(b"\x01" + left + right).digest() for left, right in zip(pairs, pairs)] + carried
     return level[0]
 
 

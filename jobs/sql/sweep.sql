@@ -189,16 +189,18 @@ FROM stage_results x
 WHERE x.run_id = :run_id
 ON CONFLICT (signal_id, attempt) DO NOTHING
 
--- name: flag_late
--- Counted acks whose fact came after the deadline did not count: kept, flagged late (A.2.5).
--- Only a request decided by its deadline or by an error can have such acks: one decided by
--- its acks had them all in time, and one without labels has no counted acks.
-UPDATE acks k SET disposition = 'late'
+-- name: late_acks
+-- How many counted acks of the decided requests came after the deadline: they did not count
+-- (A.2.5). Kept as stored — a fact never changes once written, to be sealed (decisions #101) —
+-- and shown late by decided_disposition. Only a request decided by its deadline or by an error
+-- can have such acks: one decided by its acks had them all in time, and one without labels has
+-- no counted acks.
+SELECT count(*)
 FROM stage_results x
 JOIN attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
-WHERE x.run_id = :run_id AND judged_by_deadline(x.cause) AND k.signal_id = x.signal_id
-  AND k.attempt = x.attempt AND k.disposition = counted()
-  AND k.received_at > a.deadline_at
+JOIN acks k ON k.signal_id = x.signal_id AND k.attempt = x.attempt
+WHERE x.run_id = :run_id AND k.disposition = counted()
+  AND decided_disposition(k.disposition, k.received_at, a.deadline_at, x.cause) = 'late'
 
 -- name: dequeue
 -- Decided requests leave the decision queue; their batch waits for the validation gate, which

@@ -72,14 +72,30 @@ CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadlin
                                                later.opened_at) AS disposition) d
 WHERE d.disposition IS NOT NULL;
 
+-- name: decided_disposition
+-- A stored ack's disposition once its request is decided (A.2.5): a counted ack whose fact came
+-- after the deadline of a request decided by its deadline (or an error) did not count — late.
+-- The sweep flagged it so in the row until migration 0018; now the row is final when written (a
+-- sealed fact never changes) and this says it, as builtin_disposition does for built-in facts.
+-- version: 0018
+CREATE OR REPLACE FUNCTION decided_disposition(disposition text, received_at timestamptz, deadline_at timestamptz,
+                                               cause text)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN disposition = counted() AND judged_by_deadline(cause) AND received_at > deadline_at THEN 'late'
+            ELSE disposition END
+$$;
+
 -- name: request_acks
 -- Every ack of every request: the stored ones (custom, weak, live responses, and built-in acks
--- from before the lean ledger) and the derived built-in ones (no id: they are not rows).
--- version: 0007
+-- from before the lean ledger), with their dispositions as decided, and the derived built-in ones
+-- (no id: they are not rows).
+-- version: 0018
 CREATE OR REPLACE VIEW request_acks AS
 SELECT k.id, k.signal_id, k.attempt, k.label, k.status, k.payload, k.headers, k.issuer, k.weak, k.received_at,
-       k.disposition, k.reason
+       decided_disposition(k.disposition, k.received_at, a.deadline_at, r.cause) AS disposition, k.reason
 FROM acks k
+LEFT JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
+LEFT JOIN request_results r ON r.signal_id = k.signal_id AND r.attempt = k.attempt
 UNION ALL
 SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.headers, b.issuer, b.weak,
        b.received_at, b.disposition, NULL::text

@@ -8,8 +8,9 @@
 -- before it was decided, and never cleared (issue 26). A later record of the same carrying out
 -- (a held copy settled again after a crash, decisions #33) keeps the first time. What the
 -- transport performed instead of the decision (carried_out_as, issue 27) is said with that
--- record and never changes either.
--- version: 0017
+-- record and never changes either. Carried out, a settlement is final: it takes its fact number
+-- then, for the next seal (issue 28, decisions #101), and keeps it.
+-- version: 0018
 CREATE OR REPLACE FUNCTION settlements_keep_their_decision() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF (NEW.id, NEW.signal_id, NEW.attempt, NEW.decision, NEW.decided_at)
@@ -17,12 +18,34 @@ BEGIN
     RAISE EXCEPTION 'ackstore: a settlement''s decision never changes' USING ERRCODE = 'insufficient_privilege';
   END IF;
   IF OLD.carried_out_at IS NOT NULL
-     AND (NEW.carried_out_at, NEW.carried_out_as) IS DISTINCT FROM (OLD.carried_out_at, OLD.carried_out_as) THEN
+     AND (NEW.carried_out_at, NEW.carried_out_as, NEW.seq) IS DISTINCT FROM (OLD.carried_out_at, OLD.carried_out_as, OLD.seq) THEN
     RAISE EXCEPTION 'ackstore: settlement of attempt % of signal % was carried out already', OLD.attempt, OLD.signal_id
       USING ERRCODE = 'insufficient_privilege';
   END IF;
+  IF OLD.carried_out_at IS NULL AND NEW.carried_out_at IS NOT NULL THEN
+    NEW.seq := nextval('ledger_seq');
+  ELSIF NEW.seq IS DISTINCT FROM OLD.seq THEN
+    RAISE EXCEPTION 'ackstore: a settlement is numbered when carried out' USING ERRCODE = 'insufficient_privilege';
+  END IF;
   RETURN NEW;
 END $$;
+
+-- name: settlements_number_carried_out
+-- A settlement written already carried out (an import, a repair) is final when written: it is
+-- numbered then, whatever number the writer gave (issue 28). Only the trigger below calls it.
+-- version: 0018
+CREATE OR REPLACE FUNCTION settlements_number_carried_out() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.seq := nextval('ledger_seq');
+  RETURN NEW;
+END $$;
+
+-- name: settlements_numbered_when_written_carried_out
+-- The trigger of the function above: only for such a settlement, so the pipeline's inserts of
+-- decisions cost nothing more.
+-- version: 0018
+CREATE OR REPLACE TRIGGER settlements_numbered_when_written_carried_out BEFORE INSERT ON settlements
+FOR EACH ROW WHEN (NEW.carried_out_at IS NOT NULL) EXECUTE FUNCTION settlements_number_carried_out();
 
 -- name: settlements_carried_out_once
 -- The trigger of the function above.

@@ -52,7 +52,12 @@ GRANT DELETE ON stage_results TO ackstore_pipeline;
 GRANT USAGE ON SEQUENCE ledger_batches_id_seq TO ackstore_pipeline;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers TO ackstore_pipeline;
-GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline
+GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline;
+-- The seal step (migration 0018): it numbers the facts it writes, and seals them.
+GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
+GRANT SELECT, INSERT ON seals, seal_leaves TO ackstore_pipeline;
+GRANT SELECT ON fact_leaves TO ackstore_pipeline;
+GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline
 
 -- name: ackstore_reporter
 -- The reports and what `show` reads, read-only; of a delivery all but the key its tokens are made
@@ -62,4 +67,6 @@ GRANT SELECT ON signals, acks, attempts, command_responses, request_results, set
 GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, done_at,
               answered_handout, answered_labels) ON deliveries TO ackstore_reporter;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
-                request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter
+                request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter;
+-- What `ackstore verify` and `prove` read (migration 0018): every fact table and the seals.
+GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter

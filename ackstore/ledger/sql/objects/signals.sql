@@ -14,13 +14,12 @@ END $$;
 CREATE OR REPLACE TRIGGER signals_are_immutable BEFORE UPDATE ON signals FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 
 -- name: acks_keep_their_facts
--- An ack is a fact as it arrived (migration 0014): its signal, attempt, label, status, payload,
--- headers, issuer, weak mark, time and reason never change, whoever writes — only its
--- disposition does (the sweep flags a counted ack that came too late). A role's UPDATE grant on
--- acks cannot forge what a subscriber said.
--- version: 0014
-CREATE OR REPLACE TRIGGER acks_keep_their_facts
-BEFORE UPDATE OF id, signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, reason ON acks
+-- An ack is a fact as it arrived (migration 0014), and stays so whoever writes: since migration
+-- 0018 not even its disposition changes — that a counted ack came too late is derived when its
+-- request is decided (decided_disposition), so the row is final when written. A role's UPDATE
+-- grant on acks cannot forge what a subscriber said.
+-- version: 0018
+CREATE OR REPLACE TRIGGER acks_keep_their_facts BEFORE UPDATE ON acks
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 
 -- name: builtin_acks_only_carried

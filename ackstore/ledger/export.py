@@ -1,0 +1,54 @@
+"""`ackstore export`: the sealed facts and their seals as files, for the independent verifier
+(``auditor/verify_export.py``, standard-library Python an auditor runs on their own machine).
+
+    export.json   {"from": N, "to": M or null}         the seals asked for (null: up to the newest)
+    tables.json   {table: {column: type}}              the canonical types (ackstore.rules.canonical)
+    seals.jsonl   one seal per line, as its head       (ackstore.ledger.seals.Seal.head)
+    rows.jsonl    one fact per line, seal by seal in leaf order:
+                  {"seal": n, "table": t, "leaf": the sealed leaf (hex), "row": {column: value}}
+
+A value is JSON: a timestamp as microseconds since 1970, a jsonb value as its jsonb text, a
+text[] as a list. The rows are the ledger's as it holds them now; "leaf" is what the seal's
+stored leaves say the row was (trusted only as far as their root is the seal's).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from ackstore.ledger import seals
+from ackstore.ledger.verify import facts_of
+from ackstore.rules.canonical import micros
+
+
+def export(engine: Engine, directory: Path, first: int = 1, last: int | None = None) -> dict[str, int]:
+    """Write seals ``first``..``last`` (default: all) and their facts under ``directory``;
+    how many seals and rows."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "export.json").write_text(json.dumps({"from": first, "to": last}) + "\n")
+    (directory / "tables.json").write_text(json.dumps(seals.FACT_TYPES, indent=2, sort_keys=True) + "\n")
+    written = {"seals": 0, "rows": 0}
+    with engine.connect() as conn, open(directory / "seals.jsonl", "w") as seal_lines, \
+            open(directory / "rows.jsonl", "w") as row_lines:
+        newest = seals.latest(conn)
+        for seal in seals.between(conn, first, last if last is not None else (newest.number if newest else 0)):
+            seal_lines.write(json.dumps(seal.head(), sort_keys=True) + "\n")
+            stored = seals.stored_leaves(conn, seal.number)
+            facts = sorted(facts_of(conn, seal.after_seq, seal.upto_seq), key=lambda f: (f.seq, f.table, f.leaf))
+            for position, fact in enumerate(facts):
+                sealed = stored[position].hex() if position < len(stored) else None
+                line = {"seal": seal.number, "table": fact.table, "leaf": sealed,
+                        "row": _json_values(fact.row)}
+                row_lines.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n")
+            written["seals"] += 1
+            written["rows"] += len(facts)
+    return written
+
+
+def _json_values(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: micros(value) if isinstance(value, datetime) else value for name, value in row.items()}

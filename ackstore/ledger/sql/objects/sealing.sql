@@ -1,0 +1,209 @@
+-- Seals (issue 28, decisions #101): every fact belongs to one seal, an RFC 6962 Merkle tree over
+-- the canonical bytes of its rows (ackstore.rules.canonical), chained to the seal before. A fact
+-- is numbered (``seq``, the sequence ledger_seq) once final; a seal covers an interval of numbers,
+-- and a sealed row never changes.
+
+-- name: fact_leaf
+-- The Merkle leaf hash of a row's canonical bytes (RFC 6962: SHA-256 of 0x00 and the data).
+-- version: 0018
+CREATE OR REPLACE FUNCTION fact_leaf(canonical bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT sha256('\x00'::bytea || canonical) $$;
+
+-- name: fact_leaves
+-- Every numbered fact with its table and leaf hash: its canonical bytes are the binary form of
+-- ROW(table, its columns in name order) (ackstore.rules.canonical; tests/test_sealing.py holds
+-- this list to the tables' columns and to the Python encoding). A seal reads its interval of it.
+-- version: 0018
+CREATE OR REPLACE VIEW fact_leaves (seq, fact_table, leaf) AS
+SELECT k.seq, 'acks'::text, fact_leaf(record_send(ROW('acks'::text, k.attempt, k.disposition, k.headers, k.id, k.issuer, k.label, k.payload, k.reason, k.received_at, k.seq, k.signal_id, k.status, k.weak)))
+FROM acks k WHERE k.seq IS NOT NULL
+UNION ALL
+SELECT a.seq, 'attempts'::text, fact_leaf(record_send(ROW('attempts'::text, a.attempt, a.deadline_at, a.opened_at, a.requested_acks, a.seq, a.signal_id)))
+FROM attempts a WHERE a.seq IS NOT NULL
+UNION ALL
+SELECT r.seq, 'command_responses'::text, fact_leaf(record_send(ROW('command_responses'::text, r.batch_id, r.event_action, r.event_id, r.is_error, r.payload, r.revision, r.seq, r.signal_id, r.status)))
+FROM command_responses r WHERE r.seq IS NOT NULL
+UNION ALL
+SELECT b.seq, 'ledger_batches'::text, fact_leaf(record_send(ROW('ledger_batches'::text, b.committed_at, b.id, b.run_id, b.seq, b.step)))
+FROM ledger_batches b WHERE b.seq IS NOT NULL
+UNION ALL
+SELECT x.seq, 'request_results'::text, fact_leaf(record_send(ROW('request_results'::text, x.ack_statuses, x.attempt, x.batch_id, x.body, x.cause, x.decided_at, x.headers, x.seq, x.signal_id, x.status)))
+FROM request_results x WHERE x.seq IS NOT NULL
+UNION ALL
+SELECT m.seq, 'search_marks'::text, fact_leaf(record_send(ROW('search_marks'::text, m.batch_id, m.changed, m.from_revision, m.seq, m.thing_id, m.to_revision)))
+FROM search_marks m WHERE m.seq IS NOT NULL
+UNION ALL
+SELECT st.seq, 'settlements'::text, fact_leaf(record_send(ROW('settlements'::text, st.attempt, st.carried_out_as, st.carried_out_at, st.decided_at, st.decision, st.id, st.seq, st.signal_id)))
+FROM settlements st WHERE st.seq IS NOT NULL
+UNION ALL
+SELECT s.seq, 'signals'::text, fact_leaf(record_send(ROW('signals'::text, s.action, s.api, s.channel, s.correlation_id, s.deadline_at, s.headers, s.id, s.kind, s.path, s.received_at, s.requested_acks, s.response_required, s.seq, s.source, s.source_message_id, s.thing_id, s.timeout_ms, s.topic, s.value)))
+FROM signals s WHERE s.seq IS NOT NULL
+UNION ALL
+SELECT v.seq, 'validation_passes'::text, fact_leaf(record_send(ROW('validation_passes'::text, v.passed_at, v.results_upto, v.run_id, v.seq)))
+FROM validation_passes v WHERE v.seq IS NOT NULL;
+
+-- name: sealed_upto
+-- The last fact number sealed: what is at or below it never changes.
+-- version: 0018
+CREATE OR REPLACE FUNCTION sealed_upto() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT COALESCE(max(upto_seq), 0) FROM seals $$;
+
+-- name: seal_position
+-- The last fact number a seal may cover now: after every transaction writing facts has ended, so
+-- that no fact at or below it is still to commit (a number is drawn under the table's ROW
+-- EXCLUSIVE lock, which SHARE waits for). The caller commits at once, releasing the lock.
+-- version: 0018
+CREATE OR REPLACE FUNCTION seal_position() RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+  upto bigint;
+BEGIN
+  LOCK TABLE acks, attempts, command_responses, ledger_batches, request_results, search_marks, settlements, signals, validation_passes IN SHARE MODE;
+  SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END INTO upto FROM ledger_seq s;
+  RETURN upto;
+END $$;
+
+-- name: ackstore_refuse_sealed_change
+-- Refuses UPDATE and DELETE of a sealed row, whoever asks (a superuser disabling triggers is
+-- what `ackstore verify` is for).
+-- version: 0018
+CREATE OR REPLACE FUNCTION ackstore_refuse_sealed_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF OLD.seq IS NOT NULL AND OLD.seq <= sealed_upto() THEN
+    RAISE EXCEPTION 'ackstore: this % row is sealed (fact %): it never changes', TG_TABLE_NAME, OLD.seq
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
+-- name: ackstore_refuse_sealed_truncate
+-- Refuses TRUNCATE of a sealed table once a seal exists.
+-- version: 0018
+CREATE OR REPLACE FUNCTION ackstore_refuse_sealed_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT FROM seals) THEN
+    RAISE EXCEPTION 'ackstore: % holds sealed rows: it is never truncated', TG_TABLE_NAME
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- name: seals_never_change
+-- A seal and its leaves never change.
+-- version: 0018
+CREATE OR REPLACE TRIGGER seals_never_change BEFORE UPDATE OR DELETE ON seals
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
+
+-- name: seal_leaves_never_change
+-- The same for a seal's leaves.
+-- version: 0018
+CREATE OR REPLACE TRIGGER seal_leaves_never_change BEFORE UPDATE OR DELETE ON seal_leaves
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
+
+-- name: acks_sealed_stay
+-- A sealed acks row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER acks_sealed_stay BEFORE UPDATE OR DELETE ON acks
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: attempts_sealed_stay
+-- A sealed attempts row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER attempts_sealed_stay BEFORE UPDATE OR DELETE ON attempts
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: command_responses_sealed_stay
+-- A sealed command responses row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER command_responses_sealed_stay BEFORE UPDATE OR DELETE ON command_responses
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: ledger_batches_sealed_stay
+-- A sealed ledger batches row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER ledger_batches_sealed_stay BEFORE UPDATE OR DELETE ON ledger_batches
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: request_results_sealed_stay
+-- A sealed request results row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER request_results_sealed_stay BEFORE UPDATE OR DELETE ON request_results
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: search_marks_sealed_stay
+-- A sealed search marks row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER search_marks_sealed_stay BEFORE UPDATE OR DELETE ON search_marks
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: settlements_sealed_stay
+-- A sealed settlements row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER settlements_sealed_stay BEFORE UPDATE OR DELETE ON settlements
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: signals_sealed_stay
+-- A sealed signals row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER signals_sealed_stay BEFORE UPDATE OR DELETE ON signals
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: validation_passes_sealed_stay
+-- A sealed validation passes row stays as sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER validation_passes_sealed_stay BEFORE UPDATE OR DELETE ON validation_passes
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
+
+-- name: acks_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER acks_sealed_not_truncated BEFORE TRUNCATE ON acks
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: attempts_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER attempts_sealed_not_truncated BEFORE TRUNCATE ON attempts
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: command_responses_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER command_responses_sealed_not_truncated BEFORE TRUNCATE ON command_responses
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: ledger_batches_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER ledger_batches_sealed_not_truncated BEFORE TRUNCATE ON ledger_batches
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: request_results_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER request_results_sealed_not_truncated BEFORE TRUNCATE ON request_results
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: search_marks_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER search_marks_sealed_not_truncated BEFORE TRUNCATE ON search_marks
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: settlements_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER settlements_sealed_not_truncated BEFORE TRUNCATE ON settlements
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: signals_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER signals_sealed_not_truncated BEFORE TRUNCATE ON signals
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();
+
+-- name: validation_passes_sealed_not_truncated
+-- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- version: 0018
+CREATE OR REPLACE TRIGGER validation_passes_sealed_not_truncated BEFORE TRUNCATE ON validation_passes
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();

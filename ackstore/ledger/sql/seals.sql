@@ -1,0 +1,84 @@
+-- Seals (issue 28, decisions #101): sealing what was written since the last seal, and reading
+-- seals back for verify, prove and the exported heads (ackstore/ledger/seals.py).
+
+-- name: position
+-- The last fact number a seal may cover now (the function waits for in-flight writers).
+SELECT seal_position()
+
+-- name: one_sealer
+-- One sealer at a time: a second waits for the first to commit, then finds its seal.
+SELECT pg_advisory_xact_lock(hashtext('ackstore.seal'))
+
+-- name: sealing_settings
+-- A seal sorts its interval's leaves once, in memory where it fits, and computes them on every
+-- core: the planner does not see that a leaf (record_send and SHA-256, about 1.7 µs) costs far
+-- more than passing it between processes, and without these would compute them on one.
+SET LOCAL work_mem = '256MB';
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0
+
+-- name: latest
+-- The newest seal, if any.
+SELECT number, after_seq, upto_seq, counts, leaves, root, previous, hash, sealed_at
+FROM seals WHERE number = (SELECT max(number) FROM seals)
+
+-- name: leaves_in_order
+-- The leaf hashes of the facts numbered (after_seq, upto_seq], in number order (then table and
+-- leaf, should a writer have reused a number), as a binary COPY: the leaves are computed by
+-- parallel workers and sorted once (ackstore.ledger.seals reads them; COPY takes no bind
+-- parameters, so the driver binds these as it binds every statement's).
+COPY (SELECT l.leaf FROM fact_leaves l WHERE l.seq > %(after_seq)s AND l.seq <= %(upto_seq)s
+      ORDER BY l.seq, l.fact_table, l.leaf) TO STDOUT (FORMAT binary)
+
+-- name: counts
+-- How many facts of each table are numbered (after_seq, upto_seq] (no leaf computed).
+SELECT l.fact_table, count(*) AS facts FROM fact_leaves l
+WHERE l.seq > :after_seq AND l.seq <= :upto_seq GROUP BY l.fact_table
+
+-- name: store_leaves
+-- A seal's leaf hashes, chunk by chunk (a binary COPY: seal, chunk, the hashes).
+COPY seal_leaves (seal, chunk, leaves) FROM STDIN (FORMAT binary)
+
+-- name: leaves
+-- A seal's leaf hashes, chunk by chunk.
+SELECT leaves FROM seal_leaves WHERE seal = :seal ORDER BY chunk
+
+-- name: insert
+-- A new seal.
+INSERT INTO seals (number, after_seq, upto_seq, counts, leaves, root, previous, hash)
+VALUES (:number, :after_seq, :upto_seq, CAST(:counts AS jsonb), :leaves, :root, :previous, :hash)
+RETURNING sealed_at
+
+-- name: between
+-- The seals numbered first..last, in order.
+SELECT number, after_seq, upto_seq, counts, leaves, root, previous, hash, sealed_at
+FROM seals WHERE number BETWEEN :first AND :last ORDER BY number
+
+-- name: covering
+-- The seal covering fact number :seq, if it is sealed: the first reaching up to it.
+SELECT number, after_seq, upto_seq, counts, leaves, root, previous, hash, sealed_at
+FROM seals WHERE upto_seq >= :seq ORDER BY upto_seq LIMIT 1
+
+-- name: facts_of_signal
+-- The facts of the signal with :correlation_id, by table and number (NULL: a settlement not
+-- carried out yet, not final): the signal, its attempts, acks, response, results, settlements,
+-- the search mark that indexed its change, the batches those were written in, and the
+-- validation pass that passed each result.
+WITH s AS (SELECT g.id, g.seq, g.thing_id FROM signals g WHERE g.correlation_id = :correlation_id),
+r AS (SELECT cr.seq, cr.batch_id, cr.revision FROM command_responses cr JOIN s ON cr.signal_id = s.id),
+x AS (SELECT rr.seq, rr.batch_id FROM request_results rr JOIN s ON rr.signal_id = s.id),
+m AS (SELECT mk.seq, mk.batch_id FROM search_marks mk JOIN s ON mk.thing_id = s.thing_id
+      JOIN r ON mk.from_revision < r.revision AND r.revision <= mk.to_revision)
+SELECT 'signals' AS fact_table, s.seq FROM s
+UNION ALL SELECT 'attempts', a.seq FROM attempts a JOIN s ON a.signal_id = s.id
+UNION ALL SELECT 'acks', k.seq FROM acks k JOIN s ON k.signal_id = s.id
+UNION ALL SELECT 'command_responses', r.seq FROM r
+UNION ALL SELECT 'request_results', x.seq FROM x
+UNION ALL SELECT 'settlements', st.seq FROM settlements st JOIN s ON st.signal_id = s.id
+UNION ALL SELECT 'search_marks', m.seq FROM m
+UNION ALL SELECT 'ledger_batches', b.seq FROM ledger_batches b
+          WHERE b.id IN (SELECT r.batch_id FROM r UNION SELECT x.batch_id FROM x UNION SELECT m.batch_id FROM m)
+UNION ALL SELECT 'validation_passes', v.seq FROM x
+          CROSS JOIN LATERAL (SELECT p.seq FROM validation_passes p WHERE p.results_upto >= x.batch_id
+                              ORDER BY p.results_upto LIMIT 1) v

@@ -1,0 +1,280 @@
+"""`ackstore verify` and `ackstore prove` (issue 28, decisions #101): the seals recomputed from the
+rows, the chain checked against the exported heads, and a fact's inclusion proved.
+
+Nothing here trusts the database's own functions: every leaf is rebuilt in Python from the row's
+values (ackstore.rules.canonical). A seal's stored leaves are trusted only once their tree's root
+is the seal's and its hash is the exported head's: then they say which row differs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from sqlalchemy import Connection, Engine, Text, cast, func, select
+
+from ackstore.ledger import seals
+from ackstore.ledger.named_sql import ledger_statement
+from ackstore.ledger.schema import SEALED_TABLES
+from ackstore.rules import canonical, merkle
+
+TABLES = {table.name: table for table in SEALED_TABLES}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference: in which seal, table and row (as far as known), and what."""
+
+    what: str
+    seal: int | None = None
+    table: str | None = None
+    row: str | None = None
+
+    def line(self) -> str:
+        where = ", ".join(part for part in (
+            f"seal {self.seal}" if self.seal is not None else "",
+            f"table {self.table}" if self.table else "",
+            f"row {self.row}" if self.row else "") if part)
+        return f"{where}: {self.what}" if where else self.what
+
+
+@dataclass
+class Verification:
+    """What `verify` found: the seals checked, the facts recomputed, and every difference (the
+    first is the one to look at)."""
+
+    seals: int = 0
+    facts: int = 0
+    heads: int = 0
+    signatures: int = 0
+    unsealed: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A row as the ledger holds it now: its number, table, key and leaf hash."""
+
+    seq: int
+    table: str
+    key: str
+    leaf: bytes
+    row: dict[str, Any] = field(repr=False, compare=False)
+
+
+def verify(engine: Engine, heads: list[dict[str, Any]] | None, public_key: bytes | None = None,
+           first: int = 1, last: int | None = None) -> Verification:
+    """Recompute seals ``first``..``last`` (default: all) from the rows and check their chain, the
+    exported ``heads`` (None: none to compare with) and, with ``public_key`` (raw Ed25519), each
+    head's signature."""
+    found = Verification()
+    to_newest = last is None  # then a head past the ledger's newest seal is one missing from it
+    with engine.connect() as conn:
+        newest = seals.latest(conn)
+        last = newest.number if newest and last is None else (last or 0)
+        before = next(seals.between(conn, first - 1, first - 1), None) if first > 1 else None
+        previous_hash = before.hash if before else merkle.GENESIS
+        previous_upto = before.upto_seq if before else 0
+        if first > 1 and before is None:
+            found.findings.append(Finding(f"seal {first - 1} is missing: seal {first} cannot be chained", first - 1))
+        expected_number = first
+        for seal in seals.between(conn, first, last):
+            if seal.number != expected_number:
+                found.findings.append(Finding(
+                    f"seal {expected_number} is missing: the ledger goes from seal {expected_number - 1} to "
+                    f"{seal.number}", expected_number))
+            found.findings += _check_seal(conn, seal, previous_hash, previous_upto, found)
+            previous_hash, previous_upto, expected_number = seal.hash, seal.upto_seq, seal.number + 1
+            found.seals += 1
+        if last and expected_number <= last:
+            found.findings.append(Finding(f"seals {expected_number}..{last} are missing", expected_number))
+        found.unsealed = _unsealed(conn, previous_upto) if newest is None or last == newest.number else 0
+        if heads is not None:
+            found.findings += _check_heads(conn, heads, public_key, first, None if to_newest else last, found)
+    return found
+
+
+def _check_seal(conn: Connection, seal: seals.Seal, previous_hash: bytes, previous_upto: int,
+                found: Verification) -> list[Finding]:
+    findings = []
+    if seal.previous != previous_hash:
+        findings.append(Finding("does not chain to the seal before it (its previous hash differs)", seal.number))
+    if seal.after_seq != previous_upto:
+        findings.append(Finding(f"covers facts after {seal.after_seq}, the seal before ended at {previous_upto}",
+                                seal.number))
+    if seal.expected_hash() != seal.hash:
+        findings.append(Finding("its hash is not the hash of its number, counts and root", seal.number))
+    stored = seals.stored_leaves(conn, seal.number)
+    trusted = len(stored) == seal.leaves and merkle.root(stored) == seal.root
+    if not trusted:
+        findings.append(Finding("its stored leaves are not the tree of its root", seal.number))
+    facts = sorted(facts_of(conn, seal.after_seq, seal.upto_seq), key=lambda f: (f.seq, f.table, f.leaf))
+    found.facts += len(facts)
+    counts = Counter(fact.table for fact in facts)
+    for table in TABLES:
+        if counts[table] != seal.counts.get(table, 0):
+            findings.append(Finding(f"holds {counts[table]} rows now, {seal.counts.get(table, 0)} when sealed",
+                                    seal.number, table))
+    if merkle.root([fact.leaf for fact in facts]) == seal.root and len(facts) == seal.leaves:
+        return findings
+    if not trusted:
+        return findings + [Finding("its rows are not the rows sealed", seal.number)]
+    return findings + _differing_rows(seal.number, facts, stored)
+
+
+def _differing_rows(number: int, facts: list[Fact], stored: list[bytes]) -> list[Finding]:
+    """The rows whose leaves are not the sealed ones, and the sealed leaves no row has, in order."""
+    sealed = Counter(stored)
+    findings = []
+    for fact in facts:
+        if sealed[fact.leaf]:
+            sealed[fact.leaf] -= 1
+        else:
+            findings.append(Finding(f"is not as sealed (changed, or added to a sealed range): fact {fact.seq}",
+                                    number, fact.table, fact.key))
+    now = Counter(fact.leaf for fact in facts)
+    for position, leaf in enumerate(stored):
+        if now[leaf]:
+            now[leaf] -= 1
+            continue
+        neighbours = [fact.seq for fact in facts[max(position - 1, 0):position + 1]]
+        findings.append(Finding(f"sealed leaf {position} has no row now (a row changed or deleted, near facts "
+                                f"{', '.join(map(str, neighbours)) or 'none'})", number))
+    if not findings:  # the same rows, in another order
+        position = next(i for i, (fact, leaf) in enumerate(zip(facts, stored)) if fact.leaf != leaf)
+        fact = facts[position]
+        findings.append(Finding(f"is at leaf {position}, which was another row's when sealed: fact {fact.seq}",
+                                number, fact.table, fact.key))
+    return findings
+
+
+def facts_of(conn: Connection, after_seq: int, upto_seq: int) -> Iterator[Fact]:
+    """Every row numbered (after_seq, upto_seq], its leaf rebuilt in Python."""
+    for name, table in TABLES.items():
+        for row in conn.execute(_rows(name, after_seq, upto_seq)).mappings():
+            yield Fact(row["seq"], name, key_of(name, row), merkle.leaf_hash(encode(name, row)), dict(row))
+
+
+def encode(table: str, row: Any) -> bytes:
+    """The canonical bytes of a row read by :func:`_rows`."""
+    return canonical.encode_row(table, dict(row), seals.FACT_TYPES[table])
+
+
+def key_of(table: str, row: Any) -> str:
+    return ", ".join(f"{column.name}={row[column.name]}" for column in TABLES[table].primary_key.columns)
+
+
+def _rows(name: str, after_seq: int, upto_seq: int) -> Any:
+    """The rows of a fact table numbered (after_seq, upto_seq], jsonb as its text (canonical)."""
+    table = TABLES[name]
+    types = seals.FACT_TYPES[name]
+    columns = [cast(column, Text).label(column.name) if types[column.name] == "jsonb" else column
+               for column in table.columns]
+    return select(*columns).where(table.c.seq > after_seq, table.c.seq <= upto_seq)
+
+
+def _unsealed(conn: Connection, upto: int) -> int:
+    """How many facts are numbered past the last seal (sealed by the next run)."""
+    return sum(conn.execute(select(func.count()).where(table.c.seq > upto)).scalar_one() for table in SEALED_TABLES)
+
+
+def _check_heads(conn: Connection, heads: list[dict[str, Any]], public_key: bytes | None, first: int,
+                 last: int | None, found: Verification) -> list[Finding]:
+    """The exported heads numbered first..last (None: every one from first) against the ledger's
+    seals: each must be there with the same hash (and signed by ``public_key``), and no seal of
+    the ledger up to the newest head may be missing from them."""
+    findings = []
+    verify_signature = _signature_checker(public_key) if public_key else None
+    newest = seals.latest(conn)
+    ledger = {seal.number: seal for seal in seals.between(conn, first, last or (newest.number if newest else 0))}
+    exported = set()
+    for head in heads:
+        number = head.get("number")
+        if not isinstance(number, int) or number < first or (last is not None and number > last):
+            continue
+        exported.add(number)
+        found.heads += 1
+        seal = ledger.get(number)
+        if seal is None:
+            findings.append(Finding("was exported, and is missing from the ledger", number))
+        elif seal.hash.hex() != head.get("hash"):
+            findings.append(Finding(f"its hash is {seal.hash.hex()}, the exported head's {head.get('hash')}", number))
+        if verify_signature is not None:
+            if verify_signature(head):
+                found.signatures += 1
+            else:
+                findings.append(Finding("its exported head is not signed by the given key", number))
+    unexported = [number for number in ledger if exported and number < max(exported) and number not in exported]
+    if unexported:
+        findings.append(Finding("is in the ledger but was never exported (a head is missing)", min(unexported)))
+    return findings
+
+
+def _signature_checker(public_key: bytes):
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    key = Ed25519PublicKey.from_public_bytes(public_key)
+
+    def check(head: dict[str, Any]) -> bool:
+        try:
+            key.verify(bytes.fromhex(head.get("signature", "")), bytes.fromhex(head["hash"]))
+            return True
+        except (InvalidSignature, ValueError, KeyError):
+            return False
+
+    return check
+
+
+# --- prove ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Inclusion:
+    """A fact's proof of inclusion in its seal: its canonical row, leaf, position and audit path."""
+
+    table: str
+    key: str
+    seq: int
+    seal: seals.Seal
+    index: int
+    leaf: bytes
+    path: list[bytes]
+    row: bytes
+
+    def checks(self) -> bool:
+        return merkle.verify_inclusion(self.leaf, self.index, self.seal.leaves, self.path, self.seal.root)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"table": self.table, "row": self.key, "seq": self.seq, "seal": self.seal.number,
+                "seal_hash": self.seal.hash.hex(), "root": self.seal.root.hex(), "tree_size": self.seal.leaves,
+                "leaf_index": self.index, "leaf": self.leaf.hex(), "canonical_row": self.row.hex(),
+                "audit_path": [node.hex() for node in self.path], "verified": self.checks()}
+
+
+def prove(conn: Connection, correlation_id: str) -> tuple[list[Inclusion], list[str]] | None:
+    """Proofs of inclusion of every fact of the signal with ``correlation_id`` in its seal, and
+    what of it is not sealed yet; None when there is no such signal."""
+    found = conn.execute(ledger_statement("seals", "facts_of_signal"), {"correlation_id": correlation_id}).all()
+    if not found:
+        return None
+    proofs, unsealed = [], []
+    leaves_of: dict[int, list[bytes]] = {}
+    for table, seq in found:
+        seal = seals.covering(conn, seq) if seq is not None else None
+        if seal is None:
+            unsealed.append(f"{table}: " + ("not final yet (a settlement not carried out)" if seq is None
+                                            else f"fact {seq}, for the next seal"))
+            continue
+        row = conn.execute(_rows(table, seq - 1, seq)).mappings().first()
+        leaves = leaves_of.setdefault(seal.number, seals.stored_leaves(conn, seal.number))
+        data = encode(table, row)
+        leaf = merkle.leaf_hash(data)
+        index = leaves.index(leaf) if leaf in leaves else -1
+        path = merkle.inclusion_proof(leaves, index) if index >= 0 else []
+        proofs.append(Inclusion(table, key_of(table, row), seq, seal, index, leaf, path, data))
+    return proofs, unsealed
