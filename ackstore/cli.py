@@ -136,6 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
     prove.add_argument("correlation_id", metavar="CORRELATION_ID")
     prove.set_defaults(run=_with_store(_prove))
 
+    archive = commands.add_parser(
+        "archive", help="move settled, validated, sealed history older than the retention out to Parquet "
+                        "(what the daily DAG ackstore_archive runs)")
+    archive.add_argument("--root", help="the archive's root: a folder or a Hadoop URI (s3a://…) (default "
+                                        "$ACKSTORE_ARCHIVE, else $ACKSTORE_HOME/archive)")
+    archive.add_argument("--retention-days", type=float, metavar="DAYS",
+                         help="how long sealed history stays hot (default $ACKSTORE_RETENTION_DAYS, else 30)")
+    archive.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
+    archive.set_defaults(run=_archive)
+
     export = commands.add_parser("export", help="write the sealed facts and seals for auditor/verify_export.py")
     export.add_argument("directory", metavar="DIRECTORY")
     export.add_argument("--from", dest="first", type=_positive, default=1, metavar="N", help="the first seal (default 1)")
@@ -155,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--step", action="append", dest="steps", metavar="STEP",
-        help="run only this step (repeatable): apply_twin, index_search, sweep, validate, settle",
+        help="run only this step (repeatable): apply_twin, index_search, weak_acks, sweep, validate, settle, seal",
     )
     run.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
     run.add_argument("--run-id", help="the run's id (default: a new one); a re-run may reuse it")
@@ -345,7 +355,7 @@ def _verify(args: argparse.Namespace) -> int:
         path = Path(args.heads) if args.heads else heads.configured_path(url)
         try:
             exported = heads.HeadsFile(path).read()
-        except (OSError, heads.HeadsMismatch) as error:
+        except (OSError, heads.HeadsUnreadable) as error:
             return _answer(errors.heads_unreadable(str(path), str(error)).to_json())
     key = _public_key(args.public_key) if args.public_key else None
     if isinstance(key, dict):
@@ -399,6 +409,25 @@ def _export(store: AckStore, args: argparse.Namespace) -> int:
 
     written = export(store.engine, Path(args.directory), args.first, args.last)
     return _answer({"status": 200, "directory": str(Path(args.directory).resolve()), **written})
+
+
+def _archive(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from jobs import archive
+    from jobs.settings import PipelineSettings
+    from jobs.spark import LazySession
+
+    settings = PipelineSettings.from_env(args.database_url)
+    if args.root:
+        settings = replace(settings, archive_root=args.root)
+    if args.retention_days is not None:
+        settings = replace(settings, retention_days=args.retention_days)
+    spark = LazySession("ackstore-archive", remote=args.spark_remote)  # opened only when a prefix may leave
+    try:
+        return _answer({"status": 200, "archive": archive.run(spark, settings)})
+    finally:
+        spark.stop()
 
 
 def _demo(args: argparse.Namespace) -> int:

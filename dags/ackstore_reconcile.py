@@ -70,24 +70,12 @@ DEFAULT_ARGS = {
 
 
 def _run_pipeline() -> dict[str, dict[str, dict[str, Any]]]:
-    """Every step for this DAG run: ledger URL and run id looked up now, at run time."""
-    from airflow.exceptions import AirflowNotFoundException
-    from airflow.sdk import Connection, get_current_context
+    """Every step for this DAG run (the ledger and run id looked up now: ledger_connection.py)."""
+    from ledger_connection import settings_of_this_run
 
     from jobs import pipeline
-    from jobs.settings import PipelineSettings
 
-    from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
-
-    try:
-        ledger = Connection.get(LEDGER_CONNECTION)
-    except AirflowNotFoundException:
-        url = None  # PipelineSettings falls back to $ACKSTORE_DATABASE_URL
-    else:
-        url = DatabaseUrl.from_airflow_connection(ledger).text()
-    run_id = get_current_context()["run_id"]
-    settings = PipelineSettings.from_env(url, run_id=run_id, origin=f"the Airflow connection {LEDGER_CONNECTION}")
-    return pipeline.run_while_behind(None, settings, within=INTERVAL.total_seconds())
+    return pipeline.run_while_behind(None, settings_of_this_run(), within=INTERVAL.total_seconds())
 
 
 @dag(

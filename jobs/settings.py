@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ackstore.ledger import heads
-from ackstore.ledger.database import resolve_url
+from ackstore.ledger.database import ackstore_home, resolve_url
 from ackstore.rules.settings import Settings
 from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
@@ -22,6 +22,8 @@ class PipelineSettings:
     max_thing_bytes: int = DEFAULT_MAX_THING_BYTES
     heads: Path | None = None  # where the seal step appends the seals' heads; None: it does not
     seal_key: Path | None = None  # the Ed25519 private key that signs them; None: unsigned
+    archive_root: str = ""  # where the archive job writes Parquet: a folder or a Hadoop URI
+    retention_days: float = 30  # how long a seal stays hot before the archive job may move it out
 
     @classmethod
     def from_env(cls, database_url: str | None = None, run_id: str | None = None,
@@ -29,13 +31,16 @@ class PipelineSettings:
         """``$ACKSTORE_DATABASE_URL`` (or the argument, named ``origin`` in errors), the
         ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS``, ``ACKSTORE_MAX_THING_BYTES``, and
         where the heads go: ``$ACKSTORE_HEADS`` (default ``$ACKSTORE_HOME/heads/<database>.jsonl``),
-        signed with ``$ACKSTORE_SEAL_KEY``."""
+        signed with ``$ACKSTORE_SEAL_KEY``; the archive's root ``$ACKSTORE_ARCHIVE`` (default
+        ``$ACKSTORE_HOME/archive``) and ``$ACKSTORE_RETENTION_DAYS`` (default 30)."""
         extra = {} if run_id is None else {"run_id": run_id}
         url = resolve_url(database_url, origin)
         return cls(
             database_url=url,
             heads=heads.configured_path(url),
             seal_key=heads.configured_key(),
+            archive_root=os.environ.get("ACKSTORE_ARCHIVE") or str(ackstore_home() / "archive"),
+            retention_days=float(os.environ.get("ACKSTORE_RETENTION_DAYS", 30)),
             rules=Settings.from_env(),
             partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
             max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),

@@ -43,26 +43,27 @@ def parse(folder: str) -> dict[str, Any]:
         "dag_ids": sorted(bag.dags),
         "heavy_modules": sorted(m for m in ("pyspark", "great_expectations", "jobs", "jobs.pipeline") if m in sys.modules),
     }
-    dag = bag.dags.get("ackstore_reconcile")
-    if dag is not None:
-        out["dag"] = {
-            "schedule": str(dag.schedule),
-            "catchup": dag.catchup,
-            "max_active_runs": dag.max_active_runs,
-            "tags": sorted(dag.tags),
-            "doc_md": dag.doc_md or "",
-            "order": [task.task_id for task in dag.topological_sort()],
-            "upstream": {task.task_id: sorted(task.upstream_task_ids) for task in dag.tasks},
-            "tasks": {
-                task.task_id: {
-                    "retries": task.retries,
-                    "retry_delay_s": task.retry_delay.total_seconds(),
-                    "timeout_s": task.execution_timeout.total_seconds() if task.execution_timeout else None,
-                    "outlets": [getattr(outlet, "uri", str(outlet)) for outlet in task.outlets],
-                }
-                for task in dag.tasks
-            },
-        }
+    for dag_id, key in (("ackstore_reconcile", "dag"), ("ackstore_archive", "archive_dag")):
+        dag = bag.dags.get(dag_id)
+        if dag is not None:
+            out[key] = {
+                "schedule": str(dag.schedule),
+                "catchup": dag.catchup,
+                "max_active_runs": dag.max_active_runs,
+                "tags": sorted(dag.tags),
+                "doc_md": dag.doc_md or "",
+                "order": [task.task_id for task in dag.topological_sort()],
+                "upstream": {task.task_id: sorted(task.upstream_task_ids) for task in dag.tasks},
+                "tasks": {
+                    task.task_id: {
+                        "retries": task.retries,
+                        "retry_delay_s": task.retry_delay.total_seconds(),
+                        "timeout_s": task.execution_timeout.total_seconds() if task.execution_timeout else None,
+                        "outlets": [getattr(outlet, "uri", str(outlet)) for outlet in task.outlets],
+                    }
+                    for task in dag.tasks
+                },
+            }
     return out
 
 

@@ -13,7 +13,7 @@ from migrations.roles import READERS
 
 ROLES_MD = Path(__file__).resolve().parents[1] / "docs" / "roles.md"
 TABLE_HEADING = "## Every privilege, role by role"
-GROUPS = READERS  # the component roles (ackstore_admin owns everything)
+GROUPS = (*READERS, "ackstore_archive")  # the component roles (ackstore_admin owns everything; the archive job's since 0019)
 
 # (role, privilege, object): an object is "database", "schema public", a table or view by name, a
 # column as "table.column", a function by name. Privileges a role holds through PUBLIC count

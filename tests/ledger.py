@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+import uuid
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from sqlalchemy import TIMESTAMP, Connection, Engine, select, text
 
@@ -33,6 +35,26 @@ def empty(conn: Connection) -> None:
     triggers that refuse to truncate sealed tables skipped (session_replication_role)."""
     conn.execute(text("SET LOCAL session_replication_role = replica"))
     conn.execute(text(f"TRUNCATE {', '.join(table.name for table in LEDGER_TABLES)} RESTART IDENTITY CASCADE"))
+
+
+@contextmanager
+def copy_of(url: str, admin_url: str, label: str) -> Iterator[Engine]:
+    """A new database copied from the one at ``url`` (CREATE DATABASE … TEMPLATE: a test may
+    change it at will), dropped afterwards."""
+    name = f"{label}_{uuid.uuid4().hex[:8]}"
+    template = url.rsplit("/", 1)[1]
+    admin = make_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:  # a template has no sessions: the pipeline's Spark may have left some
+        conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"), {"d": template})
+        conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    engine = make_engine(url.rsplit("/", 1)[0] + "/" + name)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def count(engine: Engine, sql: str, **params) -> int:

@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
     ("module", "args", "expected"),
     [
         ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], "CPU, yardstick:"),
+        ("benchmarks.archive", ["--commands", "300"], "hot fact tables"),
         ("benchmarks.history", ["--history", "2000", "--commands", "50", "--repeat", "1"], "(b) end to end history/empty"),
         ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
         ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),

@@ -72,7 +72,7 @@ def parsed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], li
 def test_the_dag_folder_imports_without_errors(parsed) -> None:
     result, _ = parsed
     assert result["errors"] == {}
-    assert result["dag_ids"] == ["ackstore_reconcile"]
+    assert result["dag_ids"] == ["ackstore_archive", "ackstore_reconcile"]
 
 
 def test_parsing_touches_no_database_no_connection_and_no_heavy_module(parsed) -> None:
@@ -83,7 +83,7 @@ def test_parsing_touches_no_database_no_connection_and_no_heavy_module(parsed) -
 
 
 def test_the_dag_shape(parsed) -> None:
-    """One task runs the six steps in order (Airflow's cost per task is paid once: decisions #87)."""
+    """One task runs the seven steps in order (Airflow's cost per task is paid once: decisions #87)."""
     dag = parsed[0]["dag"]
     assert dag["order"] == ["reconcile"]
     assert dag["schedule"] == "* * * * *"
@@ -96,6 +96,15 @@ def test_the_dag_shape(parsed) -> None:
     assert 0 < task["retry_delay_s"] <= 60
     assert task["timeout_s"] and task["timeout_s"] <= 15 * 60
     assert task["outlets"] == ["ackstore://settlements/"]  # normalised
+
+
+def test_the_archive_dag_shape(parsed) -> None:
+    """Daily, one task that runs the archive job (decisions #102)."""
+    dag = parsed[0]["archive_dag"]
+    assert dag["order"] == ["archive"] and dag["schedule"] == "@daily"
+    assert dag["catchup"] is False and dag["max_active_runs"] == 1
+    assert "re-run" in dag["doc_md"] and "ackstore_ledger" in dag["doc_md"] and "dt=YYYY-MM-DD" in dag["doc_md"]
+    assert 1 <= dag["tasks"]["archive"]["retries"] <= 3
 
 
 @pytest.mark.spark

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -26,10 +25,11 @@ from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.ledger.settlements import record_carried_out
 from ackstore.ledger.store import AckStore
 from ackstore.rules import merkle
+from ackstore.rules.errors import DittoError
 from jobs import pipeline
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
-from tests.ledger import load_workload, twin_command
+from tests.ledger import copy_of, load_workload, twin_command
 
 ROOT = Path(__file__).resolve().parent.parent
 AUDITOR = ROOT / "auditor" / "verify_export.py"
@@ -67,21 +67,9 @@ def sealed_ledger(spark) -> Iterator[str]:
 
 @pytest.fixture
 def ledger(sealed_ledger: str) -> Iterator[Engine]:
-    """A copy of the sealed ledger, to tamper with."""
-    name = f"tampered_{uuid.uuid4().hex[:8]}"
-    admin = make_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    template = sealed_ledger.rsplit("/", 1)[1]
-    with admin.connect() as conn:  # a template has no sessions: the pipeline's Spark may have left some
-        conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"), {"d": template})
-        conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    engine = make_engine(sealed_ledger.rsplit("/", 1)[0] + "/" + name)
-    try:
+    """A copy of the module's ledger, to change at will."""
+    with copy_of(sealed_ledger, ADMIN_URL, "tampered") as engine:
         yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def as_superuser(engine: Engine, sql: str) -> None:
@@ -173,9 +161,10 @@ def test_a_sealed_row_is_neither_updated_nor_deleted_nor_truncated(ledger: Engin
 
 
 def test_a_seal_and_its_leaves_never_change(ledger: Engine) -> None:
-    for sql in ("UPDATE seals SET root = root", "DELETE FROM seals", "UPDATE seal_leaves SET leaves = leaves",
-                "DELETE FROM seal_leaves"):
-        with pytest.raises(Exception, match="immutable"):
+    for sql, refusal in (("UPDATE seals SET root = root", "immutable"), ("DELETE FROM seals", "immutable"),
+                         ("UPDATE seal_leaves SET leaves = leaves", "immutable"),
+                         ("DELETE FROM seal_leaves", "leaves of a seal not archived are never deleted")):
+        with pytest.raises(Exception, match=refusal):
             with ledger.begin() as conn:
                 conn.execute(text(sql))
 
@@ -311,8 +300,12 @@ def test_a_torn_last_head_is_written_again_and_another_ledgers_file_is_refused(l
     assert [head["number"] for head in heads.HeadsFile(path).read()] == [1] and path.read_text().count("\n") == 1
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"number": 1, "hash": "00" * 32}) + "\n")
-    with pytest.raises(heads.HeadsMismatch, match="belongs to another ledger, or this one was rewritten"):
+    with pytest.raises(DittoError) as refused:
         heads.export(ledger, heads.HeadsFile(other))
+    answer = refused.value.to_json()
+    assert (answer["status"], answer["error"]) == (409, "ledger:heads.mismatch")
+    assert "another ledger" in answer["description"] and "ackstore verify" in answer["description"]
+    assert other.read_text().count("\n") == 1  # nothing appended
 
 
 # --- the commands ----------------------------------------------------------------------------------
@@ -343,8 +336,26 @@ def test_verify_and_prove_commands(ledger: Engine, tmp_path: Path, capsys) -> No
     assert json.loads(capsys.readouterr().out)["status"] == 404
 
 
+def test_the_seal_step_stops_at_another_ledgers_heads_and_says_why(ledger: Engine, tmp_path: Path, capsys,
+                                                                    monkeypatch) -> None:
+    url = ledger.url.render_as_string(hide_password=False)
+    foreign = tmp_path / "{database}.jsonl"
+    monkeypatch.setenv("ACKSTORE_HEADS", str(foreign))
+    (tmp_path / f"{ledger.url.database}.jsonl").write_text(json.dumps({"number": 1, "hash": "00" * 32}) + "\n")
+    assert cli.main(["--database-url", url, "pipeline", "run", "--step", "seal"]) == cli.EXIT_ERROR_ANSWER
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["status"], answer["error"]) == (409, "ledger:heads.mismatch")
+    monkeypatch.setenv("ACKSTORE_HEADS", str(tmp_path / "own" / "{database}.jsonl"))
+    assert cli.main(["--database-url", url, "pipeline", "run", "--step", "seal"]) == cli.EXIT_OK
+    assert json.loads(capsys.readouterr().out)["steps"]["seal"]["exported"] == 1
+    assert [head["number"] for head in heads.HeadsFile(tmp_path / "own" / f"{ledger.url.database}.jsonl").read()] == [1]
+
+
 def test_verify_without_readable_heads_answers_in_dittos_shape(ledger: Engine, tmp_path: Path, capsys) -> None:
     url = ledger.url.render_as_string(hide_password=False)
+    assert cli.main(["--database-url", url, "verify", "--heads", str(tmp_path / "none.jsonl")]) == cli.EXIT_ERROR_ANSWER
+    assert json.loads(capsys.readouterr().out)["findings"] == [
+        "seal 1: no exported head covers it or any later seal (are these the seal step's heads?)"]
     (tmp_path / "bad.jsonl").write_text("not json}\n")
     assert cli.main(["--database-url", url, "verify", "--heads", str(tmp_path / "bad.jsonl")]) == cli.EXIT_ERROR_ANSWER
     answer = json.loads(capsys.readouterr().out)

@@ -8,8 +8,9 @@
                   {"seal": n, "table": t, "leaf": the sealed leaf (hex), "row": {column: value}}
 
 A value is JSON: a timestamp as microseconds since 1970, a jsonb value as its jsonb text, a
-text[] as a list. The rows are the ledger's as it holds them now; "leaf" is what the seal's
-stored leaves say the row was (trusted only as far as their root is the seal's).
+text[] as a list. The rows are the ledger's as it holds them now, hot or archived; "leaf" is what
+the seal's stored leaves say the row was (trusted only as far as their root is the seal's) — for
+an archived seal, whose leaves are not kept, the row's own leaf, which its root alone checks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from ackstore.ledger import seals
+from ackstore.ledger import archive_reader, seals
 from ackstore.ledger.verify import facts_of
 from ackstore.rules.canonical import micros
 
@@ -38,8 +39,10 @@ def export(engine: Engine, directory: Path, first: int = 1, last: int | None = N
         newest = seals.latest(conn)
         for seal in seals.between(conn, first, last if last is not None else (newest.number if newest else 0)):
             seal_lines.write(json.dumps(seal.head(), sort_keys=True) + "\n")
-            stored = seals.stored_leaves(conn, seal.number)
-            facts = sorted(facts_of(conn, seal.after_seq, seal.upto_seq), key=lambda f: (f.seq, f.table, f.leaf))
+            archive = archive_reader.location_of(conn, seal.number)
+            facts = sorted(facts_of(conn, seal.after_seq, seal.upto_seq, archive), key=lambda f: (f.seq, f.table, f.leaf))
+            # An archived seal keeps no leaves: its rows' own stand in, the root alone checks them.
+            stored = [fact.leaf for fact in facts] if archive else seals.stored_leaves(conn, seal.number)
             for position, fact in enumerate(facts):
                 sealed = stored[position].hex() if position < len(stored) else None
                 line = {"seal": seal.number, "table": fact.table, "leaf": sealed,

@@ -21,13 +21,14 @@ from sqlalchemy import Engine
 
 from ackstore.ledger import seals
 from ackstore.ledger.database import ackstore_home, database_url
+from ackstore.rules import errors
 
 HEADS_VARIABLE = "ACKSTORE_HEADS"
 KEY_VARIABLE = "ACKSTORE_SEAL_KEY"
 
 
-class HeadsMismatch(RuntimeError):
-    """The heads file and the ledger disagree: another ledger's file, or a rewritten ledger."""
+class HeadsUnreadable(ValueError):
+    """A line of a heads file that is no head."""
 
 
 def configured_path(url: str) -> Path:
@@ -64,7 +65,7 @@ class HeadsFile:
             try:
                 heads.append(json.loads(line))
             except ValueError as error:
-                raise HeadsMismatch(f"{self.path}: line {number} is not a head: {error}") from None
+                raise HeadsUnreadable(f"line {number} is not a head: {error}") from None
         return heads
 
     def append(self, new: list[dict[str, Any]]) -> None:
@@ -86,24 +87,23 @@ class HeadsFile:
 
 
 def export(engine: Engine, heads: HeadsFile) -> int:
-    """Append the head of every seal not yet in ``heads``; how many. Raises HeadsMismatch when
-    the file's last head is not the ledger's seal of that number."""
+    """Append the head of every seal not yet in ``heads``; how many. Raises ``ledger:heads.mismatch``
+    (a DittoError) when the file's last head is not the ledger's seal of that number."""
     exported = heads.read()
     last = exported[-1] if exported else None
     with engine.connect() as conn:
         newest = seals.latest(conn)
         if newest is None:
             if last is not None:
-                raise HeadsMismatch(f"{heads.path} holds {len(exported)} head(s), the ledger no seal")
+                raise errors.heads_mismatch(str(heads.path), f"it holds {len(exported)} head(s), the ledger no seal")
             return 0
         start = 1
         if last is not None:
             mine = next(seals.between(conn, last["number"], last["number"]), None)
             if mine is None or mine.hash.hex() != last["hash"]:
-                raise HeadsMismatch(
-                    f"{heads.path}: head {last['number']} is {last['hash']}, the ledger's seal {last['number']} is "
-                    f"{mine.hash.hex() if mine else 'missing'}: the file belongs to another ledger, or this one was "
-                    f"rewritten (run `ackstore verify`)")
+                raise errors.heads_mismatch(str(heads.path), (
+                    f"its head {last['number']} is {last['hash']}, the ledger's seal {last['number']} is "
+                    f"{mine.hash.hex() if mine else 'missing'}"))
             start = last["number"] + 1
         new = [seal.head() for seal in seals.between(conn, start, newest.number)]
     heads.append(new)

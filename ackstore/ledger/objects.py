@@ -45,6 +45,7 @@ CONCEPTS = (
     "pulling",
     "carrying_out",
     "sealing",
+    "archiving",
     "timeline",
     "reports/window",
     "reports/settlement",

@@ -485,6 +485,25 @@ seal_leaves = Table(
     CheckConstraint("chunk >= 0 AND octet_length(leaves) % 32 = 0 AND octet_length(leaves) > 0", name="leaves"),
 )
 
+# One row per archiving (issue 28, decisions #102): the seals first..last — the facts numbered
+# (after_seq, upto_seq] — were written as Parquet under ``location``, read back, checked against
+# their seals' roots, and deleted from the hot tables in the transaction that wrote this row.
+archives = Table(
+    "archives",
+    metadata,
+    Column("number", BigInteger, primary_key=True, autoincrement=False),
+    Column("first_seal", BigInteger, nullable=False),
+    Column("last_seal", BigInteger, nullable=False),
+    Column("after_seq", BigInteger, nullable=False),
+    Column("upto_seq", BigInteger, nullable=False),
+    Column("location", Text, nullable=False),  # the archive's root: a folder or a Hadoop URI
+    Column("counts", JSONB, nullable=False),  # table name -> rows moved out
+    _timestamp("archived_at"),
+    UniqueConstraint("last_seal"),
+    CheckConstraint("number > 0 AND last_seal >= first_seal AND first_seal > 0 AND upto_seq >= after_seq",
+                    name="numbers"),
+)
+
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
 # UNLOGGED: staging rows are recomputed after a crash, never trusted across runs.
 
@@ -620,6 +639,7 @@ LEDGER_TABLES = (
     validation_passes,
     seals,
     seal_leaves,
+    archives,
 )
 
 

@@ -629,6 +629,17 @@ def ledger_not_as_sealed(first: str, differences: int) -> DittoError:
     )
 
 
+def heads_mismatch(path: str, why: str) -> DittoError:
+    """The seal step's heads file and the ledger disagree: another ledger's file, or a rewritten ledger."""
+    return DittoError(
+        409,
+        "ledger:heads.mismatch",
+        f"The heads in '{shown(path)}' are not this ledger's: {why}",
+        "The file belongs to another ledger (point $ACKSTORE_HEADS elsewhere, or move the file away), or this "
+        "ledger's seals were rewritten: run 'ackstore verify --heads' on it. Nothing is exported until they agree.",
+    )
+
+
 def heads_unreadable(path: str, why: str) -> DittoError:
     """The exported heads `verify` is to compare with cannot be read."""
     return DittoError(

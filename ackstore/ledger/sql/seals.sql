@@ -61,24 +61,6 @@ SELECT number, after_seq, upto_seq, counts, leaves, root, previous, hash, sealed
 FROM seals WHERE upto_seq >= :seq ORDER BY upto_seq LIMIT 1
 
 -- name: facts_of_signal
--- The facts of the signal with :correlation_id, by table and number (NULL: a settlement not
--- carried out yet, not final): the signal, its attempts, acks, response, results, settlements,
--- the search mark that indexed its change, the batches those were written in, and the
--- validation pass that passed each result.
-WITH s AS (SELECT g.id, g.seq, g.thing_id FROM signals g WHERE g.correlation_id = :correlation_id),
-r AS (SELECT cr.seq, cr.batch_id, cr.revision FROM command_responses cr JOIN s ON cr.signal_id = s.id),
-x AS (SELECT rr.seq, rr.batch_id FROM request_results rr JOIN s ON rr.signal_id = s.id),
-m AS (SELECT mk.seq, mk.batch_id FROM search_marks mk JOIN s ON mk.thing_id = s.thing_id
-      JOIN r ON mk.from_revision < r.revision AND r.revision <= mk.to_revision)
-SELECT 'signals' AS fact_table, s.seq FROM s
-UNION ALL SELECT 'attempts', a.seq FROM attempts a JOIN s ON a.signal_id = s.id
-UNION ALL SELECT 'acks', k.seq FROM acks k JOIN s ON k.signal_id = s.id
-UNION ALL SELECT 'command_responses', r.seq FROM r
-UNION ALL SELECT 'request_results', x.seq FROM x
-UNION ALL SELECT 'settlements', st.seq FROM settlements st JOIN s ON st.signal_id = s.id
-UNION ALL SELECT 'search_marks', m.seq FROM m
-UNION ALL SELECT 'ledger_batches', b.seq FROM ledger_batches b
-          WHERE b.id IN (SELECT r.batch_id FROM r UNION SELECT x.batch_id FROM x UNION SELECT m.batch_id FROM m)
-UNION ALL SELECT 'validation_passes', v.seq FROM x
-          CROSS JOIN LATERAL (SELECT p.seq FROM validation_passes p WHERE p.results_upto >= x.batch_id
-                              ORDER BY p.results_upto LIMIT 1) v
+-- The facts of the signal with :correlation_id, by table and number (the function signal_facts).
+SELECT f.fact_table, f.seq FROM signals s CROSS JOIN LATERAL signal_facts(s.id) f
+WHERE s.correlation_id = :correlation_id

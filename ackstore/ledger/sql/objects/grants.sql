@@ -69,4 +69,16 @@ GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_a
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
                 request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter;
 -- What `ackstore verify` and `prove` read (migration 0018): every fact table and the seals.
-GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter
+GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter;
+-- and which seals were archived, and where (migration 0019).
+GRANT SELECT ON archives TO ackstore_reporter
+
+-- name: ackstore_archive
+-- The archive job (migration 0019, decisions #102): it reads the facts and their seals, records
+-- an archive, and deletes what it holds — the one role that deletes a fact, and only an archived
+-- one (the triggers of archiving.sql).
+GRANT SELECT, DELETE ON acks, attempts, command_responses, ledger_batches, request_results, search_marks, settlements,
+                        signals, validation_passes, seal_leaves TO ackstore_archive;
+GRANT SELECT ON seals, pipeline_watermarks TO ackstore_archive;
+GRANT SELECT, INSERT ON archives TO ackstore_archive;
+GRANT SELECT, INSERT, UPDATE ON pipeline_runs TO ackstore_archive

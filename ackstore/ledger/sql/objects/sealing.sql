@@ -42,6 +42,33 @@ UNION ALL
 SELECT v.seq, 'validation_passes'::text, fact_leaf(record_send(ROW('validation_passes'::text, v.passed_at, v.results_upto, v.run_id, v.seq)))
 FROM validation_passes v WHERE v.seq IS NOT NULL;
 
+-- name: signal_facts
+-- The facts of one signal, by table and number (NULL: a settlement not carried out yet, not
+-- final): the signal, its attempts, acks, response, results, settlements, the search mark that
+-- indexed its change, the batches those were written in, and the validation pass that passed
+-- each result. What `prove` proves, and what archiving moves out together.
+-- version: 0019
+CREATE OR REPLACE FUNCTION signal_facts(signal bigint) RETURNS TABLE (fact_table text, seq bigint)
+LANGUAGE sql STABLE AS $$
+WITH s AS (SELECT g.id, g.seq, g.thing_id FROM signals g WHERE g.id = signal),
+r AS (SELECT cr.seq, cr.batch_id, cr.revision FROM command_responses cr WHERE cr.signal_id = signal),
+x AS (SELECT rr.seq, rr.batch_id FROM request_results rr WHERE rr.signal_id = signal),
+m AS (SELECT mk.seq, mk.batch_id FROM search_marks mk JOIN s ON mk.thing_id = s.thing_id
+      JOIN r ON mk.from_revision < r.revision AND r.revision <= mk.to_revision)
+SELECT 'signals', s.seq FROM s
+UNION ALL SELECT 'attempts', a.seq FROM attempts a WHERE a.signal_id = signal
+UNION ALL SELECT 'acks', k.seq FROM acks k WHERE k.signal_id = signal
+UNION ALL SELECT 'command_responses', r.seq FROM r
+UNION ALL SELECT 'request_results', x.seq FROM x
+UNION ALL SELECT 'settlements', st.seq FROM settlements st WHERE st.signal_id = signal
+UNION ALL SELECT 'search_marks', m.seq FROM m
+UNION ALL SELECT 'ledger_batches', b.seq FROM ledger_batches b
+          WHERE b.id IN (SELECT r.batch_id FROM r UNION SELECT x.batch_id FROM x UNION SELECT m.batch_id FROM m)
+UNION ALL SELECT 'validation_passes', v.seq FROM x
+          CROSS JOIN LATERAL (SELECT p.seq FROM validation_passes p WHERE p.results_upto >= x.batch_id
+                              ORDER BY p.results_upto LIMIT 1) v
+$$;
+
 -- name: sealed_upto
 -- The last fact number sealed: what is at or below it never changes.
 -- version: 0018
@@ -64,16 +91,16 @@ BEGIN
 END $$;
 
 -- name: ackstore_refuse_sealed_change
--- Refuses UPDATE and DELETE of a sealed row, whoever asks (a superuser disabling triggers is
--- what `ackstore verify` is for).
--- version: 0018
+-- Refuses UPDATE of a sealed row, whoever asks (a superuser disabling triggers is what
+-- `ackstore verify` is for). A sealed row is deleted only once archived (archiving.sql).
+-- version: 0019
 CREATE OR REPLACE FUNCTION ackstore_refuse_sealed_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF OLD.seq IS NOT NULL AND OLD.seq <= sealed_upto() THEN
     RAISE EXCEPTION 'ackstore: this % row is sealed (fact %): it never changes', TG_TABLE_NAME, OLD.seq
       USING ERRCODE = 'insufficient_privilege';
   END IF;
-  RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+  RETURN NEW;
 END $$;
 
 -- name: ackstore_refuse_sealed_truncate
@@ -95,63 +122,63 @@ CREATE OR REPLACE TRIGGER seals_never_change BEFORE UPDATE OR DELETE ON seals
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 
 -- name: seal_leaves_never_change
--- The same for a seal's leaves.
--- version: 0018
-CREATE OR REPLACE TRIGGER seal_leaves_never_change BEFORE UPDATE OR DELETE ON seal_leaves
+-- A seal's leaves are never updated (their deletion: seal_leaves_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER seal_leaves_never_change BEFORE UPDATE ON seal_leaves
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 
 -- name: acks_sealed_stay
--- A sealed acks row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER acks_sealed_stay BEFORE UPDATE OR DELETE ON acks
+-- A sealed acks row is never updated (its deletion: acks_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER acks_sealed_stay BEFORE UPDATE ON acks
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: attempts_sealed_stay
--- A sealed attempts row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER attempts_sealed_stay BEFORE UPDATE OR DELETE ON attempts
+-- A sealed attempts row is never updated (its deletion: attempts_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER attempts_sealed_stay BEFORE UPDATE ON attempts
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: command_responses_sealed_stay
--- A sealed command responses row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER command_responses_sealed_stay BEFORE UPDATE OR DELETE ON command_responses
+-- A sealed command responses row is never updated (its deletion: command_responses_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER command_responses_sealed_stay BEFORE UPDATE ON command_responses
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: ledger_batches_sealed_stay
--- A sealed ledger batches row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER ledger_batches_sealed_stay BEFORE UPDATE OR DELETE ON ledger_batches
+-- A sealed ledger batches row is never updated (its deletion: ledger_batches_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER ledger_batches_sealed_stay BEFORE UPDATE ON ledger_batches
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: request_results_sealed_stay
--- A sealed request results row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER request_results_sealed_stay BEFORE UPDATE OR DELETE ON request_results
+-- A sealed request results row is never updated (its deletion: request_results_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER request_results_sealed_stay BEFORE UPDATE ON request_results
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: search_marks_sealed_stay
--- A sealed search marks row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER search_marks_sealed_stay BEFORE UPDATE OR DELETE ON search_marks
+-- A sealed search marks row is never updated (its deletion: search_marks_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER search_marks_sealed_stay BEFORE UPDATE ON search_marks
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: settlements_sealed_stay
--- A sealed settlements row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER settlements_sealed_stay BEFORE UPDATE OR DELETE ON settlements
+-- A sealed settlements row is never updated (its deletion: settlements_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER settlements_sealed_stay BEFORE UPDATE ON settlements
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: signals_sealed_stay
--- A sealed signals row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER signals_sealed_stay BEFORE UPDATE OR DELETE ON signals
+-- A sealed signals row is never updated (its deletion: signals_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER signals_sealed_stay BEFORE UPDATE ON signals
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: validation_passes_sealed_stay
--- A sealed validation passes row stays as sealed.
--- version: 0018
-CREATE OR REPLACE TRIGGER validation_passes_sealed_stay BEFORE UPDATE OR DELETE ON validation_passes
+-- A sealed validation passes row is never updated (its deletion: validation_passes_deleted_once_archived).
+-- version: 0019
+CREATE OR REPLACE TRIGGER validation_passes_sealed_stay BEFORE UPDATE ON validation_passes
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: acks_sealed_not_truncated

@@ -1,0 +1,3 @@
+-- request_results_sealed_stay as migration 0018 defined it (superseded by migration 0019: UPDATE stays refused row by row; a sealed row is deleted only once archived: DELETE is checked per statement (archiving)).
+CREATE OR REPLACE TRIGGER request_results_sealed_stay BEFORE UPDATE OR DELETE ON request_results
+FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
