@@ -14,6 +14,7 @@ from sqlalchemy import TIMESTAMP, Connection, Engine, select, text
 
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine
+from ackstore.ledger.heads import configured_path
 from ackstore.ledger.schema import LEDGER_TABLES, SEALED_TABLES
 from ackstore.ledger.store import AckStore
 from ackstore.rules import aggregation
@@ -32,9 +33,12 @@ def snapshot(engine: Engine, *, without: tuple[str, ...] = ()) -> dict[str, list
 
 def empty(conn: Connection) -> None:
     """Empty every ledger table, sealed ones too: as the superuser the tests run as, with the
-    triggers that refuse to truncate sealed tables skipped (session_replication_role)."""
+    triggers that refuse to truncate sealed tables skipped (session_replication_role). The heads
+    the seal step exported for this database go too: the emptied ledger is a new one, whose
+    first seal is not the old file's."""
     conn.execute(text("SET LOCAL session_replication_role = replica"))
     conn.execute(text(f"TRUNCATE {', '.join(table.name for table in LEDGER_TABLES)} RESTART IDENTITY CASCADE"))
+    configured_path(conn.engine.url.render_as_string(hide_password=False)).unlink(missing_ok=True)
 
 
 @contextmanager
