@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -146,6 +147,24 @@ def test_a_settlement_is_sealed_once_carried_out_and_never_before(sealed_ledger:
         conn.execute(record)
     sealed = seals.seal(ledger)
     assert sealed.counts["settlements"] == 1 and sealed.leaves == 1
+
+
+def test_a_writer_left_open_defers_the_seal_and_holds_back_no_one_for_long(ledger: Engine) -> None:
+    """A session idle in a transaction that wrote a fact: the seal waits 5 s (lock_timeout), gives
+    up for this run, and the next seals what that session wrote once it ended."""
+    open_writer = ledger.connect()
+    transaction = open_writer.begin()
+    open_writer.execute(text("SELECT 1 FROM signals LIMIT 1"))
+    open_writer.execute(text("LOCK TABLE acks IN ROW EXCLUSIVE MODE"))  # what an INSERT of an ack holds
+    try:
+        started = time.monotonic()
+        assert seals.seal(ledger) is None
+        assert 4 <= time.monotonic() - started < 30
+    finally:
+        transaction.rollback()
+        open_writer.close()
+    submit(ledger, "after-the-wait")
+    assert seals.seal(ledger).counts["signals"] == 1
 
 
 @pytest.mark.parametrize("table", [table.name for table in SEALED_TABLES])

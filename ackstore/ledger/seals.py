@@ -10,6 +10,7 @@ leaf from the rows in Python, never trusting the database's own functions.
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ from typing import Any, Iterator, Sequence
 
 from sqlalchemy import BigInteger, Boolean, Connection, Engine, Integer, SmallInteger, Table, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
+from sqlalchemy.exc import OperationalError
 
 from ackstore import faults
 from ackstore.ledger.copying import copy_in_binary, copy_out
@@ -25,6 +27,8 @@ from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.rules import merkle
 
 LEAVES_PER_CHUNK = 65_536  # 2 MiB of hashes per seal_leaves row
+LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a lock_timeout
+log = logging.getLogger("ackstore.seal")
 FACT_TABLES = tuple(table.name for table in SEALED_TABLES)
 
 
@@ -80,11 +84,19 @@ class Seal:
 
 def seal(engine: Engine) -> Seal | None:
     """Seal every fact numbered since the last seal, in one transaction; the new seal, or None
-    when nothing was numbered since. Safe to run anywhere, any time, killed at any point: the
+    when nothing was numbered since (or a writer's transaction stayed open past the lock
+    timeout: the next run seals it). Safe to run anywhere, any time, killed at any point: the
     position is taken first (after in-flight writers end), then the seal is written whole or
     not at all."""
-    with engine.begin() as conn:
-        upto = conn.execute(ledger_statement("seals", "position")).scalar_one()
+    try:
+        with engine.begin() as conn:
+            conn.execute(ledger_statement("seals", "patient_lock"))
+            upto = conn.execute(ledger_statement("seals", "position")).scalar_one()
+    except OperationalError as error:
+        if getattr(error.orig, "pgcode", None) != LOCK_NOT_AVAILABLE:
+            raise
+        log.warning("seal deferred: a transaction writing facts stayed open past the lock timeout")
+        return None
     faults.checkpoint("seal:positioned")
     with engine.begin() as conn:
         conn.execute(ledger_statement("seals", "one_sealer"))

@@ -1,6 +1,12 @@
 -- Seals (issue 28, decisions #101): sealing what was written since the last seal, and reading
 -- seals back for verify, prove and the exported heads (ackstore/ledger/seals.py).
 
+-- name: patient_lock
+-- How long the seal waits for the writers in flight to end. Waiting, it holds back every new
+-- writer (their locks queue behind its SHARE lock): a session idle in a transaction that wrote a
+-- fact would otherwise stop ingestion until it ends. Past this the seal gives up for this run.
+SET LOCAL lock_timeout = '5s'
+
 -- name: position
 -- The last fact number a seal may cover now (the function waits for in-flight writers).
 SELECT seal_position()
