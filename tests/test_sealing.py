@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -29,6 +30,7 @@ from ackstore.rules import merkle
 from ackstore.rules.errors import DittoError
 from jobs import pipeline
 from jobs.settings import PipelineSettings
+from tests.broker import wait_for
 from tests.conftest import ADMIN_URL
 from tests.ledger import copy_of, load_workload, twin_command
 
@@ -149,22 +151,55 @@ def test_a_settlement_is_sealed_once_carried_out_and_never_before(sealed_ledger:
     assert sealed.counts["settlements"] == 1 and sealed.leaves == 1
 
 
+BATCH = text("INSERT INTO ledger_batches (step, run_id, committed_at) VALUES ('sweep', 'open', now())")
+PASS = text("INSERT INTO validation_passes (results_upto, run_id) "
+            "SELECT COALESCE(max(results_upto), 0) + 1, 'open' FROM validation_passes")
+
+
 def test_a_writer_left_open_defers_the_seal_and_holds_back_no_one_for_long(ledger: Engine) -> None:
     """A session idle in a transaction that wrote a fact: the seal waits 5 s (lock_timeout), gives
-    up for this run, and the next seals what that session wrote once it ended."""
+    up for this run, and the next seals what that session wrote once it committed."""
     open_writer = ledger.connect()
     transaction = open_writer.begin()
-    open_writer.execute(text("SELECT 1 FROM signals LIMIT 1"))
-    open_writer.execute(text("LOCK TABLE acks IN ROW EXCLUSIVE MODE"))  # what an INSERT of an ack holds
+    open_writer.execute(BATCH)
     try:
         started = time.monotonic()
         assert seals.seal(ledger) is None
         assert 4 <= time.monotonic() - started < 30
+        submit(ledger, "while-the-writer-is-open")  # the seal gave up: writers go on
     finally:
-        transaction.rollback()
+        transaction.commit()
         open_writer.close()
-    submit(ledger, "after-the-wait")
-    assert seals.seal(ledger).counts["signals"] == 1
+    assert seals.seal(ledger).counts == {**{t.name: 0 for t in SEALED_TABLES}, "ledger_batches": 1,
+                                         "signals": 1, "attempts": 1}
+
+
+def test_a_writer_moving_between_fact_tables_while_the_seal_waits_is_not_deadlocked(ledger: Engine) -> None:
+    """The CI failure of stop 35: a sealer that locked the fact tables one by one held
+    ledger_batches while it waited for a writer of validation_passes, which then wrote a batch.
+    Now the seal waits for the writer, which goes on, and seals both of its facts."""
+    writer = ledger.connect()
+    transaction = writer.begin()
+    writer.execute(PASS)
+    outcome: list[object] = []
+    sealer = threading.Thread(target=lambda: outcome.append(seals.seal(ledger)))
+    sealer.start()
+    try:
+        wait_for(lambda: waiting_for_a_lock(ledger) == 1, timeout=4, what="the seal waiting for the writer")
+        writer.execute(BATCH)
+        transaction.commit()
+    finally:
+        writer.close()
+        sealer.join(30)
+    sealed = outcome[0]
+    assert isinstance(sealed, seals.Seal), outcome
+    assert sealed.counts["validation_passes"] == 1 and sealed.counts["ledger_batches"] == 1
+
+
+def waiting_for_a_lock(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND wait_event_type = 'Lock'")).scalar_one()
 
 
 @pytest.mark.parametrize("table", [table.name for table in SEALED_TABLES])

@@ -10,7 +10,9 @@ number from the sequence ``ledger_seq`` drawn when the fact is final: when writt
 settlement, which is numbered when carried out (``settlements_keep_their_decision``). The facts
 already stored are numbered here, table by table in key order. A seal (``seals``, its leaves in
 ``seal_leaves``) covers an interval of numbers: the rows' canonical bytes are the leaves of an
-RFC 6962 tree (``fact_leaves``). Triggers refuse UPDATE and DELETE of a sealed row and TRUNCATE
+RFC 6962 tree (``fact_leaves``). A statement drawing numbers holds the numbering lock shared,
+which ``seal_position()`` takes exclusively to know every number below its position committed.
+Triggers refuse UPDATE and DELETE of a sealed row and TRUNCATE
 of a sealed table; seals never change.
 
 A counted ack that came after the deadline of a request decided by it is no longer flagged
@@ -48,12 +50,14 @@ FACTS = {
 OBJECTS = (
     "decided_disposition", "request_acks", "acks_keep_their_facts", "settlements_keep_their_decision",
     "settlements_number_carried_out", "settlements_numbered_when_written_carried_out",
-    "fact_leaf", "fact_leaves", "sealed_upto", "seal_position", "ackstore_refuse_sealed_change",
+    "fact_leaf", "fact_leaves", "sealed_upto", "seal_position", "ackstore_numbering_writer",
+    *(f"{table}_numbered_under_lock" for table in FACTS), "ackstore_refuse_sealed_change",
     "ackstore_refuse_sealed_truncate", "seals_never_change", "seal_leaves_never_change",
     *(f"{table}_sealed_stay" for table in FACTS), *(f"{table}_sealed_not_truncated" for table in FACTS),
 )
 REPLACED = ("request_acks", "acks_keep_their_facts", "settlements_keep_their_decision")
-DROPPED_FUNCTIONS = ("settlements_number_carried_out()", "fact_leaf(bytea)", "sealed_upto()", "seal_position()", "ackstore_refuse_sealed_change()",
+DROPPED_FUNCTIONS = ("settlements_number_carried_out()", "fact_leaf(bytea)", "sealed_upto()", "seal_position()",
+                     "ackstore_numbering_writer()", "ackstore_refuse_sealed_change()",
                      "ackstore_refuse_sealed_truncate()", "decided_disposition(text, timestamptz, timestamptz, text)")
 
 
@@ -116,6 +120,7 @@ def downgrade() -> None:
     for table in FACTS:
         op.execute(f"DROP TRIGGER {table}_sealed_stay ON {table}")
         op.execute(f"DROP TRIGGER {table}_sealed_not_truncated ON {table}")
+        op.execute(f"DROP TRIGGER {table}_numbered_under_lock ON {table}")
     op.execute("DROP TRIGGER settlements_numbered_when_written_carried_out ON settlements")
     op.execute("DROP VIEW fact_leaves")
     op.execute("DROP TABLE seal_leaves")

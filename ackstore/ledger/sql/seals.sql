@@ -3,8 +3,8 @@
 
 -- name: patient_lock
 -- How long the seal waits for the writers in flight to end. Waiting, it holds back every new
--- writer (their locks queue behind its SHARE lock): a session idle in a transaction that wrote a
--- fact would otherwise stop ingestion until it ends. Past this the seal gives up for this run.
+-- writer (their numbering lock queues behind its own): a session idle in a transaction that wrote
+-- a fact would otherwise stop ingestion until it ends. Past this the seal gives up for this run.
 SET LOCAL lock_timeout = '5s'
 
 -- name: position

@@ -76,18 +76,32 @@ CREATE OR REPLACE FUNCTION sealed_upto() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT COALESCE(max(upto_seq), 0) FROM seals $$;
 
 -- name: seal_position
--- The last fact number a seal may cover now: after every transaction writing facts has ended, so
--- that no fact at or below it is still to commit (a number is drawn under the table's ROW
--- EXCLUSIVE lock, which SHARE waits for). The caller commits at once, releasing the lock.
+-- The last fact number a seal may cover now: after every transaction that drew a number has
+-- ended, so that no fact at or below it is still to commit. A statement that draws numbers
+-- first takes the numbering lock shared (ackstore_numbering_writer); this takes it exclusively
+-- and waits for them. One lock, held by nothing else: a sealer taking the fact tables' own locks
+-- one by one held some while it waited for others, and deadlocked with a writer moving between
+-- them. The caller commits at once, releasing the lock.
 -- version: 0018
 CREATE OR REPLACE FUNCTION seal_position() RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   upto bigint;
 BEGIN
-  LOCK TABLE acks, attempts, command_responses, ledger_batches, request_results, search_marks, settlements, signals, validation_passes IN SHARE MODE;
+  PERFORM pg_advisory_xact_lock(hashtext('ackstore.numbering'));
   SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END INTO upto FROM ledger_seq s;
   RETURN upto;
+END $$;
+
+-- name: ackstore_numbering_writer
+-- Every statement that may draw a fact number holds the numbering lock shared until its
+-- transaction ends (seal_position above). Writers share it and never wait for one another; a
+-- writer waits only while a seal takes its position, at most the seal's lock timeout.
+-- version: 0018
+CREATE OR REPLACE FUNCTION ackstore_numbering_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(hashtext('ackstore.numbering'));
+  RETURN NULL;
 END $$;
 
 -- name: ackstore_refuse_sealed_change
@@ -126,6 +140,60 @@ FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 -- version: 0019
 CREATE OR REPLACE TRIGGER seal_leaves_never_change BEFORE UPDATE ON seal_leaves
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
+
+-- name: acks_numbered_under_lock
+-- Statements writing acks take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER acks_numbered_under_lock BEFORE INSERT ON acks
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: attempts_numbered_under_lock
+-- Statements writing attempts take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER attempts_numbered_under_lock BEFORE INSERT ON attempts
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: command_responses_numbered_under_lock
+-- Statements writing command responses take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER command_responses_numbered_under_lock BEFORE INSERT ON command_responses
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: ledger_batches_numbered_under_lock
+-- Statements writing ledger batches take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER ledger_batches_numbered_under_lock BEFORE INSERT ON ledger_batches
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: request_results_numbered_under_lock
+-- Statements writing request results take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER request_results_numbered_under_lock BEFORE INSERT ON request_results
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: search_marks_numbered_under_lock
+-- Statements writing search marks take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER search_marks_numbered_under_lock BEFORE INSERT ON search_marks
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: settlements_numbered_under_lock
+-- Statements writing settlements take the numbering lock (its numbers are drawn when a settlement is carried out).
+-- version: 0018
+CREATE OR REPLACE TRIGGER settlements_numbered_under_lock BEFORE INSERT OR UPDATE OF carried_out_at ON settlements
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: signals_numbered_under_lock
+-- Statements writing signals take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER signals_numbered_under_lock BEFORE INSERT ON signals
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
+
+-- name: validation_passes_numbered_under_lock
+-- Statements writing validation passes take the numbering lock (a row's number is drawn when it is written).
+-- version: 0018
+CREATE OR REPLACE TRIGGER validation_passes_numbered_under_lock BEFORE INSERT ON validation_passes
+FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
 
 -- name: acks_sealed_stay
 -- A sealed acks row is never updated (its deletion: acks_deleted_once_archived).
