@@ -28,8 +28,8 @@ from typing import Any, Iterator
 from sqlalchemy import delete
 
 from ackstore import faults
-from ackstore.ledger.schema import SEALED_TABLES
-from ackstore.ledger.seals import FACT_TYPES
+from ackstore.ledger.schema import SEALED_TABLES, deliveries
+from ackstore.ledger.seals import FACT_TYPES, column_types
 from ackstore.rules import canonical, merkle
 from jobs.settings import PipelineSettings
 from jobs.sql import statement
@@ -37,6 +37,7 @@ from jobs.step import Step
 
 JOB = "archive"
 MANIFESTS = "_manifests"
+DELIVERY_TYPES = column_types(deliveries)
 LEAVES = "seal long, seq long, fact_table string, leaf binary"
 
 
@@ -69,6 +70,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
         write_manifests(spark, prefix, sealed, root)
         faults.checkpoint("archive:manifest")
         step.timed("read_back", lambda: read_back(spark, prefix, sealed, root, counts))
+        handouts_read_back(spark, step, prefix, root)
         faults.checkpoint("archive:read_back")
         step.timed("delete", lambda: move_out(step, prefix, root, counts))
         step.stats.update(seals=prefix.last_seal - prefix.first_seal + 1, rows=sum(counts.values()),
@@ -99,25 +101,52 @@ def rows_query(table: str, prefix: Prefix) -> str:
     """A fact table's rows of the prefix as the archive holds them — timestamps as microseconds,
     jsonb as its text — with the seal that holds each and that seal's day. The numbers are the
     ledger's own, read back as integers: no text of anyone's reaches this SQL."""
+    return _archived_query(table, FACT_TYPES[table], "", prefix)
+
+
+def handouts_query(prefix: Prefix) -> str:
+    """The hand-outs (deliveries) of the prefix's signals, with the signal's number as ``seq``
+    and its seal: they are deleted with their signal, and `show` prints them. Not facts (a lease
+    changes while it runs; by now the signal is settled and they do not), so in no seal; the key
+    the tokens were made with stays behind: nothing reads it once the signal is settled."""
+    types = {name: kind for name, kind in DELIVERY_TYPES.items() if name != "token_key"}
+    return _archived_query("deliveries", types, "JOIN signals n ON n.id = t.signal_id", prefix, numbered_by="n.seq")
+
+
+def _archived_query(table: str, types: dict[str, str], joined: str, prefix: Prefix, numbered_by: str = "t.seq") -> str:
     columns = [f"(extract(epoch FROM t.{name}) * 1000000)::bigint AS {name}" if kind == "timestamptz"
                else f"t.{name}::text AS {name}" if kind == "jsonb" else f"t.{name}"
-               for name, kind in FACT_TYPES[table].items()]
-    return (f"SELECT {', '.join(columns)}, z.number AS seal, "
-            f"to_char(z.sealed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS dt FROM {table} t "
-            f"CROSS JOIN LATERAL (SELECT s.number, s.sealed_at FROM seals s WHERE s.upto_seq >= t.seq "
-            f"ORDER BY s.upto_seq LIMIT 1) z WHERE t.seq > {int(prefix.after_seq)} AND t.seq <= {int(prefix.upto_seq)}")
+               for name, kind in types.items() if name != "seq"]
+    return (f"SELECT {', '.join(columns)}, {numbered_by} AS seq, z.number AS seal, "
+            f"to_char(z.sealed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS dt FROM {table} t {joined} "
+            f"CROSS JOIN LATERAL (SELECT s.number, s.sealed_at FROM seals s WHERE s.upto_seq >= {numbered_by} "
+            f"ORDER BY s.upto_seq LIMIT 1) z "
+            f"WHERE {numbered_by} > {int(prefix.after_seq)} AND {numbered_by} <= {int(prefix.upto_seq)}")
 
 
 def write(spark: Any, step: Step, prefix: Prefix, root: str, counts: dict[str, int]) -> None:
     from pyspark.sql import functions as F
 
-    for table, rows in counts.items():
-        if not rows:
-            continue
-        frame = step.postgres.read(spark, rows_query(table, prefix), partition_column="seq",
+    queries = {table: rows_query(table, prefix) for table, rows in counts.items() if rows}
+    if counts["signals"]:
+        queries["deliveries"] = handouts_query(prefix)
+    for table, query in queries.items():
+        frame = step.postgres.read(spark, query, partition_column="seq",
                                    bounds=(prefix.after_seq + 1, prefix.upto_seq), partitions=step.settings.partitions)
         (frame.withColumn("range", F.lit(prefix.range)).write.mode("overwrite")
          .option("partitionOverwriteMode", "dynamic").partitionBy("dt", "range").parquet(f"{root}/{table}"))
+
+
+def handouts_read_back(spark: Any, step: Step, prefix: Prefix, root: str) -> None:
+    """The archived hand-outs of the prefix are all there, or ArchiveMismatch (nothing deleted)."""
+    with step.engine.connect() as conn:
+        expected = conn.execute(statement(JOB, "handouts"), _interval(prefix)).scalar_one()
+    found = 0
+    if expected:
+        found = (spark.read.parquet(f"{root}/deliveries").where(f"range = '{prefix.range}'").count())
+    if found != expected:
+        raise ArchiveMismatch(f"deliveries: {found} archived hand-outs of seals {prefix.range}, {expected} in the "
+                              f"ledger: nothing is deleted")
 
 
 def write_manifests(spark: Any, prefix: Prefix, sealed: list[dict[str, Any]], root: str) -> None:

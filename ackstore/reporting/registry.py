@@ -13,7 +13,7 @@ from typing import Any, Callable
 from rich.console import Console
 from sqlalchemy import Connection
 
-from ackstore.ledger import reports
+from ackstore.ledger import history, reports
 from ackstore.ledger.store import AckStore
 from ackstore.reporting import terminal
 from ackstore.reporting.asked import DEFAULT_BUCKET, Asked, check_limit_and_source, parse_bucket, window_of
@@ -85,7 +85,8 @@ class Report:
     def run(self, store: AckStore, *, as_json: bool, console: Console | None = None, **typed: Any) -> int:
         """``ackstore report NAME``: its rows as JSON (the stored text exact), or as the terminal's tables."""
         asked = self.asked(now=datetime.now(timezone.utc), **typed)
-        with store.engine.connect() as conn:
+        window = None if asked.since is None else history.Asked(since=asked.since, until=asked.until)
+        with history.answering(store.engine, window) as conn:
             rows = self.read(conn, asked)
         if as_json:
             print(json_text([reports.jsonable(row) for row in rows]))

@@ -121,6 +121,10 @@ def render_timeline(state: dict[str, Any], timeline: list[dict[str, Any]], conso
                for column in on(TERMINAL, TIMELINE)]
     console = console or Console()
     console.print(Text(title))
+    if state.get("archived"):
+        where = state["archived"]
+        console.print(Text(f"archived: sealed in seal {where['seal']}, archive {where['archive']} "
+                           f"({shown(where['location'])}, {where['archived_at']})"))
     grid = RichTable(box=None, pad_edge=False)
     for column in columns:
         folds = column.key == "detail"

@@ -42,11 +42,18 @@ FROM seals z WHERE z.number BETWEEN :first_seal AND :last_seal ORDER BY z.number
 
 -- name: record
 -- The archive, recorded in the transaction that deletes what it holds (its number: the next).
-INSERT INTO archives (number, first_seal, last_seal, after_seq, upto_seq, location, counts)
-SELECT COALESCE(max(number), 0) + 1, :first_seal, :last_seal, :after_seq, :upto_seq, :location, CAST(:counts AS jsonb)
+INSERT INTO archives (number, first_seal, last_seal, after_seq, upto_seq, location, counts, received_upto)
+SELECT COALESCE(max(number), 0) + 1, :first_seal, :last_seal, :after_seq, :upto_seq, :location, CAST(:counts AS jsonb),
+       (SELECT max(s.received_at) FROM signals s WHERE s.seq > :after_seq AND s.seq <= :upto_seq)
 FROM archives
 RETURNING number
 
 -- name: delete_leaves
 -- The archived seals' leaves (the Parquet rows give them back).
 DELETE FROM seal_leaves WHERE seal BETWEEN :first_seal AND :last_seal
+
+-- name: handouts
+-- How many hand-outs (deliveries) the signals numbered (after_seq, upto_seq] have: the archive
+-- must hold as many before they are deleted with their signals.
+SELECT count(*) FROM deliveries d JOIN signals s ON s.id = d.signal_id
+WHERE s.seq > :after_seq AND s.seq <= :upto_seq

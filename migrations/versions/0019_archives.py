@@ -57,7 +57,8 @@ def upgrade() -> None:
     op.execute("""
 CREATE TABLE archives (
     number bigint NOT NULL, first_seal bigint NOT NULL, last_seal bigint NOT NULL, after_seq bigint NOT NULL,
-    upto_seq bigint NOT NULL, location text NOT NULL, counts jsonb NOT NULL, archived_at timestamptz DEFAULT now() NOT NULL,
+    upto_seq bigint NOT NULL, location text NOT NULL, counts jsonb NOT NULL, received_upto timestamptz,
+    archived_at timestamptz DEFAULT now() NOT NULL,
     CONSTRAINT pk_archives PRIMARY KEY (number),
     CONSTRAINT uq_archives_last_seal UNIQUE (last_seal),
     CONSTRAINT ck_archives_numbers CHECK (number > 0 AND last_seal >= first_seal AND first_seal > 0
@@ -70,6 +71,8 @@ CREATE TABLE archives (
     if roles_exist() and _archive_role_exists():
         op.execute(f"GRANT SELECT, DELETE ON {', '.join(FACTS)}, seal_leaves TO ackstore_archive")
         op.execute("GRANT SELECT ON seals, pipeline_watermarks TO ackstore_archive")
+        op.execute("GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, "
+                   "done_at, answered_handout, answered_labels) ON deliveries TO ackstore_archive")  # hand-outs
         op.execute("GRANT SELECT, INSERT ON archives TO ackstore_archive")
         op.execute("GRANT SELECT, INSERT, UPDATE ON pipeline_runs TO ackstore_archive")  # its run's record
         op.execute("GRANT SELECT ON archives TO ackstore_reporter")
@@ -77,8 +80,8 @@ CREATE TABLE archives (
 
 def downgrade() -> None:
     if roles_exist() and _archive_role_exists():
-        op.execute(f"REVOKE ALL ON {', '.join(FACTS)}, seal_leaves, seals, pipeline_watermarks, pipeline_runs "
-                   "FROM ackstore_archive")
+        op.execute(f"REVOKE ALL ON {', '.join(FACTS)}, seal_leaves, seals, pipeline_watermarks, pipeline_runs, "
+                   "deliveries FROM ackstore_archive")
     for table in FACTS:
         op.execute(f"DROP TRIGGER {table}_deleted_once_archived ON {table}")
     op.execute("DROP TRIGGER seal_leaves_deleted_once_archived ON seal_leaves")

@@ -80,5 +80,7 @@ GRANT SELECT ON archives TO ackstore_reporter
 GRANT SELECT, DELETE ON acks, attempts, command_responses, ledger_batches, request_results, search_marks, settlements,
                         signals, validation_passes, seal_leaves TO ackstore_archive;
 GRANT SELECT ON seals, pipeline_watermarks TO ackstore_archive;
+GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, done_at,
+              answered_handout, answered_labels) ON deliveries TO ackstore_archive;
 GRANT SELECT, INSERT ON archives TO ackstore_archive;
 GRANT SELECT, INSERT, UPDATE ON pipeline_runs TO ackstore_archive

