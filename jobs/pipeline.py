@@ -73,12 +73,22 @@ def run(spark: Any | None, settings: PipelineSettings, steps: tuple[str, ...] = 
     if spark is None:
         return _on_a_lazy_session(lambda session: run(session, settings, steps))
     done: dict[str, dict[str, Any]] = {}
-    for name in (name for name in STEPS if name in steps):
-        try:
-            done[name] = run_step(name, settings, spark)
-        except ValidationFailed as failed:
-            failed.completed = dict(done)  # what ran before the gate closed, for the caller to show
-            raise
+    early: list[seal.EarlySeal] = []
+    try:
+        for name in (name for name in STEPS if name in steps):
+            sealed_early: dict[str, Any] = {}
+            if name == "seal" and early:  # the seal step seals what came after them
+                sealed_early, early = seal.early_stats(early), []
+            try:
+                done[name] = {**run_step(name, settings, spark), **sealed_early}
+            except ValidationFailed as failed:
+                failed.completed = dict(done)  # what ran before the gate closed, for the caller to show
+                raise
+            if name in seal.EARLY_AFTER and "seal" in steps:
+                early.append(seal.EarlySeal(settings))
+    finally:
+        for each in early:  # the run ended before its seal step: the threads end with it
+            each.finish(raising=False)
     return done
 
 

@@ -6,18 +6,25 @@ and chains the seal in one transaction; then every seal not yet exported is appe
 heads file (``$ACKSTORE_HEADS``, signed with ``$ACKSTORE_SEAL_KEY`` when set:
 ackstore.ledger.heads). A re-run after a kill at any point seals nothing twice (the seal is
 whole or absent) and exports what the killed run did not.
+
+Most of a run's facts are sealed before this step, beside sweep and validate (``EarlySeal``,
+started by jobs.pipeline.run): this step seals what came after them.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from ackstore import faults
 from ackstore.ledger import heads, seals
+from ackstore.ledger.database import make_engine
 from jobs.settings import PipelineSettings
 from jobs.step import Step
 
 JOB = "seal"
+EARLY_AFTER = ("index_search", "sweep")  # the steps after which an early seal starts (pipeline.run)
 
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
@@ -31,3 +38,47 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
         if settings.heads is not None:
             step.stats["exported"] = heads.export(step.engine, heads.HeadsFile(settings.heads, settings.seal_key))
         return step.record()
+
+
+class EarlySeal:
+    """The facts final once ``index_search`` has run — ingestion's, apply_twin's and
+    index_search's, most of a run's — sealed in a thread while sweep runs, then sweep's while
+    validate runs, on the core each leaves idle (one statement, one Python process at a time); the
+    seal step then seals only what came after (decisions #101). The position is taken before the
+    next step writes, so the thread never waits for one; a later early seal waits for the one
+    before (one sealer at a time)."""
+
+    def __init__(self, settings: PipelineSettings) -> None:
+        self.engine = make_engine(settings.database_url)
+        self.upto = seals.position(self.engine)
+        self.sealed: seals.Seal | None = None
+        self.seconds = 0.0
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._seal, name="ackstore-early-seal", daemon=True)
+        self._thread.start()
+
+    def _seal(self) -> None:
+        started = time.perf_counter()
+        try:
+            if self.upto is not None:
+                self.sealed = seals.seal(self.engine, self.upto, one_core=True)
+        except BaseException as failure:  # noqa: BLE001 — raised in the run's thread by finish()
+            self.failure = failure
+        finally:
+            self.seconds = time.perf_counter() - started
+
+    def finish(self, raising: bool = True) -> seals.Seal | None:
+        """Wait for the seal; what it sealed. Its failure is raised here (unless the run is
+        failing already): the seal is whole or absent, and the seal step seals what it did not."""
+        self._thread.join()
+        self.engine.dispose()
+        if self.failure is not None and raising:
+            raise self.failure
+        return self.sealed
+
+
+def early_stats(early: list[EarlySeal]) -> dict[str, Any]:
+    """What the early seals of a run sealed, for the seal step's stats (each waited for)."""
+    made = [seal for seal in (each.finish() for each in early) if seal is not None]
+    return {"early_seals": [seal.number for seal in made], "early_facts": sum(seal.leaves for seal in made),
+            "early_seconds": round(sum(each.seconds for each in early), 3)}

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import pytest
 from sqlalchemy import text
 
+from ackstore.ledger import history as history_lookups
 from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.named_sql import LEDGER_SQL, load
@@ -396,3 +397,33 @@ def test_verify_reads_a_seals_interval_alone(ledger, table: str) -> None:
     query = verify._rows(table, 1_000, 1_200).compile(engine, compile_kwargs={"literal_binds": True})
     scanned = set(_scans(_plan(engine, str(query))))
     assert not scanned & HISTORY_TABLES, f"verify's read of {table} scans {sorted(scanned & HISTORY_TABLES)}"
+
+
+# What history reads of the hot ledger (ackstore/ledger/history.py): the signals asked about, and
+# their facts by their keys — a window's cost, never the history's.
+@pytest.mark.parametrize("asked", ["window", "correlation id"])
+def test_history_finds_the_signals_asked_about_alone(ledger, asked: str) -> None:
+    engine, _ = ledger
+    wanted = history_lookups.Asked(correlation_id="history-7") if asked == "correlation id" else history_lookups.Asked(
+        since=datetime(2026, 11, 22, 12, tzinfo=timezone.utc), until=datetime(2026, 11, 22, 13, tzinfo=timezone.utc))
+    query = history_lookups.Hot.signals_query(wanted).compile(engine, compile_kwargs={"literal_binds": True})
+    scanned = set(_scans(_plan(engine, str(query))))
+    assert not scanned & HISTORY_TABLES, f"history's signals by {asked} scan {sorted(scanned & HISTORY_TABLES)}"
+
+
+@pytest.mark.parametrize("table, column", list(history_lookups.LOOKUPS))
+def test_history_reads_the_facts_of_its_signals_alone(ledger, table: str, column: str) -> None:
+    engine, _ = ledger
+    query = history_lookups.Hot.rows_query(table, column, [1, 2, 3], 0).compile(engine, compile_kwargs={"literal_binds": True})
+    scanned = set(_scans(_plan(engine, str(query))))
+    assert not scanned & HISTORY_TABLES, f"history's {table} by {column} scans {sorted(scanned & HISTORY_TABLES)}"
+
+
+@pytest.mark.parametrize("name", ["marks", "passes", "archived_horizon", "locations", "archived_in"])
+def test_history_reads_marks_passes_and_archives_by_their_keys(seals_of_years, name: str) -> None:
+    engine = seals_of_years
+    params = {"things": ["org.acme/t1", "org.acme/t2"], "low": [1, 5], "high": [3, 9], "first": 10, "last": 20,
+              "seq": 1_000_000_000_050}
+    plan = _plan(engine, load(LEDGER_SQL / "history.sql")[name], params)
+    scanned = set(_scans(plan))
+    assert not scanned & (HISTORY_TABLES | {"seals"}), f"history.{name} scans {sorted(scanned)}: {plan}"

@@ -421,3 +421,29 @@ def test_verify_without_readable_heads_answers_in_dittos_shape(ledger: Engine, t
 def found_counts(engine: Engine) -> dict[str, int]:
     with engine.connect() as conn:
         return seals.latest(conn).counts
+
+
+def test_a_run_seals_early_beside_sweep_and_validate_and_the_seal_step_the_rest(spark, tmp_path: Path) -> None:
+    """The early seals (decisions #101): what index_search left final, sealed beside sweep; what
+    sweep decided, beside validate; the seal step waits for them and seals what came after (the
+    validation pass). Three seals, chained, every fact in one, exported, verified."""
+    with scratch_database(ADMIN_URL, "early") as url:
+        load_workload(url)
+        heads_file = tmp_path / "heads.jsonl"
+        stats = pipeline.run(spark, PipelineSettings(database_url=url, partitions=2, heads=heads_file))
+        engine = make_engine(url)
+        try:
+            sealed = stats["seal"]
+            assert (sealed["early_seals"], sealed["seal"]) == ([1, 2], 3), sealed
+            with engine.connect() as conn:
+                made = list(seals.between(conn, 1, 3))
+                numbered = conn.execute(text("SELECT count(*) FROM fact_leaves")).scalar_one()
+            applied, decided, validated = (seal.counts for seal in made)
+            assert applied["signals"] > 0 and applied["command_responses"] > 0 and applied["request_results"] == 0
+            assert decided["request_results"] > 0 and decided["signals"] == decided["validation_passes"] == 0
+            assert validated["validation_passes"] == 1 and validated["request_results"] == 0
+            assert sealed["early_facts"] + sealed["facts"] == sum(seal.leaves for seal in made) == numbered
+            assert [head["number"] for head in heads.HeadsFile(heads_file).read()] == [1, 2, 3]
+            assert verify.verify(engine, heads.HeadsFile(heads_file).read()).ok
+        finally:
+            engine.dispose()

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ackstore.ledger import archive_reader, seals
-from ackstore.ledger.verify import facts_of
+from ackstore.ledger.verify import facts_in_order
 from ackstore.rules.canonical import micros
 
 
@@ -40,7 +40,7 @@ def export(engine: Engine, directory: Path, first: int = 1, last: int | None = N
         for seal in seals.between(conn, first, last if last is not None else (newest.number if newest else 0)):
             seal_lines.write(json.dumps(seal.head(), sort_keys=True) + "\n")
             archive = archive_reader.location_of(conn, seal.number)
-            facts = sorted(facts_of(conn, seal.after_seq, seal.upto_seq, archive), key=lambda f: (f.seq, f.table, f.leaf))
+            facts = facts_in_order(conn, seal, archive)
             # An archived seal keeps no leaves: its rows' own stand in, the root alone checks them.
             stored = [fact.leaf for fact in facts] if archive else seals.stored_leaves(conn, seal.number)
             for position, fact in enumerate(facts):

@@ -7,8 +7,8 @@ head, gone when the reading ends: nothing is written where the ledger lives, and
 ledger needs more than it holds. What is loaded is chosen once, here, for both sources of rows
 (``Hot``: the ledger, by its indexes; ``Archived``: the Parquet of ``archives.location``, by
 pyarrow): the signals asked about, every fact of theirs (``signal_facts`` spelled as look-ups: by
-signal, the search marks of their things, the batches those were written in, the validation
-passes up to the one that passed the last), and the small tables every report reads whole. Rows of
+signal, the search marks that indexed their changes, the batches those were written in, the
+validation passes up to the one that passed the last), and the validation watermarks. Rows of
 other signals that come along are never asked about: every statement reads by the signals.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Protocol
 
-from sqlalchemy import Connection, Engine, MetaData, Table, delete, insert, select
+from sqlalchemy import Connection, Engine, MetaData, Select, Table, delete, insert, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from ackstore.ledger import archive_reader, migrate, results, schema
@@ -28,7 +28,7 @@ from ackstore.ledger.database import make_engine, private_server
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.seals import FACT_TYPES, column_types
 
-# A signal's facts found by its id, and the tables read whole (small: configuration and positions).
+# A signal's facts found by its id, and the tables read whole (positions: a row per name).
 BY_SIGNAL = ("attempts", "acks", "command_responses", "request_results", "settlements", "deliveries")
 WHOLE = (schema.pipeline_watermarks,)
 # Columns no reader of history may read (a delivery's token key: with it one could mint tokens;
@@ -65,6 +65,7 @@ class Asked:
 class Rowsource(Protocol):
     def signals(self, asked: Asked) -> Rows: ...
     def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows: ...
+    def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows: ...
     def passes(self, first_batch: int, last_batch: int) -> Rows: ...
 
 
@@ -75,19 +76,36 @@ class Hot:
         self.conn = conn
 
     def signals(self, asked: Asked) -> Rows:
-        s = schema.signals
-        query = select(s).where(s.c.correlation_id == asked.correlation_id) if asked.correlation_id is not None \
-            else select(s).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
-        return [dict(row) for row in self.conn.execute(query).mappings()]
+        return [dict(row) for row in self.conn.execute(self.signals_query(asked)).mappings()]
 
     def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows:
-        t = schema.metadata.tables[table]
         values = list(values)
         if not values:
             return []
+        return [dict(row) for row in self.conn.execute(self.rows_query(table, column, values, from_seq)).mappings()]
+
+    @staticmethod
+    def signals_query(asked: Asked) -> Select:
+        """The signals asked about: by correlation id, or by the received_at index."""
+        s = schema.signals
+        if asked.correlation_id is not None:
+            return select(s).where(s.c.correlation_id == asked.correlation_id)
+        return select(s).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
+
+    @staticmethod
+    def rows_query(table: str, column: str, values: list[Any], from_seq: int) -> Select:
+        """A table's rows whose ``column`` is one of ``values`` (numbered from ``from_seq`` on, for a
+        fact), withheld columns left out."""
+        t = schema.metadata.tables[table]
         where = [t.c[column].in_(values)] + ([t.c.seq >= from_seq] if "seq" in t.c else [])
-        readable = [c for c in t.c if c.name not in WITHHELD.get(table, {})]
-        found = self.conn.execute(select(*readable).where(*where))
+        return select(*(c for c in t.c if c.name not in WITHHELD.get(table, {}))).where(*where)
+
+    def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows:
+        if not revisions:
+            return []
+        things = sorted(revisions)
+        found = self.conn.execute(ledger_statement("history", "marks"), {
+            "things": things, "low": [revisions[t][0] for t in things], "high": [revisions[t][1] for t in things]})
         return [dict(row) for row in found.mappings()]
 
     def passes(self, first_batch: int, last_batch: int) -> Rows:
@@ -119,6 +137,14 @@ class Archived:
         where = ds.field(column).isin(values)
         return self._read(table, where & (ds.field("seq") >= from_seq) if "seq" in TYPES[table] else where)
 
+    def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows:
+        import pyarrow.dataset as ds
+
+        if not revisions:
+            return []
+        found = self._read("search_marks", ds.field("thing_id").isin(list(revisions)))
+        return [m for m in found if covers(m, *revisions[m["thing_id"]])]
+
     def passes(self, first_batch: int, last_batch: int) -> Rows:
         import pyarrow.dataset as ds
 
@@ -134,6 +160,10 @@ class Archived:
         return rows
 
 
+# Every look-up facts_of makes by a column other than the signal's own: (table, column).
+LOOKUPS = (*((table, "signal_id") for table in BY_SIGNAL), ("ledger_batches", "id"))
+
+
 def facts_of(source: Rowsource, asked: Asked) -> dict[str, Rows]:
     """The facts of the signals asked about, by table, from one source of rows."""
     found: dict[str, Rows] = {"signals": source.signals(asked)}
@@ -143,11 +173,29 @@ def facts_of(source: Rowsource, asked: Asked) -> dict[str, Rows]:
     first = min(s["seq"] for s in found["signals"])  # a signal's row is its first fact
     for table in BY_SIGNAL:
         found[table] = source.rows(table, "signal_id", ids, first)
-    found["search_marks"] = source.rows("search_marks", "thing_id", {s["thing_id"] for s in found["signals"]}, first)
+    found["search_marks"] = source.marks(_revisions(found["signals"], found["command_responses"]))
     batches = {row["batch_id"] for table in ("command_responses", "request_results", "search_marks")
                for row in found[table]}
     found["ledger_batches"] = source.rows("ledger_batches", "id", batches, first)
     found["validation_passes"] = source.passes(min(batches), max(batches)) if batches else []
+    return found
+
+
+def covers(mark: dict[str, Any], low: int, high: int) -> bool:
+    """Whether a search mark indexed some revision in [low, high] of its thing (hot: sql marks)."""
+    return mark["to_revision"] >= low and mark["from_revision"] < high
+
+
+def _revisions(signals: Rows, responses: Rows) -> dict[str, tuple[int, int]]:
+    """Per thing, the lowest and highest revision the signals' responses made: the search marks
+    that indexed them are theirs (a thing's other marks are other signals')."""
+    thing_of = {s["id"]: s["thing_id"] for s in signals}
+    found: dict[str, tuple[int, int]] = {}
+    for response in responses:
+        if response["revision"] is not None:
+            thing = thing_of[response["signal_id"]]
+            low, high = found.get(thing, (response["revision"], response["revision"]))
+            found[thing] = (min(low, response["revision"]), max(high, response["revision"]))
     return found
 
 

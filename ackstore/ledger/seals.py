@@ -82,20 +82,29 @@ class Seal:
                 "previous": self.previous.hex(), "hash": self.hash.hex(), "sealed_at": self.sealed_at.isoformat()}
 
 
-def seal(engine: Engine) -> Seal | None:
-    """Seal every fact numbered since the last seal, in one transaction; the new seal, or None
-    when nothing was numbered since (or a writer's transaction stayed open past the lock
-    timeout: the next run seals it). Safe to run anywhere, any time, killed at any point: the
-    position is taken first (after in-flight writers end), then the seal is written whole or
-    not at all."""
+def position(engine: Engine) -> int | None:
+    """The last fact number a seal may cover now, once the writers in flight have ended; None when
+    one stayed open past the lock timeout (the next run seals what it wrote)."""
     try:
         with engine.begin() as conn:
             conn.execute(ledger_statement("seals", "patient_lock"))
-            upto = conn.execute(ledger_statement("seals", "position")).scalar_one()
+            return conn.execute(ledger_statement("seals", "position")).scalar_one()
     except OperationalError as error:
         if getattr(error.orig, "pgcode", None) != LOCK_NOT_AVAILABLE:
             raise
         log.warning("seal deferred: a transaction writing facts stayed open past the lock timeout")
+        return None
+
+
+def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False) -> Seal | None:
+    """Seal every fact numbered since the last seal up to ``upto`` (a :func:`position`; default:
+    one taken now), in one transaction — on ``one_core`` beside a step that keeps the other busy,
+    else on every core; the new seal, or None when nothing was numbered since
+    (or a writer's transaction stayed open past the lock timeout: the next run seals it). Safe
+    to run anywhere, any time, killed at any point: the position is taken first (after in-flight
+    writers end), then the seal is written whole or not at all."""
+    upto = position(engine) if upto is None else upto
+    if upto is None:
         return None
     faults.checkpoint("seal:positioned")
     with engine.begin() as conn:
@@ -106,6 +115,8 @@ def seal(engine: Engine) -> Seal | None:
             return None
         number = last.number + 1 if last else 1
         conn.exec_driver_sql(ledger_sql("seals", "sealing_settings"))
+        if one_core:
+            conn.execute(ledger_statement("seals", "one_core"))
         interval = {"after_seq": after, "upto_seq": upto}
         hashes = _binary_column(copy_out(conn, ledger_sql("seals", "leaves_in_order"), interval))
         found = conn.execute(ledger_statement("seals", "counts"), interval)

@@ -114,7 +114,7 @@ def _check_seal(conn: Connection, seal: seals.Seal, previous_hash: bytes, previo
     trusted = len(stored) == seal.leaves and merkle.root(stored) == seal.root
     if not trusted and not archive:
         findings.append(Finding("its stored leaves are not the tree of its root", seal.number))
-    facts = sorted(facts_of(conn, seal.after_seq, seal.upto_seq, archive), key=lambda f: (f.seq, f.table, f.leaf))
+    facts = facts_in_order(conn, seal, archive)
     found.facts += len(facts)
     counts = Counter(fact.table for fact in facts)
     for table in TABLES:
@@ -153,6 +153,12 @@ def _differing_rows(number: int, facts: list[Fact], stored: list[bytes]) -> list
         findings.append(Finding(f"is at leaf {position}, which was another row's when sealed: fact {fact.seq}",
                                 number, fact.table, fact.key))
     return findings
+
+
+def facts_in_order(conn: Connection, seal: seals.Seal, archive: str | None = None) -> list[Fact]:
+    """A seal's facts in its leaves' order: by number, then table and leaf should two share a
+    number (the order of ``leaves_in_order`` in sql/seals.sql)."""
+    return sorted(facts_of(conn, seal.after_seq, seal.upto_seq, archive), key=lambda f: (f.seq, f.table, f.leaf))
 
 
 def facts_of(conn: Connection, after_seq: int, upto_seq: int, archive: str | None = None) -> Iterator[Fact]:

@@ -30,6 +30,19 @@ SELECT seq FROM signals WHERE id = :signal_id
 -- name: archived_in
 -- The seal that holds fact :seq and the archive that holds that seal, when it is archived.
 SELECT z.number AS seal, encode(z.hash, 'hex') AS seal_hash, a.number AS archive, a.location, a.archived_at
-FROM seals z
+FROM (SELECT s.number, s.hash, s.after_seq FROM seals s WHERE s.upto_seq >= :seq ORDER BY s.upto_seq LIMIT 1) z
 JOIN archives a ON z.number BETWEEN a.first_seal AND a.last_seal
-WHERE z.after_seq < :seq AND z.upto_seq >= :seq
+WHERE z.after_seq < :seq
+
+-- name: marks
+-- Per thing, the search marks that indexed a revision in [low, high]: those ending below high,
+-- and the first ending at or after it (history.covers says the same of archived marks). Two
+-- ranges of the primary key per thing: never a thing's whole history of marks.
+SELECT m.thing_id, m.from_revision, m.to_revision, m.batch_id, m.changed, m.seq
+FROM unnest(CAST(:things AS text[]), CAST(:low AS bigint[]), CAST(:high AS bigint[])) AS v(thing_id, low, high)
+CROSS JOIN LATERAL (
+    (SELECT k.* FROM search_marks k WHERE k.thing_id = v.thing_id AND k.to_revision >= v.low AND k.to_revision < v.high)
+    UNION ALL
+    (SELECT k.* FROM search_marks k WHERE k.thing_id = v.thing_id AND k.to_revision >= v.high
+     ORDER BY k.to_revision LIMIT 1)
+) m

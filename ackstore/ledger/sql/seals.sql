@@ -24,6 +24,11 @@ SET LOCAL parallel_setup_cost = 0;
 SET LOCAL parallel_tuple_cost = 0;
 SET LOCAL min_parallel_table_scan_size = 0
 
+-- name: one_core
+-- An early seal (jobs/seal.py) runs beside a pipeline step that keeps one core busy: parallel
+-- workers would only take that step's core.
+SET LOCAL max_parallel_workers_per_gather = 0
+
 -- name: latest
 -- The newest seal, if any.
 SELECT number, after_seq, upto_seq, counts, leaves, root, previous, hash, sealed_at
