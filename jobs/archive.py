@@ -22,6 +22,7 @@ they are archived. Every row is hot or archived, once.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -64,15 +65,15 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
             return step.record()
         sealed = seals_of(step, prefix)
         counts = {table: sum(seal["counts"][table] for seal in sealed) for table in FACT_TYPES}
-        root = settings.archive_root.rstrip("/")
+        root = recorded_root(settings.archive_root)
         step.timed("write", lambda: write(spark, step, prefix, root, counts))
         faults.checkpoint("archive:written")
         write_manifests(spark, prefix, sealed, root)
         faults.checkpoint("archive:manifest")
         step.timed("read_back", lambda: read_back(spark, prefix, sealed, root, counts))
-        handouts_read_back(spark, step, prefix, root)
+        handouts = handouts_read_back(spark, step, prefix, root)
         faults.checkpoint("archive:read_back")
-        step.timed("delete", lambda: move_out(step, prefix, root, counts))
+        step.timed("delete", lambda: move_out(step, prefix, root, counts, handouts))
         step.stats.update(seals=prefix.last_seal - prefix.first_seal + 1, rows=sum(counts.values()),
                           first_seal=prefix.first_seal, last_seal=prefix.last_seal)
         return step.record()
@@ -137,8 +138,17 @@ def write(spark: Any, step: Step, prefix: Prefix, root: str, counts: dict[str, i
          .option("partitionOverwriteMode", "dynamic").partitionBy("dt", "range").parquet(f"{root}/{table}"))
 
 
-def handouts_read_back(spark: Any, step: Step, prefix: Prefix, root: str) -> None:
-    """The archived hand-outs of the prefix are all there, or ArchiveMismatch (nothing deleted)."""
+def recorded_root(location: str) -> str:
+    """The archive's root as ``archives`` records it: a local path made absolute (its readers run
+    anywhere), a URI as given."""
+    if "://" in location or location.startswith("file:"):
+        return location.rstrip("/")
+    return os.path.abspath(location)
+
+
+def handouts_read_back(spark: Any, step: Step, prefix: Prefix, root: str) -> int:
+    """How many hand-outs of the prefix were archived: all there are, or ArchiveMismatch (nothing
+    deleted)."""
     with step.engine.connect() as conn:
         expected = conn.execute(statement(JOB, "handouts"), _interval(prefix)).scalar_one()
     found = 0
@@ -147,6 +157,7 @@ def handouts_read_back(spark: Any, step: Step, prefix: Prefix, root: str) -> Non
     if found != expected:
         raise ArchiveMismatch(f"deliveries: {found} archived hand-outs of seals {prefix.range}, {expected} in the "
                               f"ledger: nothing is deleted")
+    return found
 
 
 def write_manifests(spark: Any, prefix: Prefix, sealed: list[dict[str, Any]], root: str) -> None:
@@ -183,10 +194,15 @@ def read_back(spark: Any, prefix: Prefix, sealed: list[dict[str, Any]], root: st
                                   f"{actual[1]}, the seal {expected[0]} and {expected[1]}: nothing is deleted")
 
 
-def move_out(step: Step, prefix: Prefix, root: str, counts: dict[str, int]) -> None:
-    """Record the archive and delete what it holds, in one transaction."""
+def move_out(step: Step, prefix: Prefix, root: str, counts: dict[str, int], handouts: int) -> None:
+    """Record the archive and delete what it holds, in one transaction — the hand-outs its signals
+    take with them too: a hand-out made since they were archived stops it (the re-run takes it)."""
     params = {**_interval(prefix), "location": root, "counts": json.dumps(counts)}
     with step.transaction() as conn:
+        now = conn.execute(statement(JOB, "handouts"), params).scalar_one()
+        if now != handouts:
+            raise ArchiveMismatch(f"deliveries: {now} hand-outs of seals {prefix.range} now, {handouts} archived: "
+                                  f"nothing is deleted")
         conn.execute(statement(JOB, "record"), params)
         for n, table in enumerate(SEALED_TABLES):
             gone = conn.execute(delete(table).where(table.c.seq > prefix.after_seq, table.c.seq <= prefix.upto_seq))

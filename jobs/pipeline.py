@@ -88,7 +88,7 @@ def run(spark: Any | None, settings: PipelineSettings, steps: tuple[str, ...] = 
                 early.append(seal.EarlySeal(settings))
     finally:
         for each in early:  # the run ended before its seal step: the threads end with it
-            each.finish(raising=False)
+            each.finish()
     return done
 
 

@@ -13,6 +13,7 @@ started by jobs.pipeline.run): this step seals what came after them.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -24,6 +25,7 @@ from jobs.settings import PipelineSettings
 from jobs.step import Step
 
 JOB = "seal"
+log = logging.getLogger("ackstore.seal")
 EARLY_AFTER = ("index_search", "sweep")  # the steps after which an early seal starts (pipeline.run)
 
 
@@ -50,10 +52,14 @@ class EarlySeal:
 
     def __init__(self, settings: PipelineSettings) -> None:
         self.engine = make_engine(settings.database_url)
-        self.upto = seals.position(self.engine)
+        try:
+            self.upto = seals.position(self.engine)
+        except BaseException:
+            self.engine.dispose()
+            raise
         self.sealed: seals.Seal | None = None
         self.seconds = 0.0
-        self.failure: BaseException | None = None
+        self.failure: Exception | None = None
         self._thread = threading.Thread(target=self._seal, name="ackstore-early-seal", daemon=True)
         self._thread.start()
 
@@ -62,18 +68,18 @@ class EarlySeal:
         try:
             if self.upto is not None:
                 self.sealed = seals.seal(self.engine, self.upto, one_core=True)
-        except BaseException as failure:  # noqa: BLE001 — raised in the run's thread by finish()
+        except Exception as failure:  # noqa: BLE001 — said by finish(); the seal step seals it
             self.failure = failure
         finally:
             self.seconds = time.perf_counter() - started
 
-    def finish(self, raising: bool = True) -> seals.Seal | None:
-        """Wait for the seal; what it sealed. Its failure is raised here (unless the run is
-        failing already): the seal is whole or absent, and the seal step seals what it did not."""
+    def finish(self) -> seals.Seal | None:
+        """Wait for the seal; what it sealed, or None when it failed (said in the log): it is
+        whole or absent, and the seal step seals what it did not."""
         self._thread.join()
         self.engine.dispose()
-        if self.failure is not None and raising:
-            raise self.failure
+        if self.failure is not None:
+            log.error("the early seal up to fact %s failed; the seal step seals it: %r", self.upto, self.failure)
         return self.sealed
 
 

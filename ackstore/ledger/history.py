@@ -14,13 +14,12 @@ other signals that come along are never asked about: every statement reads by th
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Protocol
 
-from sqlalchemy import Connection, Engine, MetaData, Select, Table, delete, insert, select
+from sqlalchemy import Connection, Engine, MetaData, Select, Table, Text, cast, delete, insert, or_, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from ackstore.ledger import archive_reader, migrate, results, schema
@@ -40,13 +39,13 @@ Rows = list[dict[str, Any]]
 
 
 def _as_loaded() -> MetaData:
-    """The ledger's tables, but a jsonb None is SQL NULL (a request result's headers are NULL for
-    the command's own), not the JSON null SQLAlchemy writes by default."""
+    """The ledger's tables, a jsonb value loaded as its text: SQL NULL (a request result's headers
+    when they are the command's own) and JSON null stay apart, as the ledger holds them."""
     loaded = MetaData()
     for table in schema.metadata.sorted_tables:
         for column in table.to_metadata(loaded).columns:
             if isinstance(column.type, JSONB):
-                column.type = JSONB(none_as_null=True)
+                column.type = Text()
     return loaded
 
 
@@ -89,16 +88,16 @@ class Hot:
         """The signals asked about: by correlation id, or by the received_at index."""
         s = schema.signals
         if asked.correlation_id is not None:
-            return select(s).where(s.c.correlation_id == asked.correlation_id)
-        return select(s).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
+            return select(*_as_stored(s)).where(s.c.correlation_id == asked.correlation_id)
+        return select(*_as_stored(s)).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
 
     @staticmethod
     def rows_query(table: str, column: str, values: list[Any], from_seq: int) -> Select:
         """A table's rows whose ``column`` is one of ``values`` (numbered from ``from_seq`` on, for a
         fact), withheld columns left out."""
         t = schema.metadata.tables[table]
-        where = [t.c[column].in_(values)] + ([t.c.seq >= from_seq] if "seq" in t.c else [])
-        return select(*(c for c in t.c if c.name not in WITHHELD.get(table, {}))).where(*where)
+        numbered = [or_(t.c.seq >= from_seq, t.c.seq.is_(None))] if "seq" in t.c else []  # NULL: not final yet
+        return select(*_as_stored(t)).where(t.c[column].in_(values), *numbered)
 
     def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows:
         if not revisions:
@@ -134,7 +133,7 @@ class Archived:
         values = list(values)
         if not values:
             return []
-        where = ds.field(column).isin(values)
+        where = ds.field(column).isin(values)  # an archived fact is final: numbered
         return self._read(table, where & (ds.field("seq") >= from_seq) if "seq" in TYPES[table] else where)
 
     def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows:
@@ -199,23 +198,37 @@ def _revisions(signals: Rows, responses: Rows) -> dict[str, tuple[int, int]]:
     return found
 
 
-@contextmanager
-def reading(engine: Engine, asked: Asked) -> Iterator[Connection]:
-    """A connection to a private database holding the facts of the signals ``asked`` about, hot
-    and archived, and the tables every report reads whole: ask it what you would ask the ledger."""
+@dataclass(frozen=True)
+class Gathered:
+    """The facts of the signals asked about, from the ledger and from the archive, by table, and
+    the tables read whole."""
+
+    hot: dict[str, Rows]
+    archived: dict[str, Rows]
+    whole: dict[str, Rows]
+
+
+def gather(engine: Engine, asked: Asked) -> Gathered:
     with engine.connect() as conn, conn.begin():
         conn.execute(ledger_statement("results", "snapshot"))
         locations = [row.location for row in conn.execute(ledger_statement("history", "locations"))]
         hot = facts_of(Hot(conn), asked)
         whole = {table.name: [dict(row) for row in conn.execute(select(table)).mappings()] for table in WHOLE}
-    archived = facts_of(Archived(locations), asked)
+    return Gathered(hot, facts_of(Archived(locations), asked), whole)
+
+
+@contextmanager
+def private_ledger(gathered: Gathered) -> Iterator[Connection]:
+    """A connection to a private database holding what was gathered: ask it what you would ask
+    the ledger."""
     with _private_database() as private:
         with private.begin() as conn:
             conn.execute(ledger_statement("history", "as_loaded"))
             for table in WHOLE:  # as the ledger holds them, not as the migrations began them
                 conn.execute(delete(table))
             for table in _AS_LOADED.sorted_tables:
-                rows = whole.get(table.name, []) + _unique(table, hot.get(table.name, []) + archived.get(table.name, []))
+                found = gathered.hot.get(table.name, []) + gathered.archived.get(table.name, [])
+                rows = gathered.whole.get(table.name, []) + _unique(table, found)
                 rows = [{**row, **WITHHELD.get(table.name, {})} for row in rows]
                 if rows:
                     conn.execute(insert(table), rows)
@@ -225,9 +238,13 @@ def reading(engine: Engine, asked: Asked) -> Iterator[Connection]:
 
 def show(engine: Engine, correlation_id: str) -> dict[str, Any] | None:
     """``show`` of a signal that may be archived (ackstore.ledger.results.show, asked of its facts
-    wherever they are), with ``archived``: the seal that holds it and the archive it is in (None:
-    hot); None for an unknown correlation id."""
-    with reading(engine, Asked(correlation_id=correlation_id)) as private:
+    wherever they are), with ``archived``: the seal that holds it and the archive it is in; None
+    for an unknown correlation id (found by neither, no private server is started)."""
+    gathered = gather(engine, Asked(correlation_id=correlation_id))
+    if not gathered.archived["signals"]:  # not archived (or archived since): the ledger answers
+        with engine.connect() as conn, conn.begin():
+            return results.show(conn, correlation_id)
+    with private_ledger(gathered) as private:
         with private.begin():
             shown = results.show(private, correlation_id)
             if shown is None:
@@ -241,13 +258,14 @@ def show(engine: Engine, correlation_id: str) -> dict[str, Any] | None:
 
 @contextmanager
 def answering(engine: Engine, asked: Asked | None) -> Iterator[Connection]:
-    """A connection that answers what is ``asked``: the ledger's own, or the history's when it
-    reaches into the archive (None: the whole ledger, which is the hot one)."""
+    """A connection that answers what is ``asked``: the history's when it holds archived signals
+    asked about, else the ledger's own (None: the whole ledger, which is the hot one)."""
     if asked is not None:
         with engine.connect() as conn:
             reaches = reaches_archive(conn, asked)
-        if reaches:
-            with reading(engine, asked) as conn:
+        gathered = gather(engine, asked) if reaches else None
+        if gathered is not None and gathered.archived["signals"]:
+            with private_ledger(gathered) as conn:
                 yield conn
             return
     with engine.connect() as conn:
@@ -264,9 +282,9 @@ def reaches_archive(conn: Connection, asked: Asked) -> bool:
 
 
 def _unique(table: Table, rows: Rows) -> Rows:
-    """Each row once (a fact is hot or archived, but the marks, batches and passes several signals
-    share are found once per source): by its number, else its primary key."""
-    key = ("seq",) if "seq" in table.c else tuple(c.name for c in table.primary_key)
+    """Each row once by its primary key (a fact is hot or archived, but the marks, batches and
+    passes several signals share are found once per look-up)."""
+    key = tuple(c.name for c in table.primary_key)
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         seen.setdefault(tuple(row[k] for k in key), row)
@@ -285,8 +303,14 @@ def _private_database() -> Iterator[Engine]:
             engine.dispose()
 
 
+def _as_stored(table: Table) -> list[Any]:
+    """A table's readable columns, jsonb as its text (as the archive holds it, and as it is loaded)."""
+    return [cast(c, Text).label(c.name) if isinstance(c.type, JSONB) else c
+            for c in table.c if c.name not in WITHHELD.get(table.name, {})]
+
+
 def _from_archive(table: str, row: dict[str, Any]) -> dict[str, Any]:
-    """An archived row as the ledger held it: timestamps from microseconds, jsonb from its text."""
+    """An archived row as the ledger held it: timestamps from microseconds (jsonb stays text)."""
     types = TYPES[table]
     for name, kind in types.items():
         value = row.get(name)
@@ -294,8 +318,6 @@ def _from_archive(table: str, row: dict[str, Any]) -> dict[str, Any]:
             continue
         if kind == "timestamptz":
             row[name] = EPOCH + timedelta(microseconds=value)
-        elif kind == "jsonb":
-            row[name] = json.loads(value)
     return {name: row.get(name) for name in types}
 
 

@@ -506,6 +506,14 @@ archives = Table(
                     name="numbers"),
 )
 
+# Never holds a row: its lock is the numbering lock (decisions #101) — ROW EXCLUSIVE by every
+# statement that draws fact numbers, SHARE by seal_position(); no role but its owner may lock it.
+fact_numbering = Table(
+    "fact_numbering",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, autoincrement=False),
+)
+
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
 # UNLOGGED: staging rows are recomputed after a crash, never trusted across runs.
 

@@ -85,7 +85,9 @@ class Report:
     def run(self, store: AckStore, *, as_json: bool, console: Console | None = None, **typed: Any) -> int:
         """``ackstore report NAME``: its rows as JSON (the stored text exact), or as the terminal's tables."""
         asked = self.asked(now=datetime.now(timezone.utc), **typed)
-        window = None if asked.since is None else history.Asked(since=asked.since, until=asked.until)
+        # A windowed report reaching into the archive reads history; the others read open work or
+        # the whole ledger, which are hot.
+        window = history.Asked(since=asked.since, until=asked.until) if self.window == WINDOWED else None
         with history.answering(store.engine, window) as conn:
             rows = self.read(conn, asked)
         if as_json:

@@ -54,6 +54,8 @@ DELETE FROM seal_leaves WHERE seal BETWEEN :first_seal AND :last_seal
 
 -- name: handouts
 -- How many hand-outs (deliveries) the signals numbered (after_seq, upto_seq] have: the archive
--- must hold as many before they are deleted with their signals.
+-- must hold as many when they are deleted with their signals (counted again in that transaction:
+-- a hand-out made since the read-back stops it).
 SELECT count(*) FROM deliveries d JOIN signals s ON s.id = d.signal_id
 WHERE s.seq > :after_seq AND s.seq <= :upto_seq
+

@@ -10,8 +10,9 @@ number from the sequence ``ledger_seq`` drawn when the fact is final: when writt
 settlement, which is numbered when carried out (``settlements_keep_their_decision``). The facts
 already stored are numbered here, table by table in key order. A seal (``seals``, its leaves in
 ``seal_leaves``) covers an interval of numbers: the rows' canonical bytes are the leaves of an
-RFC 6962 tree (``fact_leaves``). A statement drawing numbers holds the numbering lock shared,
-which ``seal_position()`` takes exclusively to know every number below its position committed.
+RFC 6962 tree (``fact_leaves``). A statement drawing numbers holds the numbering lock (ROW
+EXCLUSIVE on the empty table ``fact_numbering``), which ``seal_position()`` takes SHARE to know
+every number below its position committed.
 Triggers refuse UPDATE and DELETE of a sealed row and TRUNCATE
 of a sealed table; seals never change.
 
@@ -100,11 +101,13 @@ CREATE TABLE seal_leaves (
     CONSTRAINT fk_seal_leaves_seal_seals FOREIGN KEY (seal) REFERENCES seals (number) DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT ck_seal_leaves_leaves CHECK (chunk >= 0 AND octet_length(leaves) % 32 = 0 AND octet_length(leaves) > 0))""")
     op.execute("ALTER TABLE seal_leaves ALTER COLUMN leaves SET STORAGE EXTERNAL")  # hashes do not compress
+    op.execute("CREATE TABLE fact_numbering (id smallint NOT NULL, CONSTRAINT pk_fact_numbering PRIMARY KEY (id))")
     bind = op.get_bind()
     for name in OBJECTS:
         objects.create(bind, name, revision)
     op.execute(ledger_statement("migrations", "own_everything"))
     op.execute("REVOKE EXECUTE ON FUNCTION seal_position() FROM PUBLIC")
+    op.execute("REVOKE EXECUTE ON FUNCTION ackstore_numbering_writer() FROM PUBLIC")  # its triggers call it
     if roles_exist():
         op.execute("GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline")
         op.execute("GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline")
@@ -124,6 +127,7 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER settlements_numbered_when_written_carried_out ON settlements")
     op.execute("DROP VIEW fact_leaves")
     op.execute("DROP TABLE seal_leaves")
+    op.execute("DROP TABLE fact_numbering")
     op.execute("DROP TABLE seals")
     bind = op.get_bind()
     for name in REPLACED:

@@ -78,29 +78,33 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT COALESCE(max(upto_seq), 0) FROM s
 -- name: seal_position
 -- The last fact number a seal may cover now: after every transaction that drew a number has
 -- ended, so that no fact at or below it is still to commit. A statement that draws numbers
--- first takes the numbering lock shared (ackstore_numbering_writer); this takes it exclusively
--- and waits for them. One lock, held by nothing else: a sealer taking the fact tables' own locks
--- one by one held some while it waited for others, and deadlocked with a writer moving between
--- them. The caller commits at once, releasing the lock.
+-- first locks the table fact_numbering ROW EXCLUSIVE (ackstore_numbering_writer); this locks it
+-- SHARE and waits for them. One lock, held by nothing else: a sealer taking the fact tables' own
+-- locks one by one held some while it waited for others, and deadlocked with a writer moving
+-- between them. A table's lock and not an advisory one: no role holds a privilege on
+-- fact_numbering, so no login can take its lock and stall the writers. The caller commits at
+-- once, releasing the lock.
 -- version: 0018
 CREATE OR REPLACE FUNCTION seal_position() RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   upto bigint;
 BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext('ackstore.numbering'));
+  LOCK TABLE fact_numbering IN SHARE MODE;
   SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END INTO upto FROM ledger_seq s;
   RETURN upto;
 END $$;
 
 -- name: ackstore_numbering_writer
--- Every statement that may draw a fact number holds the numbering lock shared until its
--- transaction ends (seal_position above). Writers share it and never wait for one another; a
--- writer waits only while a seal takes its position, at most the seal's lock timeout.
+-- Every statement that may draw a fact number holds the numbering lock (ROW EXCLUSIVE on
+-- fact_numbering) until its transaction ends (seal_position above). Writers share it and never
+-- wait for one another; a writer waits only while a seal takes its position, at most the seal's
+-- lock timeout. SECURITY DEFINER: only the table's owner may lock it.
 -- version: 0018
-CREATE OR REPLACE FUNCTION ackstore_numbering_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION ackstore_numbering_writer() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(hashtext('ackstore.numbering'));
+  LOCK TABLE fact_numbering IN ROW EXCLUSIVE MODE;
   RETURN NULL;
 END $$;
 
