@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Iterator, Protocol
 
-from sqlalchemy import Connection, Engine, MetaData, Select, Table, Text, cast, delete, insert, or_, select
+from sqlalchemy import Connection, Engine, MetaData, Select, Table, Text, delete, insert, or_, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from ackstore.ledger import archive_reader, migrate, results, schema
 from ackstore.ledger.database import make_engine, private_server
 from ackstore.ledger.named_sql import ledger_statement
-from ackstore.ledger.seals import FACT_TYPES, column_types
+from ackstore.ledger.seals import FACT_TYPES, canonical_columns, column_types
+from ackstore.rules.canonical import UNIX_EPOCH, micros
 
 # A signal's facts found by its id, and the tables read whole (positions: a row per name).
 BY_SIGNAL = ("attempts", "acks", "command_responses", "request_results", "settlements", "deliveries")
@@ -34,7 +35,6 @@ WHOLE = (schema.pipeline_watermarks,)
 # the reporter holds no SELECT of it), loaded with a stand-in no statement reads.
 WITHHELD = {"deliveries": {"token_key": ""}}
 TYPES = {**FACT_TYPES, "deliveries": column_types(schema.deliveries)}  # as the archive holds them
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 Rows = list[dict[str, Any]]
 
 
@@ -88,8 +88,8 @@ class Hot:
         """The signals asked about: by correlation id, or by the received_at index."""
         s = schema.signals
         if asked.correlation_id is not None:
-            return select(*_as_stored(s)).where(s.c.correlation_id == asked.correlation_id)
-        return select(*_as_stored(s)).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
+            return select(*canonical_columns(s)).where(s.c.correlation_id == asked.correlation_id)
+        return select(*canonical_columns(s)).where(s.c.received_at >= asked.since, s.c.received_at < asked.until)
 
     @staticmethod
     def rows_query(table: str, column: str, values: list[Any], from_seq: int) -> Select:
@@ -97,7 +97,7 @@ class Hot:
         fact), withheld columns left out."""
         t = schema.metadata.tables[table]
         numbered = [or_(t.c.seq >= from_seq, t.c.seq.is_(None))] if "seq" in t.c else []  # NULL: not final yet
-        return select(*_as_stored(t)).where(t.c[column].in_(values), *numbered)
+        return select(*canonical_columns(t, tuple(WITHHELD.get(table, {})))).where(t.c[column].in_(values), *numbered)
 
     def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows:
         if not revisions:
@@ -124,7 +124,8 @@ class Archived:
         if asked.correlation_id is not None:
             where = ds.field("correlation_id") == asked.correlation_id
         else:
-            where = (ds.field("received_at") >= _micros(asked.since)) & (ds.field("received_at") < _micros(asked.until))
+            since, until = micros(asked.since), micros(asked.until)
+            where = (ds.field("received_at") >= since) & (ds.field("received_at") < until)
         return self._read("signals", where)
 
     def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows:
@@ -241,7 +242,9 @@ def show(engine: Engine, correlation_id: str) -> dict[str, Any] | None:
     wherever they are), with ``archived``: the seal that holds it and the archive it is in; None
     for an unknown correlation id (found by neither, no private server is started)."""
     gathered = gather(engine, Asked(correlation_id=correlation_id))
-    if not gathered.archived["signals"]:  # not archived (or archived since): the ledger answers
+    if not gathered.archived["signals"]:  # not archived: unknown, or hot since the caller looked
+        if not gathered.hot["signals"]:
+            return None
         with engine.connect() as conn, conn.begin():
             return results.show(conn, correlation_id)
     with private_ledger(gathered) as private:
@@ -303,12 +306,6 @@ def _private_database() -> Iterator[Engine]:
             engine.dispose()
 
 
-def _as_stored(table: Table) -> list[Any]:
-    """A table's readable columns, jsonb as its text (as the archive holds it, and as it is loaded)."""
-    return [cast(c, Text).label(c.name) if isinstance(c.type, JSONB) else c
-            for c in table.c if c.name not in WITHHELD.get(table.name, {})]
-
-
 def _from_archive(table: str, row: dict[str, Any]) -> dict[str, Any]:
     """An archived row as the ledger held it: timestamps from microseconds (jsonb stays text)."""
     types = TYPES[table]
@@ -317,10 +314,5 @@ def _from_archive(table: str, row: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if kind == "timestamptz":
-            row[name] = EPOCH + timedelta(microseconds=value)
+            row[name] = UNIX_EPOCH + timedelta(microseconds=value)
     return {name: row.get(name) for name in types}
-
-
-def _micros(moment: datetime | None) -> int:
-    assert moment is not None
-    return (moment - EPOCH) // timedelta(microseconds=1)

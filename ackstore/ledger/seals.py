@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import BigInteger, Boolean, Connection, Engine, Integer, SmallInteger, Table, Text
+from sqlalchemy import BigInteger, Boolean, Connection, Engine, Integer, SmallInteger, Table, Text, cast
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 from sqlalchemy.exc import OperationalError
 
@@ -47,6 +47,13 @@ def column_types(table: Table) -> dict[str, str]:
 
 
 FACT_TYPES = {table.name: column_types(table) for table in SEALED_TABLES}
+
+
+def canonical_columns(table: Table, leave_out: Sequence[str] = ()) -> list[Any]:
+    """A table's columns as their canonical values read them (ackstore.rules.canonical): jsonb as
+    its text — what verify rebuilds leaves from, what the archive holds, and what history loads."""
+    return [cast(column, Text).label(column.name) if isinstance(column.type, JSONB) else column
+            for column in table.columns if column.name not in leave_out]
 
 
 @dataclass(frozen=True)

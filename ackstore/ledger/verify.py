@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from sqlalchemy import Connection, Engine, Text, cast, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from ackstore.ledger import archive_reader, seals
 from ackstore.ledger.named_sql import ledger_statement
@@ -183,10 +183,7 @@ def key_of(table: str, row: Any) -> str:
 def _rows(name: str, after_seq: int, upto_seq: int) -> Any:
     """The rows of a fact table numbered (after_seq, upto_seq], jsonb as its text (canonical)."""
     table = TABLES[name]
-    types = seals.FACT_TYPES[name]
-    columns = [cast(column, Text).label(column.name) if types[column.name] == "jsonb" else column
-               for column in table.columns]
-    return select(*columns).where(table.c.seq > after_seq, table.c.seq <= upto_seq)
+    return select(*seals.canonical_columns(table)).where(table.c.seq > after_seq, table.c.seq <= upto_seq)
 
 
 def _unsealed(conn: Connection, upto: int) -> int:
