@@ -17,7 +17,7 @@ from ackstore.rules import jsontext, twin
 from ackstore.rules.acks import ABSENT
 from jobs.settings import PipelineSettings
 from jobs.spark import record_batch_of_columns
-from jobs.sql import with_literals
+from jobs.sql import statement, with_literals
 from jobs.step import Step, expect_count
 
 JOB = "apply_twin"
@@ -49,7 +49,16 @@ OUTCOME_COLUMNS = (
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_twin_outcomes,))
-    return step.run_once(spark, "pending_count", _stage, _merge, idle={"commands": 0})
+    return step.run_once(spark, "pending_count", _stage, _merge, idle={"commands": 0}, first=_clear_abandoned)
+
+
+def _clear_abandoned(step: Step) -> None:
+    """Signals a committed COPY staged and never merged (issue 37): nothing will merge them now.
+    The intake's staging table is the first step's to keep clean, once a run."""
+    with step.transaction() as conn:
+        removed = conn.execute(statement("batches", "clear_abandoned_staged_signals")).scalar_one()
+    if removed:
+        step.stats["abandoned_staged_signals"] = removed
 
 
 def _stage(spark: Any, step: Step, found: tuple[int]) -> None:

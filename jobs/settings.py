@@ -24,12 +24,14 @@ class PipelineSettings:
     seal_key: Path | None = None  # the Ed25519 private key that signs them; None: unsigned
     archive_root: str = ""  # where the archive job writes Parquet: a folder or a Hadoop URI
     retention_days: float = 30  # how long a seal stays hot before the archive job may move it out
+    lock_timeout_ms: int = 5000  # how long a step waits for a writer's lock before deferring to the next pass
 
     @classmethod
     def from_env(cls, database_url: str | None = None, run_id: str | None = None,
                  origin: str | None = None) -> "PipelineSettings":
         """``$ACKSTORE_DATABASE_URL`` (or the argument, named ``origin`` in errors), the
-        ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS``, ``ACKSTORE_MAX_THING_BYTES``, and
+        ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS``, ``ACKSTORE_MAX_THING_BYTES``,
+        ``ACKSTORE_LOCK_TIMEOUT_MS`` (how long a step waits for a lock, default 5 000), and
         where the heads go: ``$ACKSTORE_HEADS`` (default ``$ACKSTORE_HOME/heads/<database>.jsonl``),
         signed with ``$ACKSTORE_SEAL_KEY``; the archive's root ``$ACKSTORE_ARCHIVE`` (default
         ``$ACKSTORE_HOME/archive``) and ``$ACKSTORE_RETENTION_DAYS`` (default 30)."""
@@ -43,6 +45,7 @@ class PipelineSettings:
             retention_days=float(os.environ.get("ACKSTORE_RETENTION_DAYS", 30)),
             rules=Settings.from_env(),
             partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
+            lock_timeout_ms=int(os.environ.get("ACKSTORE_LOCK_TIMEOUT_MS", 5000)),
             max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),
             **extra,
         )

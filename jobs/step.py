@@ -4,19 +4,24 @@ a crash point between staging and merge, one merge transaction, and a record of 
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import Connection, Engine, Table, func, select, text
+from sqlalchemy import Connection, Engine, Table, func, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.dialects.postgresql import insert
 
+from ackstore.ledger import failures
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from ackstore import faults
 from jobs.settings import PipelineSettings
 from jobs.spark import Postgres
 from jobs.sql import statement, statements
+
+log = logging.getLogger("ackstore.pipeline")
 
 
 class PipelineBusy(RuntimeError):
@@ -42,21 +47,21 @@ class Step:
 
     @contextmanager
     def locked(self) -> Iterator["Step"]:
-        """Hold the step's session lock for the whole run; clear staging left by dead runs."""
-        key = func.hashtext(f"ackstore.pipeline.{self.name}")
+        """Hold the step's lock for the whole run — a row lock of a transaction kept open on a
+        connection of its own, which no other login may take (issue 37) —; clear staging left by
+        dead runs."""
         try:
             with self.engine.connect() as lock_connection:
-                if not lock_connection.execute(select(func.pg_try_advisory_lock(key))).scalar():
+                lock_connection.execute(statement("batches", "keep_step_lock"))
+                if not lock_connection.execute(statement("batches", "lock_step"), {"step": self.name}).scalar_one():
                     raise PipelineBusy(f"another process is running the {self.name} step")
-                lock_connection.commit()
                 try:
                     with self.engine.begin() as conn:
                         for table in self.staging:  # only a dead run's rows can be there: we hold the lock
                             conn.execute(text(f"TRUNCATE {table.name}"))  # a name from schema.py, not input
                     yield self
                 finally:
-                    lock_connection.execute(select(func.pg_advisory_unlock(key)))
-                    lock_connection.commit()
+                    lock_connection.rollback()  # the lock ends with its transaction
         finally:
             self.engine.dispose()
 
@@ -74,13 +79,22 @@ class Step:
         with Spark; merge it."""
         with self.locked():
             self.stats.update(idle)
-            if first is not None:
-                first(self)
-            with self.engine.connect() as conn:
-                found = tuple(conn.execute(statement(self.name, work)).one())
-            if found[0] is not None and found[0] is not False:
-                self.timed("spark", lambda: stage(spark, self, found))
-                merge(self)
+            try:
+                if first is not None:
+                    first(self)
+                with self.engine.connect() as conn:
+                    found = tuple(conn.execute(statement(self.name, work)).one())
+                if found[0] is not None and found[0] is not False:
+                    self.timed("spark", lambda: stage(spark, self, found))
+                    merge(self)
+            except DBAPIError as error:
+                if failures.sqlstate(error) != failures.LOCK_NOT_AVAILABLE:
+                    raise
+                # A writer held a lock past the timeout (a transaction left open, say): what this
+                # step did not commit is still queued, for the next pass.
+                log.warning("%s deferred: a lock was held past %d ms (%s)", self.name,
+                            self.settings.lock_timeout_ms, str(error.orig).strip().splitlines()[0])
+                self.stats["deferred_by_lock"] = True
             return self.record()
 
     def read(self, spark: Any, query: str, bounds: tuple[int, int]) -> Any:
@@ -111,11 +125,13 @@ class Step:
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        """A transaction that writes the ledger. Without JIT: a merge's plan is large and runs once,
+        """A transaction that writes the ledger, waiting for a lock at most the settings' lock
+        timeout (then the step defers: :meth:`run_once`). Without JIT: a merge's plan is large and runs once,
         and compiling it with inlining and optimization cost more than it saved (≈ 1 s a statement
         at a million rows, measured)."""
         with self.engine.begin() as conn:
             conn.execute(statement("batches", "without_jit"))
+            conn.execute(statement("batches", "lock_timeout"), {"ms": self.settings.lock_timeout_ms})
             yield conn
 
     @contextmanager

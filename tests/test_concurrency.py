@@ -2,7 +2,7 @@
 
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from ackstore.ledger.schema import acks, signals
 from ackstore.ledger.store import AckStore
@@ -48,10 +48,8 @@ def test_submissions_for_one_thing_commit_in_id_order(store: AckStore) -> None:
     import threading
     import time
 
-    from ackstore.ledger.ingest import THING_INGESTION_LOCK
-
-    with store.engine.connect() as in_flight:
-        in_flight.execute(select(func.pg_advisory_xact_lock(THING_INGESTION_LOCK, func.hashtext("org.acme:lamp-1"))))
+    with store.engine.connect() as in_flight:  # as the superuser the tests run as: no login may lock a thing itself
+        in_flight.execute(text("SELECT lock_things(ARRAY['org.acme:lamp-1'])"))
         done = threading.Event()
         waiting = threading.Thread(target=lambda: (store.submit(twin_command(correlation_id="later")), done.set()))
         waiting.start()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import text
 
 from ackstore.ledger.store import AckStore
 from jobs import apply_twin, sweep
@@ -16,9 +16,9 @@ from tests.ledger import snapshot, twin_command
 def test_a_step_that_is_already_running_is_refused(step, store: AckStore, engine, database_url: str) -> None:
     store.submit(twin_command("modify", path="/", value={}, correlation_id="c"))
     before = snapshot(engine)
-    with engine.connect() as holder:
-        holder.execute(select(func.pg_advisory_lock(func.hashtext(f"ackstore.pipeline.{step.JOB}"))))
+    with engine.connect() as holder:  # another process running the step holds its lock
+        assert holder.execute(text("SELECT lock_step(:s)"), {"s": step.JOB}).scalar_one()
         with pytest.raises(PipelineBusy):
             step.run(None, PipelineSettings(database_url=database_url))  # refused before Spark is used
-        holder.execute(select(func.pg_advisory_unlock(func.hashtext(f"ackstore.pipeline.{step.JOB}"))))
+        holder.rollback()
     assert snapshot(engine) == before

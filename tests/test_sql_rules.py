@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
-from ackstore.rules.acks import Disposition
+from ackstore.rules import mqtt
+from ackstore.rules.acks import BUILTIN_ISSUER, Disposition
 from ackstore.rules.labels import BUILTIN_LABELS, LIVE_RESPONSE, SEARCH_PERSISTED, TWIN_PERSISTED
+from ackstore.rules.settlement import Settlement, carried_out_as_allowed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +38,25 @@ def test_the_builtin_labels_are_pythons(migrated_engine: Engine) -> None:
 def test_which_decisions_a_deadline_judged(migrated_engine: Engine, cause: str, judged: bool) -> None:
     with migrated_engine.connect() as conn:
         assert conn.execute(text("SELECT judged_by_deadline(:c)"), {"c": cause}).scalar_one() is judged
+
+
+def test_the_builtin_issuer_is_pythons(migrated_engine: Engine) -> None:
+    with migrated_engine.connect() as conn:
+        assert conn.execute(text("SELECT builtin_issuer()")).scalar_one() == BUILTIN_ISSUER
+
+
+DECISIONS = [s.value for s in Settlement]
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+@pytest.mark.parametrize("instead", [None, *DECISIONS])
+def test_what_a_transport_may_do_instead_is_pythons(migrated_engine: Engine, decision: str, instead: str | None) -> None:
+    """Every pair: SQL's carried_out_as_allowed agrees with Python's, and MQTT's choice is allowed."""
+    with migrated_engine.connect() as conn:
+        allowed = conn.execute(text("SELECT carried_out_as_allowed(:d, :i)"), {"d": decision, "i": instead}).scalar_one()
+    assert allowed is carried_out_as_allowed(decision, instead)
+    for reconnects in (True, False):
+        assert carried_out_as_allowed(decision, mqtt.carried_out_as(decision, reconnects))
 
 
 def test_a_named_word_folds_into_a_literal_where_an_index_needs_it(migrated_engine: Engine) -> None:

@@ -190,13 +190,11 @@ def test_ingest_tells_a_connector_what_to_hold(store: AckStore) -> None:
 
 def test_a_batch_waits_for_a_single_submission_of_the_same_thing(store: AckStore) -> None:
     """Per-thing ingestion order holds between a batch and a single submission (decisions #19)."""
-    from sqlalchemy import func, select
+    from sqlalchemy import text
 
-    from ackstore.ledger.ingest import THING_INGESTION_LOCK
-
-    with store.engine.connect() as in_flight:
+    with store.engine.connect() as in_flight:  # as the superuser the tests run as: no login may lock a thing itself
         in_flight.begin()
-        in_flight.execute(select(func.pg_advisory_xact_lock(THING_INGESTION_LOCK, func.hashtext("org.acme:lamp-1"))))
+        in_flight.execute(text("SELECT lock_things(ARRAY['org.acme:lamp-1'])"))
         finished = threading.Event()
         worker = threading.Thread(
             target=lambda: (store.submit_many([twin_command(), twin_command(thing="org.acme/other")]), finished.set())

@@ -106,18 +106,18 @@ def _calls(engine: Engine) -> list[tuple[str, dict]]:
         ("SELECT store_ack(:t1, 2, 'app:done', 500::smallint, NULL, '{}', 'app', 'counted', NULL)", {"t1": t1}),
         ("SELECT store_ack(:l1, 1, 'app:done', 500::smallint, NULL, '{}', 'app', 'counted', NULL)", {"l1": l1}),
         # a next attempt that follows no redeliver decision
-        ("SELECT open_next_attempt(:t1, 2, '{app:done}', '{}', 'ackstore')", {"t1": t1}),
+        ("SELECT open_next_attempt(:t1, 2, '{app:done}')", {"t1": t1}),
         # a twin command handed out as if live; a live signal to a twin-only subscriber
         ("SELECT hand_out_live(CAST(:rows AS json))", {"rows": f'[{{"subscriber_id": "responder", "signal_id": {t1}, "token_key": "k"}}]'}),
         ("SELECT hand_out_live(CAST(:rows AS json))", {"rows": '[{"subscriber_id": "app", "signal_id": %d, "token_key": "k"}]' % l1}),
         # a built-in label declared
         ("SELECT declare_subscriber('x', NULL, NULL, NULL, '{twin}', '{twin-persisted}')", {}),
-        # a settlement recorded for a signal with none: nothing to record
+        # a settlement recorded for a signal of no connection (t1 came through the API)
         ("SELECT record_carried_out(ARRAY[:t1]::bigint[], '{1}', true, NULL)", {"t1": t1}),
     ]
 
 
-NOTHING_TO_WRITE = ("SELECT store_live_response", "SELECT record_carried_out")  # they write only what is there
+NOTHING_TO_WRITE = ("SELECT store_live_response",)  # it writes only what is there
 
 
 def test_the_write_functions_refuse_what_no_caller_may_store(engine: Engine, ledger: AckStore, ingest: Engine) -> None:
@@ -177,11 +177,12 @@ def test_a_second_counted_ack_for_one_label_is_refused_whoever_writes(engine: En
     assert snapshot(engine) == before
 
 
-def _settled(engine: Engine) -> int:
-    """A decided settlement of t1, written as the pipeline's settle step writes one."""
+def _settled(engine: Engine, correlation_id: str = "t1") -> int:
+    """A decided settlement of the signal, written as the pipeline's settle step writes one."""
     with engine.begin() as conn:
         return conn.execute(text("INSERT INTO settlements (signal_id, attempt, decision) "
-                                 "SELECT id, 1, 'ack' FROM signals WHERE correlation_id = 't1' RETURNING signal_id")).scalar_one()
+                                 "SELECT id, 1, 'ack' FROM signals WHERE correlation_id = :c RETURNING signal_id"),
+                            {"c": correlation_id}).scalar_one()
 
 
 @pytest.mark.parametrize("change", [
@@ -203,7 +204,10 @@ def test_a_settlement_keeps_its_decision_and_is_never_carried_out_before_it(engi
                                     "carried_out_as = 'reject'"])
 def test_a_settlement_is_carried_out_once_and_never_cleared(engine: Engine, ledger: AckStore, ingest: Engine,
                                                             change: str) -> None:
-    signal = _settled(engine)
+    (stored,) = AckStore(ingest).ingest([twin_command("create", path="/", value={}, correlation_id="c1",
+                                                      requested_acks=["twin-persisted"])],
+                                        api="connectivity", source="plant", source_message_ids=["m1"])
+    signal = _settled(engine, "c1")  # a message of the ingest login's connection
     with ingest.begin() as conn:  # the connector records it, then settles a redelivered copy again
         first = conn.execute(text("SELECT record_carried_out(ARRAY[:s]::bigint[], '{1}', true, NULL)"), {"s": signal}).all()
     with engine.connect() as conn:

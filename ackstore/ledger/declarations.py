@@ -62,8 +62,22 @@ def declare(conn: Connection, row: dict[str, Any], wanted: list[str]) -> errors.
     subscriber is another login's (decisions #97), and nothing written."""
     declared = conn.execute(_sql("declare"), row | {"labels": wanted}).scalar_one()
     if declared is None:
+        connection = row["connection_id"]
+        if connection is not None and not may_act_for_connection(conn, connection):
+            return errors.connection_not_yours(connection)
         return errors.subscriber_not_yours(row["subscriber"])
     return None if declared else errors.label_not_unique()
+
+
+def may_act_for_connection(conn: Connection, connection: str) -> bool:
+    """Whether this connection's database login is the connection's (issue 37): it claimed it."""
+    return conn.execute(_sql("may_act_for_connection"), {"connection": connection}).scalar_one()
+
+
+def claim_connection(conn: Connection, connection: str) -> None:
+    """The connection becomes this login's unless another login claimed it first: then the 403."""
+    if not conn.execute(_sql("claim_connection"), {"connection": connection}).scalar_one():
+        raise errors.connection_not_yours(connection)
 
 
 def may_act_for(conn: Connection, subscriber: str) -> bool:

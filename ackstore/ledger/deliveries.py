@@ -59,6 +59,7 @@ def pull(
     params = {"subscriber": subscriber_id, "now": now, "lease_ms": lease_ms}
     conn.execute(_sql("decided_ready"), params)
     handed = [dict(row) for row in conn.execute(_sql("ready"), params | {"limit": limit}).mappings()]
+    handed = _within_filter(conn, subscriber, handed, params)
     if len(handed) < limit and "twin" in subscriber["channels"]:
         budget = scan_budget(limit) if max_scan is None else max_scan
         handed += _hand_out_new_events(conn, subscriber, limit - len(handed), params, budget)
@@ -66,6 +67,27 @@ def pull(
         return []
     _finish_unawaited(conn, subscriber, handed, params)
     return _messages(conn, handed, subscriber["declared"])
+
+
+def _within_filter(conn: Connection, subscriber: Any, handed: list[dict[str, Any]],
+                   params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The leased hand-outs the subscriber receives: a live one another login's submission made
+    (fan_out_live, in that login's process) is checked again against this subscriber's filter,
+    which the database cannot check (issue 37); one outside it is closed, never handed out."""
+    if not handed or subscriber["filter"] is None:
+        return handed
+    spec = subscriptions.Subscriber.from_row(subscriber)
+    views = conn.execute(_sql("live_views"), {"signal_ids": [row["signal_id"] for row in handed]}).mappings()
+    outside = {view["signal_id"] for view in views
+               if subscriptions.exclusion(spec, _live_view(view), now=params["now"]) is not None}
+    if outside:
+        conn.execute(_sql("close"), params | {"signal_ids": sorted(outside)})
+    return [row for row in handed if row["signal_id"] not in outside]
+
+
+def _live_view(signal: Any) -> subscriptions.SignalView:
+    value = jsontext.loads(signal["value"]) if signal["value"] is not None else None
+    return subscriptions.SignalView(signal["kind"], signal["thing_id"], signal["action"], signal["path"], value)
 
 
 def _hand_out_new_events(
@@ -173,7 +195,7 @@ def fan_out_live(conn: Connection, stored: Sequence[tuple[int, Signal]]) -> None
         value = None if signal.value is ABSENT else signal.value
         view = subscriptions.SignalView(signal.kind, signal.thing_id, signal.action, signal.path, value)
         rows.extend(
-            {"subscriber_id": sub.id, "signal_id": signal_id, "token_key": secrets.token_hex(16)}
+            {"subscriber_id": sub.id, "signal_id": signal_id}  # the token key is drawn in SQL
             for sub in live_subscribers
             if subscriptions.exclusion(sub, view) is None
         )

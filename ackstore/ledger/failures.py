@@ -20,7 +20,14 @@ from ackstore.rules import errors
 # 53 insufficient resources, 57 operator intervention (admin shutdown, cannot connect now),
 # 58 system error (I/O); and a lock not obtained within lock_timeout.
 TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57", "58")
-TRANSIENT_SQLSTATES = ("55P03",)  # lock_not_available (lock_timeout)
+LOCK_NOT_AVAILABLE = "55P03"  # a lock not obtained within lock_timeout
+TRANSIENT_SQLSTATES = (LOCK_NOT_AVAILABLE,)
+INSUFFICIENT_PRIVILEGE = "42501"  # a privilege, a write function's or a trigger's refusal
+
+
+def sqlstate(problem: BaseException) -> str | None:
+    """The SQLSTATE PostgreSQL answered ``problem`` with; None for anything else."""
+    return getattr(getattr(problem, "orig", None), "pgcode", None) if isinstance(problem, DBAPIError) else None
 
 
 def is_transient(problem: BaseException) -> bool:

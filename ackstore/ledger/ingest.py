@@ -36,11 +36,10 @@ from sqlalchemy.exc import DBAPIError
 from ackstore.ledger import deliveries
 from ackstore.ledger.copying import copy_in
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
-from ackstore.rules import envelopes, errors, headers, jsontext, labels, limits, settlement
-from ackstore.rules.acks import ABSENT, BUILTIN_ISSUER
+from ackstore.rules import envelopes, errors, headers, jsontext, limits, settlement
+from ackstore.rules.acks import ABSENT
 from ackstore.rules.settings import Settings
 
-THING_INGESTION_LOCK = 1  # advisory-lock class of per-thing ingestion (two-key form)
 UNIQUE_VIOLATION = "23505"
 
 
@@ -295,9 +294,7 @@ def _merge_staged(conn: Connection, *, skip_taken: bool) -> dict[str, int]:
 
 def _lock_things(conn: Connection, thing_ids: set[str]) -> None:
     """Take the things' ingestion locks (in hash order)."""
-    conn.execute(
-        ledger_statement("ingest", "lock_things"), {"lock_class": THING_INGESTION_LOCK, "thing_ids": text_array(thing_ids)}
-    )
+    conn.execute(ledger_statement("ingest", "lock_things"), {"thing_ids": text_array(thing_ids)})
 
 
 def _answer(
@@ -394,7 +391,7 @@ def _insert_one(conn: Connection, item: _Valid, api: str, source: str) -> int | 
     """The new signal's id; None if its message or correlation id is taken."""
     signal, request = item.signal, item.request
     return conn.execute(ledger_statement("ingest", "insert_one"), {
-        "lock_class": THING_INGESTION_LOCK, "source": source, "source_message_id": item.message_id,
+        "source": source, "source_message_id": item.message_id,
         "correlation_id": request.correlation_id, "api": api, "channel": signal.channel, "kind": signal.kind,
         "action": signal.action, "thing_id": signal.thing_id, "topic": signal.topic, "path": signal.path,
         "value": None if signal.value is ABSENT else jsontext.dumps(signal.value),
@@ -432,8 +429,5 @@ def _open_next_attempt(conn: Connection, current: Any) -> None:
     change is not applied again; a built-in fact already in the ledger counts at once."""
     attempt = current.attempt + 1
     labels_again = list(settlement.labels_to_request_again(current.requested_acks, current.ack_statuses or {}))
-    conn.execute(ledger_statement("ingest", "open_attempt"), {
-        "signal_id": current.id, "attempt": attempt, "requested_acks": labels_again,
-        "builtin_labels": [label for label in labels_again if labels.is_builtin(label)],
-        "builtin_issuer": BUILTIN_ISSUER,
-    })
+    conn.execute(ledger_statement("ingest", "open_attempt"),
+                 {"signal_id": current.id, "attempt": attempt, "requested_acks": labels_again})

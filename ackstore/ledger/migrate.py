@@ -40,7 +40,7 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 def _migrate(engine: Engine, move: Callable[[Config, str], None], revision: str) -> None:
     with engine.begin() as connection:
-        connection.execute(ledger_statement("migrations", "no_temporary_tables"))  # as the session user
+        connection.execute(ledger_statement("migrations", "database_settings"))  # as the session user
         if connection.execute(text(  # (a database migrated before 0006 is the current user's to migrate)
                 "SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE') "
                 "FROM pg_roles WHERE rolname = :r"), {"r": ADMIN_ROLE}).scalar():

@@ -32,6 +32,7 @@ HISTORY = OBJECTS / "history"
 # The concept files in the order their objects are created (each uses only those before it).
 CONCEPTS = (
     "rules",
+    "locking",
     "signals",
     "attempts",
     "builtin_facts",

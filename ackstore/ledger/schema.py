@@ -514,6 +514,36 @@ fact_numbering = Table(
     Column("id", SmallInteger, primary_key=True, autoincrement=False),
 )
 
+# A connection belongs to the database login that claimed it first (issue 37): declaring into it,
+# storing its first signal, or its connector starting. Only that login declares its subscribers,
+# stores its signals and records their settlements carried out (sql/objects/declaring.sql).
+connections = Table(
+    "connections",
+    metadata,
+    Column("id", Text, primary_key=True),
+    # NULL: claimed before migration 0020 by subscribers of several logins or none, until an admin
+    # gives it one
+    Column("owner_login", Text, nullable=True),
+    _timestamp("claimed_at"),
+    CheckConstraint("id <> ''", name="id"),
+)
+
+# The locks writers and steps wait for, as rows no role may lock but through the functions of
+# sql/objects/locking.sql (issue 37: an advisory lock is anyone's to take, and so to stall with).
+# One row per bucket of things (per-thing ingestion order, decisions #19), seeded by tables.sql.
+thing_locks = Table(
+    "thing_locks",
+    metadata,
+    Column("bucket", Integer, primary_key=True, autoincrement=False),
+    CheckConstraint("bucket BETWEEN 0 AND 65535", name="bucket"),
+)
+# One row per named lock: 'declare', 'facts', 'seal', and 'step:<name>' for each step.
+ledger_locks = Table(
+    "ledger_locks",
+    metadata,
+    Column("name", Text, primary_key=True),
+)
+
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
 # UNLOGGED: staging rows are recomputed after a crash, never trusted across runs.
 
@@ -627,6 +657,7 @@ STAGING_TABLES = (
 
 LEDGER_TABLES = (
     signals,
+    connections,
     subscribers,
     declared_labels,
     deliveries,

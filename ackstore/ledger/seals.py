@@ -21,13 +21,13 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 from sqlalchemy.exc import OperationalError
 
 from ackstore import faults
+from ackstore.ledger import failures
 from ackstore.ledger.copying import copy_in_binary, copy_out
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
 from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.rules import merkle
 
 LEAVES_PER_CHUNK = 65_536  # 2 MiB of hashes per seal_leaves row
-LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a lock_timeout
 log = logging.getLogger("ackstore.seal")
 FACT_TABLES = tuple(table.name for table in SEALED_TABLES)
 
@@ -97,7 +97,7 @@ def position(engine: Engine) -> int | None:
             conn.execute(ledger_statement("seals", "patient_lock"))
             return conn.execute(ledger_statement("seals", "position")).scalar_one()
     except OperationalError as error:
-        if getattr(error.orig, "pgcode", None) != LOCK_NOT_AVAILABLE:
+        if failures.sqlstate(error) != failures.LOCK_NOT_AVAILABLE:
             raise
         log.warning("seal deferred: a transaction writing facts stayed open past the lock timeout")
         return None

@@ -11,12 +11,14 @@ from datetime import datetime
 from typing import Any, Callable, Sequence
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import acks, declarations, deliveries, history, results, search
+from ackstore.ledger import acks, declarations, deliveries, failures, history, results, search
 from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
 from ackstore.rules.acks import Ack
+from ackstore.rules.settlement import needs_transport_settlement
 from ackstore.rules.settings import Settings
 
 NO_CONTENT = {"status": 204}
@@ -94,14 +96,28 @@ class AckStore:
         with ingestion.collection_paused():
             intake = ingestion.Intake(batch, api=checked_api, source=source, message_ids=message_ids,
                                       settings=self.settings)
-            if intake.alone:
-                with self.engine.connect() as connection, autocommitting(connection):
-                    if intake.store_alone(connection):
-                        return intake.answers()
-            if intake.to_store:
-                with self.engine.begin() as connection:
-                    intake.store(connection)
+            try:
+                if intake.alone:
+                    with self.engine.connect() as connection, autocommitting(connection):
+                        if intake.store_alone(connection):
+                            return intake.answers()
+                if intake.to_store:
+                    with self.engine.begin() as connection:
+                        intake.store(connection)
+            except DBAPIError as error:
+                if not self._refused_connection(error, checked_api, source):
+                    raise
+                # another login's connection (issue 37): the functions refused it, nothing was stored
+                return [ingestion.Stored(errors.connection_not_yours(source).to_json())] * len(batch)
             return intake.answers()
+
+    def _refused_connection(self, error: DBAPIError, api: str, source: str) -> bool:
+        """Whether ``error`` is the ledger refusing to store a connection's messages from a login
+        that is not the connection's (any other refusal, a missing privilege say, is not)."""
+        if failures.sqlstate(error) != failures.INSUFFICIENT_PRIVILEGE or not needs_transport_settlement(api, source):
+            return False
+        with self.engine.connect() as conn:
+            return not declarations.may_act_for_connection(conn, source)
 
     # --- subscribers ------------------------------------------------------------------
 
@@ -124,6 +140,16 @@ class AckStore:
         with self.engine.begin() as conn:
             conflict = declarations.declare(conn, row, resolved)
         return dict(NO_CONTENT) if conflict is None else conflict.to_json()
+
+    def claim_connection(self, connection: str) -> dict[str, Any]:
+        """Make ``connection`` this database login's (issue 37), as its connector does when it
+        starts; 204, or the 403 when another login claimed it first."""
+        try:
+            with self.engine.begin() as conn:
+                declarations.claim_connection(conn, connection)
+        except errors.DittoError as error:
+            return error.to_json()
+        return dict(NO_CONTENT)
 
     # --- acknowledgements -------------------------------------------------------------
 

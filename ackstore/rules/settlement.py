@@ -92,6 +92,14 @@ def needs_transport_settlement(api: str, source: str) -> bool:
     return api == TRANSPORT_API and source not in LOCAL_SOURCES
 
 
+def carried_out_as_allowed(decision: str, carried_out_as: str | None) -> bool:
+    """Whether a transport may record that it performed ``carried_out_as`` instead of
+    ``decision`` (None: as decided): only MQTT's acknowledgement of a redeliver decision it cannot
+    redeliver (decisions #99, ``ackstore.rules.mqtt.carried_out_as``). The database refuses any
+    other (the function ``carried_out_as_allowed``, issue 37)."""
+    return carried_out_as is None or (decision == Settlement.REDELIVER.value and carried_out_as == Settlement.ACK.value)
+
+
 # --- where a signal stands (docs/signal-states.md) -------------------------------------------
 
 
@@ -170,6 +178,7 @@ __all__ = [
     "Outcome",
     "Settlement",
     "SignalState",
+    "carried_out_as_allowed",
     "decide_settlement",
     "is_failed",
     "labels_to_request_again",

@@ -164,7 +164,7 @@ SELECT count(*) FROM queue_decide q
 -- then finds its request decided and is stored late (A.2.5); a batch of facts waits before its
 -- time is taken (jobs/sql/batches.sql), so its facts come after the decisions.
 LOCK TABLE acks IN SHARE MODE;
-SELECT pg_advisory_xact_lock(hashtext('ackstore.facts'))
+SELECT lock_facts(true)
 
 -- name: defer_outdated
 -- A request decided by its deadline on a read that missed an in-time ack (one whose

@@ -20,3 +20,11 @@ SELECT s.channels FROM subscribers s WHERE s.id = :subscriber
 -- name: may_act_for
 -- Whether this session's login may act as the subscriber (the function may_act_for, decisions #97).
 SELECT may_act_for(:subscriber)
+
+-- name: may_act_for_connection
+-- Whether this session's login is the connection's (the function may_act_for_connection, issue 37).
+SELECT may_act_for_connection(:connection)
+
+-- name: claim_connection
+-- The connection becomes this login's unless another claimed it first: whether it is this login's.
+SELECT claim_connection(:connection)

@@ -50,6 +50,12 @@ FROM signals s
 JOIN current_attempts a ON a.signal_id = s.id
 WHERE s.id = ANY (:signal_ids)
 
+-- name: live_views
+-- The live signals among handed-out ones, as a subscriber's filter sees them.
+SELECT s.id AS signal_id, s.kind, s.thing_id, s.action, s.path, s.value::text AS value
+FROM signals s
+WHERE s.id = ANY (:signal_ids) AND s.channel = 'live'
+
 -- name: close
 -- Hand-outs that await no answer (the signal requests none of the group's labels).
 SELECT close_handouts(:subscriber, CAST(:signal_ids AS bigint[]), :now)

@@ -3,10 +3,9 @@
 -- (:rows) on the careful path; a list of keys as one array literal.
 
 -- name: lock_things
--- Per-thing ingestion order (decisions #19): every thing of the batch, locked in one order
--- (by hash) so that two batches never wait for each other in a cycle.
-SELECT count(pg_advisory_xact_lock(:lock_class, h.key)) AS locked
-FROM (SELECT DISTINCT hashtext(t) AS key FROM unnest(CAST(:thing_ids AS text[])) t ORDER BY 1) h
+-- Per-thing ingestion order (decisions #19): every thing of the batch locked, in one order (the
+-- function lock_things) so that two batches never wait for each other in a cycle.
+SELECT lock_things(CAST(:thing_ids AS text[])) AS locked
 
 -- name: already_stored
 -- Which of the batch's message ids (of this source) and correlation ids are taken already. Each id
@@ -39,7 +38,7 @@ SELECT m.id, m.source_message_id FROM merge_staged_signals(:skip_taken) m
 -- name: insert_one
 -- A single submission (the function insert_signal): the new signal's id, or NULL when its
 -- message or correlation id is taken.
-SELECT insert_signal(:lock_class, :source, :source_message_id, :correlation_id, :api, :channel, :kind, :action,
+SELECT insert_signal(:source, :source_message_id, :correlation_id, :api, :channel, :kind, :action,
                      :thing_id, :topic, :path, CAST(:value AS jsonb), CAST(:headers AS jsonb),
                      CAST(:requested_acks AS text[]), :response_required, CAST(:timeout_ms AS bigint))
 
@@ -57,6 +56,5 @@ SELECT r.* FROM retransmitted(:source, :source_message_id) r
 
 -- name: open_attempt
 -- The next attempt of a redelivered signal (the function open_next_attempt): the labels to
--- request again, the built-in ones among them whose facts count at once.
-SELECT open_next_attempt(CAST(:signal_id AS bigint), CAST(:attempt AS integer), CAST(:requested_acks AS text[]),
-                         CAST(:builtin_labels AS text[]), :builtin_issuer)
+-- request again.
+SELECT open_next_attempt(CAST(:signal_id AS bigint), CAST(:attempt AS integer), CAST(:requested_acks AS text[]))

@@ -30,13 +30,20 @@ BEGIN
   END LOOP;
 END $$
 
--- name: no_temporary_tables
--- Nobody creates temporary tables in the ledger's database (issue 26): PUBLIC's TEMPORARY, which
--- every login would otherwise hold, is revoked; nothing the components run needs one (Great
--- Expectations' SQL source makes none by default). The admin role keeps it: migration 0007 moves
--- its history through a temporary table. Only the database's owner or a superuser may
--- revoke it: migrate.py runs this as the session user, before it takes the admin role; any other
--- user gets a notice, and docs/roles.md says to create the database owned by the admin role.
+-- name: database_settings
+-- What only the database's owner or a superuser may set, run by migrate.py as the session user
+-- before it takes the admin role; any other user gets a notice, and docs/roles.md says to create
+-- the database owned by the admin role.
+-- * Nobody creates temporary tables in the ledger's database (issue 26): PUBLIC's TEMPORARY,
+--   which every login would otherwise hold, is revoked; nothing the components run needs one
+--   (Great Expectations' SQL source makes none by default). The admin role keeps it: migration
+--   0007 moves its history through a temporary table.
+-- * A session left idle inside a transaction is ended after five minutes, whichever login it is
+--   (issue 37): what it locked — an ack that holds back the sweep's lock, a fact that holds back a
+--   seal — is released instead of deferring those steps run after run. On the database: a role's
+--   setting reaches only sessions of that very role, not its members'. A login may lift it for its
+--   own session (the pipeline's step lock does), so against a hostile login the steps' lock
+--   timeouts are the guard; this ends the forgotten ones.
 DO $$
 BEGIN
   IF (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
@@ -45,8 +52,9 @@ BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'ackstore_admin') THEN  -- 0007 migrates through one
       EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO ackstore_admin', current_database());
     END IF;
+    EXECUTE format('ALTER DATABASE %I SET idle_in_transaction_session_timeout = %L', current_database(), '5min');
   ELSE
-    RAISE NOTICE 'ackstore: % may not revoke TEMPORARY on this database from PUBLIC: its owner or a superuser may',
-      current_user;
+    RAISE NOTICE 'ackstore: % may not revoke TEMPORARY from PUBLIC or set idle_in_transaction_session_timeout on '
+                 'this database: its owner or a superuser may', current_user;
   END IF;
 END $$

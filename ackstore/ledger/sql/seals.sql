@@ -12,8 +12,9 @@ SET LOCAL lock_timeout = '5s'
 SELECT seal_position()
 
 -- name: one_sealer
--- One sealer at a time: a second waits for the first to commit, then finds its seal.
-SELECT pg_advisory_xact_lock(hashtext('ackstore.seal'))
+-- One sealer at a time: a second waits for the first to commit, then finds its seal (the
+-- function lock_sealer: a lock no other login may take).
+SELECT lock_sealer()
 
 -- name: sealing_settings
 -- A seal sorts its interval's leaves once, in memory where it fits, and computes them on every

@@ -3,8 +3,9 @@
 -- counts is decided in Python (ackstore.rules.acks.disposition_on_arrival); these refuse what no
 -- caller may store whatever it decided: a built-in fact as a subscriber's ack, an ack for a
 -- label its issuer's group did not declare, a counted ack the request cannot count, a live
--- response other than the counted live-response ack it came with, a response to a twin command;
--- and any of them made as a subscriber this session's login does not own (declaring.sql).
+-- response other than the counted live-response ack it came with, a response to a twin command,
+-- a live response from a subscriber never handed the signal; and any of them made as a
+-- subscriber this session's login does not own (declaring.sql).
 
 -- name: lock_request
 -- The request an ack is for: the signal, share-locked so that deciding it waits for this ack,
@@ -27,8 +28,11 @@ END $$;
 -- name: store_ack
 -- One ack with its disposition (counted, late, unrequested, duplicate, invalid with why). A
 -- counted ack loses to one counted before it for the same label (the partial unique index over
--- counted acks) and is kept as a duplicate. The disposition stored.
--- version: 0016
+-- counted acks) and is kept as a duplicate. A live response (issue 37) only from a subscriber the
+-- signal was handed to, and counted only once that hand-out is answered under its current token
+-- (or closed without one), as AckStore.respond decides before it calls this. The disposition
+-- stored.
+-- version: 0020
 CREATE OR REPLACE FUNCTION store_ack(signal_id bigint, attempt integer, label text, status smallint, payload jsonb,
                                      headers jsonb, issuer text, disposition text, reason text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -48,6 +52,14 @@ BEGIN
                                                                    AND d.label = store_ack.label))) THEN
     RAISE EXCEPTION 'store_ack: % may not issue %', store_ack.issuer, store_ack.label
       USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF store_ack.label = live_response() AND NOT EXISTS (
+         SELECT FROM deliveries d
+         WHERE d.subscriber_id = store_ack.issuer AND d.signal_id = store_ack.signal_id AND d.handouts > 0
+           AND (kept <> counted() OR d.answered_handout = d.handouts
+                OR d.answered_handout IS NULL AND d.done_at IS NOT NULL)) THEN
+    RAISE EXCEPTION 'store_ack: % was not handed signal %, or its hand-out is not answered under its current token',
+      store_ack.issuer, store_ack.signal_id USING ERRCODE = 'insufficient_privilege';
   END IF;
   IF kept = counted() AND NOT EXISTS (
          SELECT FROM current_attempts a

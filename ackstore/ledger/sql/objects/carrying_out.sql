@@ -61,13 +61,22 @@ FOR EACH ROW EXECUTE FUNCTION settlements_keep_their_decision();
 -- connector of the source to see the decision records it, and only that one publishes the
 -- response: those it recorded now are returned. ``carried_out_as``: the settlement the transport
 -- performs instead of the decision, when it cannot perform it (MQTT acknowledges a redeliver
--- decision without reconnectForRedelivery, decisions #99); NULL: as decided.
--- version: 0017
+-- decision without reconnectForRedelivery, decisions #99); NULL: as decided. Only the login of
+-- each signal's connection records it, and only what a transport could do instead (issue 37).
+-- version: 0020
 CREATE OR REPLACE FUNCTION record_carried_out(signal_ids bigint[], attempts integer[], held boolean,
                                               carried_out_as text)
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for_connection(x.source)
+  FROM (SELECT DISTINCT s.source FROM signals s WHERE s.id = ANY (record_carried_out.signal_ids)) x;
+  IF EXISTS (SELECT FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
+             JOIN settlements st ON st.signal_id = d.signal_id AND st.attempt = d.attempt
+             WHERE NOT carried_out_as_allowed(st.decision, record_carried_out.carried_out_as)) THEN
+    RAISE EXCEPTION 'record_carried_out: no transport carries a decision out as %', record_carried_out.carried_out_as
+      USING ERRCODE = 'check_violation';
+  END IF;
   IF NOT record_carried_out.held THEN
     RETURN QUERY
     UPDATE settlements st SET carried_out_at = clock_timestamp(), carried_out_as = record_carried_out.carried_out_as
@@ -87,11 +96,14 @@ END $$;
 
 -- name: record_latest_carried_out
 -- Redelivered copies settled from their signals' decisions: the newest attempt's settlement of
--- each, recorded unless it was; every signal that has one is returned.
--- version: 0016
+-- each, recorded unless it was; every signal that has one is returned. Only by the login of each
+-- signal's connection (issue 37).
+-- version: 0020
 CREATE OR REPLACE FUNCTION record_latest_carried_out(signal_ids bigint[]) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  PERFORM act_for_connection(x.source)
+  FROM (SELECT DISTINCT s.source FROM signals s WHERE s.id = ANY (record_latest_carried_out.signal_ids)) x;
   RETURN QUERY
   WITH latest AS (
       SELECT x.signal_id, max(x.attempt) AS attempt FROM settlements x

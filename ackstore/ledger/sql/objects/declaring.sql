@@ -7,17 +7,48 @@
 -- (subscribers.owner_login), and only that login may declare, pull, ack or respond as it. The
 -- login proves who it is to PostgreSQL (a password from ~/.pgpass or PGPASSWORD, a client
 -- certificate); session_user is that login inside a SECURITY DEFINER function too. A subscriber
--- declared before migration 0016 has no owner until an admin gives it one.
+-- declared before migration 0016 has no owner until an admin gives it one. A connection is owned
+-- the same way (connections.owner_login, issue 37): its subscribers, its signals and their
+-- settlements are its login's alone.
+
+-- name: may_act_for_connection
+-- Whether this session's login is the connection's (issue 37): it claimed it first (declaring
+-- into it, storing its first signal, or its connector starting), or the connection was claimed
+-- before migration 0020 by subscribers of several logins or none, and has no owner until an admin
+-- gives it one. False for a connection nobody claimed: what a connection's login alone may do —
+-- record its settlements carried out, open its signals' next attempts — needs one claimed.
+-- version: 0020
+CREATE OR REPLACE FUNCTION may_act_for_connection(connection text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+SELECT COALESCE((SELECT c.owner_login IS NULL OR c.owner_login = session_user FROM connections c
+                 WHERE c.id = may_act_for_connection.connection), false)
+$$;
+
+-- name: claim_connection
+-- The connection becomes this session's login's unless another login claimed it first: whether
+-- this login may act for it now. A connector claims its connection when it starts.
+-- version: 0020
+CREATE OR REPLACE FUNCTION claim_connection(connection text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM connections c WHERE c.id = claim_connection.connection) THEN
+    INSERT INTO connections (id, owner_login) VALUES (claim_connection.connection, session_user)
+    ON CONFLICT (id) DO NOTHING;
+  END IF;
+  RETURN may_act_for_connection(claim_connection.connection);
+END $$;
 
 -- name: may_act_for
 -- Whether this session's login may act as the subscriber: it owns it, or the subscriber has no
 -- owner (declared before 0016), or there is no such subscriber yet (the caller answers 404, or
--- declares it).
--- version: 0016
+-- declares it) — and a subscriber of a connection only while that connection is this login's
+-- (issue 37: another login's connection is not joined by declaring into it).
+-- version: 0020
 CREATE OR REPLACE FUNCTION may_act_for(subscriber text) RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-SELECT COALESCE((SELECT u.owner_login IS NULL OR u.owner_login = session_user FROM subscribers u
-                 WHERE u.id = may_act_for.subscriber), true)
+SELECT COALESCE((SELECT (u.owner_login IS NULL OR u.owner_login = session_user)
+                        AND (u.connection_id IS NULL OR may_act_for_connection(u.connection_id))
+                 FROM subscribers u WHERE u.id = may_act_for.subscriber), true)
 $$;
 
 -- name: act_for
@@ -33,15 +64,29 @@ BEGIN
   END IF;
 END $$;
 
+-- name: act_for_connection
+-- Refuses (insufficient_privilege) unless this session's login may act for the connection: what
+-- only a connection's login may write calls it first.
+-- version: 0020
+CREATE OR REPLACE FUNCTION act_for_connection(connection text) RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NOT may_act_for_connection(act_for_connection.connection) THEN
+    RAISE EXCEPTION 'ackstore: the connection % is not this login''s (another login claimed it, or none did)',
+      act_for_connection.connection USING ERRCODE = 'insufficient_privilege';
+  END IF;
+END $$;
+
 -- name: declare_subscriber
 -- The subscriber as declared, and its group's labels: true. False (the 409) when another holder
 -- owns one of the labels or the group declares a different set; NULL (the 403) when the
--- subscriber is another login's; nothing written then. A new
+-- subscriber, or the connection it declares into, is another login's; nothing written then. A new
 -- subscriber starts at the end of the event log, as a new subscription does, owned by this
 -- session's login; a declared one keeps its position and its owner, and only that owner may
 -- declare it again. A group nobody belongs to any more holds no labels. Declarations are rare:
--- one lock makes the uniqueness check and the write atomic.
--- version: 0016
+-- one lock (a row of ledger_locks, which no login may lock itself) makes the uniqueness check and
+-- the write atomic.
+-- version: 0020
 CREATE OR REPLACE FUNCTION declare_subscriber(subscriber text, connection_id text, filter text, namespaces text[],
                                               channels text[], labels text[]) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -54,8 +99,9 @@ BEGIN
   IF declare_subscriber.labels && builtin_labels() THEN
     RAISE EXCEPTION 'declare_subscriber: a built-in label is never declared' USING ERRCODE = 'check_violation';
   END IF;
-  PERFORM pg_advisory_xact_lock(hashtext('ackstore.declare'));
-  IF NOT may_act_for(declare_subscriber.subscriber) THEN
+  PERFORM FROM ledger_locks l WHERE l.name = 'declare' FOR NO KEY UPDATE;
+  IF declare_subscriber.connection_id IS NOT NULL AND NOT claim_connection(declare_subscriber.connection_id)
+     OR NOT may_act_for(declare_subscriber.subscriber) THEN
     RETURN NULL;
   END IF;
   IF EXISTS (SELECT FROM subscribers u WHERE u.holder = group_holder

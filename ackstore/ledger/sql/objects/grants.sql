@@ -35,7 +35,9 @@ GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand
                           lock_retransmitted, retransmitted, open_next_attempt, lock_request, store_ack,
                           store_live_response, lock_handout, answer_handout, close_handout, close_decided_handouts,
                           lease_ready, lock_event_position, move_event_position, hand_out_events, close_handouts,
-                          declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest
+                          declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest;
+-- Who owns a connection, and the things' ingestion locks (migration 0020).
+GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection, lock_things TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.
@@ -57,7 +59,9 @@ GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline;
 GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
 GRANT SELECT, INSERT ON seals, seal_leaves TO ackstore_pipeline;
 GRANT SELECT ON fact_leaves TO ackstore_pipeline;
-GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline
+GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline;
+-- The step, facts and sealer locks, and the staging rows a committed COPY left (migration 0020).
+GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline
 
 -- name: ackstore_reporter
 -- The reports and what `show` reads, read-only; of a delivery all but the key its tokens are made
@@ -83,4 +87,6 @@ GRANT SELECT ON seals, pipeline_watermarks TO ackstore_archive;
 GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, done_at,
               answered_handout, answered_labels) ON deliveries TO ackstore_archive;
 GRANT SELECT, INSERT ON archives TO ackstore_archive;
-GRANT SELECT, INSERT, UPDATE ON pipeline_runs TO ackstore_archive
+GRANT SELECT, INSERT, UPDATE ON pipeline_runs TO ackstore_archive;
+-- one archive job at a time (migration 0020)
+GRANT EXECUTE ON FUNCTION lock_step TO ackstore_archive

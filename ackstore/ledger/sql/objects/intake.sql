@@ -15,11 +15,17 @@
 -- then are the keys checked before each insert: that check costs a batch a fifth more.
 -- The statement is planned for each call (a batch's rows make the plan's cost negligible): its
 -- batch is read by its index, which a plan made when the table was small would not use, and a
--- scan would read every row merges deleted since the last vacuum.
--- version: 0016
+-- scan would read every row merges deleted since the last vacuum. A connection's signals only
+-- from the connection's login (issue 37; claimed by its first): its connector settles them and
+-- publishes their answers to the reply-to they name.
+-- version: 0020
 CREATE OR REPLACE FUNCTION merge_staged_signals(skip_taken boolean) RETURNS TABLE (id bigint, source_message_id text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 BEGIN
+  PERFORM act_for_connection(x.source)
+  FROM (SELECT DISTINCT x.source FROM stage_signals x
+        WHERE x.batch = txid_current() AND needs_transport_settlement(x.api, x.source)) x
+  WHERE NOT claim_connection(x.source);
   RETURN QUERY EXECUTE format($merge$
   WITH stored AS (
       INSERT INTO signals (source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic,
@@ -42,13 +48,32 @@ BEGIN
   DELETE FROM stage_signals x WHERE x.batch = txid_current();  -- not returned: the rows are in signals now
 END $$;
 
+-- name: clear_abandoned_staged_signals
+-- Rows of stage_signals a transaction committed without merging them (the ingest role may COPY
+-- and commit without calling merge_staged_signals): a batch is its transaction's id, a merged
+-- batch leaves nothing, so the rows of a batch whose transaction is no longer in progress are
+-- abandoned. The pipeline calls it once a run; it scans the staging table, which holds the
+-- batches in flight and such leftovers, never the ledger's history. How many rows it removed.
+-- version: 0020
+CREATE OR REPLACE FUNCTION clear_abandoned_staged_signals() RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+WITH removed AS (
+    DELETE FROM stage_signals x
+    WHERE x.batch = ANY (ARRAY(SELECT b.batch FROM (SELECT DISTINCT y.batch FROM stage_signals y) b
+                               WHERE txid_status(b.batch) IS DISTINCT FROM 'in progress'))
+    RETURNING 1
+)
+SELECT count(*) FROM removed
+$$;
+
 -- name: insert_signal
 -- A single submission (a session plans it once: a third of the server's work for one signal).
 -- Its thing locked first (decisions #19: the id is drawn under the lock), then the signal and its
--- work stored as merge_staged_signals stores a batch's. NULL when its message or correlation id
--- is taken: the retransmission path answers. A key taken before the statement began draws no id.
--- version: 0016
-CREATE OR REPLACE FUNCTION insert_signal(lock_class integer, source text, source_message_id text,
+-- work stored as merge_staged_signals stores a batch's, a connection's only by its login. NULL
+-- when its message or correlation id is taken: the retransmission path answers. A key taken
+-- before the statement began draws no id.
+-- version: 0020
+CREATE OR REPLACE FUNCTION insert_signal(source text, source_message_id text,
                                          correlation_id text, api text, channel text, kind text, action text,
                                          thing_id text, topic text, path text, value jsonb, headers jsonb,
                                          requested_acks text[], response_required boolean, timeout_ms bigint)
@@ -57,7 +82,11 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   stored_id bigint;
 BEGIN
-  PERFORM pg_advisory_xact_lock(insert_signal.lock_class, hashtext(insert_signal.thing_id));
+  IF needs_transport_settlement(insert_signal.api, insert_signal.source)
+     AND NOT claim_connection(insert_signal.source) THEN
+    PERFORM act_for_connection(insert_signal.source);
+  END IF;
+  PERFORM lock_things(ARRAY[insert_signal.thing_id]);
   WITH stored AS (
       INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic,
                            path, value, headers, requested_acks, response_required, timeout_ms, deadline_at)
@@ -82,21 +111,28 @@ END $$;
 
 -- name: hand_out_live
 -- New live signals made ready for the live subscribers they match (which is decided in Python,
--- ackstore.rules.subscriptions): rows of (subscriber_id, signal_id, token_key) as a JSON array.
--- Only a live signal, never handed out yet, to a live subscriber.
--- version: 0016
+-- ackstore.rules.subscriptions): rows of (subscriber_id, signal_id) as a JSON array. The
+-- submitting login hands them out to every login's subscribers, so what no caller may choose is
+-- checked here (issue 37): only a live signal this transaction stored (its time is the
+-- transaction's), never handed out yet, to a live subscriber of the signal's namespace, under a
+-- token key drawn here. The subscriber's RQL filter is applied again when its own login leases
+-- the hand-out (ackstore.ledger.deliveries.pull).
+-- version: 0020
 CREATE OR REPLACE FUNCTION hand_out_live(rows json) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at)
-  SELECT r.subscriber_id, r.signal_id, r.token_key, 0, '-infinity'  -- ready at once, whatever the clock
-  FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint, token_key text);
+  SELECT r.subscriber_id, r.signal_id, replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 0,
+         '-infinity'  -- ready at once, whatever the clock
+  FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint);
   IF EXISTS (SELECT FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint)
              LEFT JOIN signals s ON s.id = r.signal_id
              LEFT JOIN subscribers u ON u.id = r.subscriber_id
-             WHERE s.channel IS DISTINCT FROM 'live' OR NOT COALESCE('live' = ANY (u.channels), false)) THEN
-    RAISE EXCEPTION 'hand_out_live: only a live signal is handed out, and only to a live subscriber'
-      USING ERRCODE = 'check_violation';
+             WHERE s.channel IS DISTINCT FROM 'live' OR s.received_at IS DISTINCT FROM now()
+                OR NOT COALESCE('live' = ANY (u.channels), false)
+                OR NOT COALESCE(u.namespaces IS NULL OR split_part(s.thing_id, ':', 1) = ANY (u.namespaces), false)) THEN
+    RAISE EXCEPTION 'hand_out_live: only a live signal of this transaction is handed out, and only to a live '
+                    'subscriber of its namespace' USING ERRCODE = 'check_violation';
   END IF;
 END $$;
 
@@ -140,27 +176,29 @@ END $$;
 
 -- name: open_next_attempt
 -- The next attempt of a redelivered signal (A.2.10), only after its current attempt was decided
--- 'redeliver', requesting again a part of what that one requested, with a deadline from now:
--- that decision counts as carried out (the copy is back, from a connector that may have died
--- before recording so), the sweep decides the new attempt, its subscribers see it again (the
--- hand-out count is kept, so the next token supersedes every earlier one), and a built-in fact
--- already in the ledger counts for it (what was persisted stays persisted) with the ack that
--- reported it, at the fact's own time.
--- version: 0016
-CREATE OR REPLACE FUNCTION open_next_attempt(signal_id bigint, attempt integer, requested_acks text[],
-                                             builtin_labels text[], builtin_issuer text) RETURNS void
+-- 'redeliver', only by the login of the connection it came through (issue 37), requesting again
+-- a part of what that one requested, with a deadline from now: that decision counts as carried
+-- out (the copy is back, from a connector that may have died before recording so), the sweep
+-- decides the new attempt, its subscribers see it again (the hand-out count is kept, so the next
+-- token supersedes every earlier one). What carries over (docs/semantics.md, A.2.10): a built-in
+-- fact is derived from the twin's own records and counts for every attempt; a built-in ack
+-- stored before the lean ledger (0007) is carried to the new attempt when it requests that label
+-- again and the ack counted in time for the attempt it was stored for; no subscriber's ack ever
+-- carries over — every custom label requested again is answered anew.
+-- version: 0020
+CREATE OR REPLACE FUNCTION open_next_attempt(signal_id bigint, attempt integer, requested_acks text[]) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
   previous attempts%ROWTYPE;
 BEGIN
+  PERFORM act_for_connection(s.source) FROM signals s WHERE s.id = open_next_attempt.signal_id;
   SELECT a.* INTO previous FROM attempts a
   WHERE a.signal_id = open_next_attempt.signal_id AND a.attempt = open_next_attempt.attempt - 1;
   IF previous.attempt IS NULL
      OR NOT EXISTS (SELECT FROM settlements st WHERE st.signal_id = previous.signal_id
                                                  AND st.attempt = previous.attempt AND st.decision = 'redeliver')
-     OR NOT open_next_attempt.requested_acks <@ previous.requested_acks
-     OR NOT open_next_attempt.builtin_labels <@ open_next_attempt.requested_acks THEN
+     OR NOT open_next_attempt.requested_acks <@ previous.requested_acks THEN
     RAISE EXCEPTION 'open_next_attempt: attempt % of signal % follows no redeliver decision of its previous one',
       open_next_attempt.attempt, open_next_attempt.signal_id USING ERRCODE = 'check_violation';
   END IF;
@@ -177,10 +215,11 @@ BEGIN
       available_at = '-infinity'  -- ready at once, whatever the clock
   WHERE d.signal_id = open_next_attempt.signal_id;
   INSERT INTO acks (signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition)
-  SELECT DISTINCT ON (a.label) a.signal_id, open_next_attempt.attempt, a.label, a.status, a.payload, a.headers,
-         a.issuer, a.weak, a.received_at, counted()
-  FROM acks a
-  WHERE a.signal_id = open_next_attempt.signal_id AND a.issuer = open_next_attempt.builtin_issuer
-    AND a.label = ANY (open_next_attempt.builtin_labels)
-  ORDER BY a.label, a.id;
+  SELECT DISTINCT ON (k.label) k.signal_id, open_next_attempt.attempt, k.label, k.status, k.payload, k.headers,
+         k.issuer, k.weak, k.received_at, counted()
+  FROM request_acks k
+  WHERE k.signal_id = open_next_attempt.signal_id AND k.id IS NOT NULL AND k.issuer = builtin_issuer()
+    AND k.label = ANY (open_next_attempt.requested_acks) AND k.label IN (twin_persisted(), search_persisted())
+    AND k.disposition = counted()
+  ORDER BY k.label, k.id;
 END $$;

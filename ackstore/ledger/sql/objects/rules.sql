@@ -64,3 +64,20 @@ SELECT deadline_at > statement_timestamp() AND NOT responded
        AND (requested_acks && ARRAY[twin_persisted(), search_persisted()]
             OR (cardinality(requested_acks) = 0 AND response_required))
 $$;
+
+-- name: builtin_issuer
+-- The issuer of the built-in acks stored before the lean ledger (0007), carried to later attempts.
+-- version: 0020
+CREATE OR REPLACE FUNCTION builtin_issuer() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT 'ackstore'::text
+$$;
+
+-- name: carried_out_as_allowed
+-- Whether a transport may say it performed ``carried_out_as`` instead of ``decision`` (NULL: as
+-- decided): only MQTT's acknowledgement of a redeliver decision without reconnectForRedelivery
+-- (decisions #99). ackstore.rules.settlement.carried_out_as_allowed, in SQL (a test compares them).
+-- version: 0020
+CREATE OR REPLACE FUNCTION carried_out_as_allowed(decision text, carried_out_as text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT carried_out_as IS NULL OR (decision = 'redeliver' AND carried_out_as = 'ack')
+$$;
