@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from typing import IO, Any, Iterable
+from typing import IO, Any, Iterable, Mapping, Union
 from urllib.parse import urlsplit
 
 import paho.mqtt.client as paho
@@ -53,24 +53,34 @@ def _connected(client: paho.Client, url: str, **connect: Any) -> paho.Client:
     return client
 
 
-def publish(url: str, topic: str, envelopes: Iterable[dict[str, Any] | bytes], version: int = paho.MQTTv5,
+Envelope = Union[dict[str, Any], bytes]
+# An envelope, or an envelope with MQTT 5 properties of its own (paho's names: they win).
+Sent = Union[Envelope, tuple[Envelope, Mapping[str, Any]]]
+
+
+def publish(url: str, topic: str, envelopes: Iterable[Sent], version: int = paho.MQTTv5,
             response_topic: str | None = None) -> int:
     """Publish each envelope at QoS 1 and wait until the broker PUBACKed all; MQTT 5 messages
-    carry their correlation-id as correlation data (and ``response_topic`` when given)."""
+    carry their correlation-id as correlation data (and ``response_topic`` when given), and the
+    properties given with them."""
     client = _client(f"test-publisher-{uuid.uuid4().hex[:8]}", version)
     client.max_inflight_messages_set(1000)
     _connected(client, url)
     infos = []
     try:
-        for envelope in envelopes:
+        for sent in envelopes:
+            envelope, own = sent if isinstance(sent, tuple) else (sent, {})
             body = envelope if isinstance(envelope, bytes) else json.dumps(envelope).encode()
             properties = None
             if version == paho.MQTTv5:
                 properties = Properties(PacketTypes.PUBLISH)
-                if isinstance(envelope, dict) and envelope.get("headers", {}).get("correlation-id"):
-                    properties.CorrelationData = envelope["headers"]["correlation-id"].encode()
+                headers = envelope.get("headers", {}) if isinstance(envelope, dict) else {}
+                if headers.get("correlation-id") and "CorrelationData" not in own:
+                    properties.CorrelationData = headers["correlation-id"].encode()
                 if response_topic:
                     properties.ResponseTopic = response_topic
+                for name, value in own.items():
+                    setattr(properties, name, value)
             infos.append(client.publish(topic, body, qos=1, properties=properties))
             if len(infos) % 1000 == 0:  # packet ids are 16 bits: a window of them in flight
                 _all_published(infos[-1000:])

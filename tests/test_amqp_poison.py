@@ -4,7 +4,9 @@ Against the machine's RabbitMQ and PostgreSQL, each bad message travels in the s
 good one: a client error is answered and rejected; a value the database refuses for good makes
 the connector store the batch message by message, rejecting only that one; a transient failure
 sends the batch back to the queue with a growing pause; a kill -9 in the middle of isolating
-loses and doubles nothing. Transport headers of every type pika delivers map to JSON.
+loses and doubles nothing. Transport headers of every type pika delivers map to JSON. Every AMQP
+property and header at and past its limit (issue 37) stops nothing: an answer AMQP cannot carry
+is dropped, said and counted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import json
 import re
 import threading
 import time
+import uuid
+from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 import pika
 import pika.compat
@@ -24,7 +29,7 @@ from sqlalchemy import Engine, text
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules import connectivity, jsontext
 from tests.broker import Broker, connector, publish_all, stop, wait_for
-from tests.ledger import twin_command
+from tests.ledger import settled, twin_command
 from tests.test_amqp_connector import broker, count, stop_when_done, thing_modify  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow]
@@ -199,3 +204,116 @@ def test_a_dead_lettered_message_with_x_death_is_stored_not_rejected(engine: Eng
 def _get(broker: Broker, queue: str):
     method, properties, body = broker.channel.basic_get(queue, auto_ack=False)
     return (method, properties, body) if method else None
+
+
+# --- every AMQP property and header at and past its limit (issue 37) -----------------------------
+
+def held_command(name: str, **headers: Any) -> dict:
+    """A command stored and held until decided; ``name`` is its correlation id unless given."""
+    return twin_command("modify", thing=f"org.acme/{name}", path="/", value={"attributes": {"x": 1}},
+                        **{"correlation_id": name, **headers})
+
+
+def refused_command(name: str, **headers: Any) -> dict:
+    """Refused by the ledger (an invalid label): answered at once with 400."""
+    return held_command(name, **{"requested_acks": ["not a label!"], **headers})
+
+
+def without_correlation_id(envelope: dict) -> dict:
+    """The correlation id then comes from the transport (AMQP's correlation_id, MQTT 5's correlation data)."""
+    del envelope["headers"]["correlation-id"]
+    return envelope
+
+
+@dataclass(frozen=True)
+class Hostile:
+    what: str
+    envelope: dict
+    properties: dict  # AMQP properties, as pika names them
+    stored: bool  # held until decided (else refused by the ledger and answered at once)
+    dropped: bool = False  # its answer (or, stored, its result) cannot be carried: dropped, said, counted
+
+
+def hostile_amqp(replies: str, long_queue: str) -> list[Hostile]:
+    """What a sender can put in an AMQP 0.9.1 message at its protocol's limits (pika refuses to
+    send past them), and past them where the envelope's headers carry what the answer then holds."""
+    return [
+        Hostile("a reply_to of 255 bytes", refused_command("rt-limit"), {"reply_to": long_queue}, False),
+        Hostile("a correlation_id of 255 bytes", without_correlation_id(held_command("cd-limit")),
+                {"correlation_id": "c" * 255, "reply_to": replies}, True),
+        Hostile("a correlation_id of 255 bytes of 3-byte characters", without_correlation_id(held_command("cd-limit-3")),
+                {"correlation_id": "€" * 85, "reply_to": replies}, True),
+        Hostile("a message_id of 255 bytes", held_command("mi-limit"), {"message_id": "m" * 255, "reply_to": replies},
+                True),
+        Hostile("a content_type of 255 bytes", held_command("ct-limit"), {"content_type": "t" * 255, "reply_to": replies},
+                True),
+        Hostile("shortstrs that are no UTF-8", without_correlation_id(held_command("raw")),
+                {"reply_to": b"\xff\xfe", "correlation_id": b"raw-\xff", "message_id": b"\xfd", "content_type": b"\xfc"},
+                True),
+        Hostile("headers at the limit and of every type", held_command("hd-limit"), {"reply_to": replies, "headers": {
+            "k" * 255: "v", "big": "v" * 100_000, "decimal": Decimal("12.50"), "time": NAIVE, "raw": b"\x00\xff",
+            "table": {"a": {"b": [1, NAIVE]}}, "array": [1, "x", b"y"], "max": 2**63 - 1, "min": -2**63,
+            "void": None, "flag": True}}, True),
+        Hostile("a reply-to of 256 bytes", refused_command("rt-past", reply_to="r" * 256), {}, False, True),
+        Hostile("a reply-to of 256 bytes on a held message", held_command("rt-past-held", reply_to="r" * 256), {},
+                True, True),
+        Hostile("a reply-to that is no UTF-8", refused_command("rt-surrogate", reply_to="\ud800"), {}, False, True),
+        Hostile("a correlation id of 1 025 bytes", refused_command("cd-past", correlation_id="c" * 1025),
+                {"reply_to": replies}, False),
+        Hostile("a lone surrogate in the correlation id", refused_command("cd-surrogate", correlation_id="\ud800"),
+                {"reply_to": replies}, False, True),
+        Hostile("a message-id header of 1 025 bytes", held_command("mi-past", message_id="m" * 1025),
+                {"reply_to": replies}, True),
+    ]
+
+
+@pytest.mark.spark
+def test_every_amqp_property_and_header_at_and_past_its_limit_between_good_messages_stops_nothing(
+        tmp_path, engine: Engine, database_url: str, broker: Broker, run_pipeline) -> None:
+    """Each hostile message between two good ones: the connector keeps running, stores and holds
+    the good ones, answers what AMQP can carry — to a reply_to of 255 bytes, with a correlation_id
+    of 255 — and drops, with one line each and a count, what it cannot; after a pipeline run
+    every held message is settled."""
+    source, replies = broker.queue("commands"), broker.queue("replies")
+    long_queue = broker.queue("q" * (255 - len(broker.prefix) - 1))
+    assert len(long_queue.encode()) == 255
+    cases = hostile_amqp(replies, long_queue)
+    good = [thing_modify(n) for n in range(len(cases) + 1)]
+    publish_all(broker, source, good[:1], reply_to=replies)
+    for n, case in enumerate(cases, start=1):
+        broker.publish(source, json.dumps(case.envelope).encode(), **{"message_id": uuid.uuid4().hex, **case.properties})
+        publish_all(broker, source, good[n:n + 1], reply_to=replies)
+    held = len(good) + sum(case.stored for case in cases)
+    log_path = tmp_path / "connector.log"
+    with open(log_path, "w") as log_file:
+        process = connector(database_url, "--connection-id", "plant", "--queue", source, "--requested-acks",
+                            "twin-persisted", "--poll", "0.5", log=log_file)
+        try:
+            wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == held, what="the good ones stored")
+            wait_for(lambda: f"rejected {len(cases) + len(good) - held}," in log_path.read_text(),
+                     what="the refused ones answered")
+            assert process.poll() is None, "still running"
+            run_pipeline()
+            wait_for(lambda: settled(engine) == {"ack": held}, timeout=120, what="every decision carried out")
+            wait_for(lambda: f"replies dropped {sum(c.dropped for c in cases)}" in log_path.read_text(),
+                     what="the result no queue can take dropped")
+            assert process.poll() is None, "still running"
+        finally:
+            code, _ = stop(process)
+    log = log_path.read_text()
+    assert code == 0, log
+    assert "Traceback" not in log and "reconnects 0;" in log
+    assert log.count(" is dropped, ") == sum(case.dropped for case in cases), "one line each"
+    assert broker.depth(source) == 0
+    (at_limit,) = broker.drain_json(long_queue)
+    assert at_limit["value"]["error"] == "header.invalid"
+    answers = broker.drain(replies)
+    correlation_ids = {properties.correlation_id for properties, _ in answers}
+    assert {f"c-{n}" for n in range(len(good))} | {"c" * 255, "€" * 85, "mi-limit", "ct-limit", "hd-limit",
+                                                    "mi-past"} <= correlation_ids
+    (too_long,) = [json.loads(body) for properties, body in answers if properties.correlation_id is None]
+    assert too_long["headers"]["correlation-id"] == "c" * 1025, "the answer carries it; the property could not"
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT correlation_id, source_message_id FROM signals")).all()
+    assert ("raw-\\xff", "\\xfd") in stored, "shortstrs that are no UTF-8 are stored, their bytes escaped"
+

@@ -293,21 +293,29 @@ def test_a_broker_that_drops_messages_for_its_queue_limit_is_said_so_by_the_conn
     assert len(held) == 70, "20 in flight and 50 queued kept; the other 130 were dropped"
 
 
+@pytest.mark.parametrize(("reply_to", "why"), [
+    ("replies/#\u001b[31m", "the topic: it holds a wildcard (+ or #)"),
+    ("replies/\u001b[31m", "the topic: it holds U+001B, which an MQTT string must not"),
+])
 def test_a_reply_to_that_is_no_topic_name_is_skipped_and_the_connector_goes_on(
-    database_url: str, engine: Engine, own_mosquitto
+    database_url: str, engine: Engine, own_mosquitto, reply_to: str, why: str
 ) -> None:
-    """A sender chooses the reply-to: a wildcard (or an empty one) cannot be published to, and
-    paho raises on it. The answer is skipped and said; the connector stores the next message."""
+    """A sender chooses the reply-to: a wildcard cannot be published to (paho raises on it), a
+    control character is refused by the broker, which closes the connection. The answer is
+    dropped, said once (the sender's text escaped) and counted; the connector stores the next
+    message on the same session."""
     connection, topic = names()
     args = ("--connection-id", connection, "--topic", topic, "--mqtt-version", "3.1.1", "--poll", "0.5")
     open_session(database_url, own_mosquitto.url, *args)
     bad = thing_modify(1, requested_acks=["not a label!"]) | {}
-    bad["headers"]["reply-to"] = "replies/#\u001b[31m"
+    bad["headers"]["reply-to"] = reply_to
     publish(own_mosquitto.url, topic, [bad, thing_modify(2, requested_acks=[])], paho.MQTTv311)
     process = mqtt_connector(database_url, own_mosquitto.url, *args, "--once")
     _, log = process.communicate(timeout=120)
     assert process.returncode == 0, log
-    assert "rejected 1" in log and "is not an MQTT topic name; no answer sent" in log
+    assert "rejected 1" in log and "reconnects 0; replies dropped 1" in log
+    (said,) = [line for line in log.splitlines() if "is dropped" in line]
+    assert f"the answer to {reply_to!r} is dropped, mqtt cannot carry it: {why}" in said
     assert "\u001b" not in log, "the sender's text is shown escaped"
     assert count(engine, "SELECT count(*) FROM signals") == 1
 

@@ -8,7 +8,9 @@ AMQP 0.9.1 receives, settles and replies:
   with requeue; a client error is ``basic_nack(requeue=False)``. Deliveries are settled in
   delivery-tag order, with one ``multiple`` frame per run of the oldest tags
   (:mod:`ackstore.connectors.tags`); stopping gives every undecided delivery back with one frame;
-* replies go to the default exchange, routed to the message's ``reply_to`` queue.
+* replies go to the default exchange, routed to the message's ``reply_to`` queue; one AMQP 0.9.1
+  cannot carry (:func:`ackstore.rules.connectivity.amqp_publish_problem`: a reply-to past a
+  routing key's 255 bytes) is dropped and said.
 
 Targets publish the twin events and live signals the connection subscribes to (pulled from the
 ledger under a lease) to an exchange, on a thread and connection of their own with asynchronous
@@ -28,12 +30,13 @@ from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, Un
 
 from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig
-from ackstore.connectors.core import GIVE_BACK, Connector, Message, Options, Session, Transport, connection_name
+from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Options, Session, Transport, Unencodable,
+                                     connection_name, json_payload, shown)
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.tags import DeliveryTags, Frame
-from ackstore.connectors.targets import TargetFeed, Targets
+from ackstore.connectors.targets import AMQP_UNENCODABLE, TargetFeed, Targets
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, jsontext, wire
+from ackstore.rules import connectivity, wire
 from ackstore.rules.connectivity import Disposition
 
 __all__ = ["AmqpConnector", "AmqpTransport", "Options", "send"]
@@ -53,6 +56,7 @@ class AmqpConnector(Connector):
 
 class AmqpTransport(Transport):
     lost = (AMQPConnectionError, AMQPChannelError)
+    unencodable = AMQP_UNENCODABLE
 
     def __init__(self, config: ConnectionConfig, options: Options) -> None:
         self.config = config
@@ -73,11 +77,12 @@ class AmqpTransport(Transport):
             store.settings.max_timeout_ms, options.pipeline_interval_ms, options.consumer_timeout_ms)
         return [warning] if warning else []
 
-    def targets(self, store: AckStore, outage: Outage, stop: threading.Event,
-                published: Callable[[int], None]) -> Callable[[], None] | None:
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, published: Callable[[int], None],
+                dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         if not self.config.targets:
             return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published)
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published,
+                          dropped=dropped)
         return Targets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
                        stop=stop).run
 
@@ -108,9 +113,9 @@ class AmqpSession(Session):
 
     def _on_message(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
         self._tags.delivered(method.delivery_tag)
-        fields = {"correlation_id": properties.correlation_id, "reply_to": properties.reply_to,
-                  "content_type": properties.content_type, "message_id": properties.message_id}
-        key = connectivity.source_message_id(properties.message_id, body, properties.correlation_id)
+        fields = {name: _text(getattr(properties, name))
+                  for name in ("correlation_id", "reply_to", "content_type", "message_id")}
+        key = connectivity.source_message_id(fields["message_id"], body, fields["correlation_id"])
         source = self._sources[method.consumer_tag]
         self._deliver(Message(method.delivery_tag, method.redelivered, body, key, properties.headers, fields,
                               source, source.queue))
@@ -142,22 +147,27 @@ class AmqpSession(Session):
 
     def reply(self, reply_to: str, message: dict[str, Any]) -> None:
         """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto);
-        a reply-to no routing key can be (a sender's choice) is said and skipped."""
-        if len(reply_to.encode("utf-8", "surrogatepass")) > connectivity.AMQP_SHORT_STRING_BYTES:
-            log.warning("connector %s: the reply-to %r is longer than a routing key may be; no answer sent",
-                        self.config.id, reply_to[:300])
-            return
-        properties = pika.BasicProperties(
-            content_type=DITTO_JSON,
-            correlation_id=connectivity.amqp_correlation_id(message["headers"].get("correlation-id")))
+        an answer AMQP 0.9.1 cannot carry (a sender's reply-to no routing key can be) is
+        :class:`Unencodable`, never published."""
+        properties = {"content_type": DITTO_JSON,
+                      "correlation_id": connectivity.amqp_correlation_id(message["headers"].get("correlation-id"))}
+        problem = connectivity.amqp_publish_problem(reply_to, properties)
+        if problem is not None:
+            raise Unencodable(problem)
         try:
-            self._publish.basic_publish("", reply_to, jsontext.dumps(message).encode(), properties)
+            self._publish.basic_publish("", reply_to, json_payload(message), pika.BasicProperties(**properties))
         except (NackError, UnroutableError):
-            log.warning("connector %s: the reply to %r was not accepted by the broker", self.config.id, reply_to)
+            log.warning("connector %s: the reply to %s was not accepted by the broker", self.config.id, shown(reply_to))
 
     def close(self) -> None:
         if self._connection.is_open:
             self._connection.close()
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A shortstr property as text: pika hands one that is no UTF-8 over as bytes, whose bytes
+    that are not UTF-8 become ``\\xff`` here (distinct bytes stay distinct: a message id keys its message)."""
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
 
 
 def send(channel: BlockingChannel, frame: Frame) -> None:

@@ -13,7 +13,9 @@ and only then considered received:
   as its protocol carries that decision out, and the result is published to the reply-to when
   a response is required;
 * a redelivered copy is recognised by its key (A.3): never stored twice; settled at once from a
-  decision its signal already has, or opening the next attempt after a redeliver decision.
+  decision its signal already has, or opening the next attempt after a redeliver decision;
+* an answer or a target's message the protocol cannot carry (a sender's reply-to or correlation
+  id past its limits) is dropped, said in one line and counted: no message stops a connector.
 
 Three threads overlap the work, with bounded hand-overs so memory stays flat under a backlog:
 
@@ -51,7 +53,7 @@ from ackstore.connectors.outage import Outage
 from ackstore.ledger import failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, envelopes, errors, wire
+from ackstore.rules import connectivity, envelopes, errors, jsontext, wire
 from ackstore.rules.connectivity import Disposition
 
 log = logging.getLogger("ackstore.connector")
@@ -88,13 +90,19 @@ class Counts:
     given_back: int = 0
     published: int = 0
     reconnects: int = 0
+    replies_dropped: int = 0  # answers and target messages the protocol cannot carry (issue 37)
 
     def line(self, held: int) -> str:
         decided = ", ".join(f"{k} {v}" for k, v in sorted(self.carried_out.items())) or "none"
         return (f"received {self.received}, stored {self.stored} (redelivered {self.redelivered}), "
                 f"rejected {self.rejected}, settled at once {self.settled_at_once}, carried out: {decided}; "
                 f"holding {held}; given back {self.given_back}; published {self.published}; "
-                f"reconnects {self.reconnects}")
+                f"reconnects {self.reconnects}; replies dropped {self.replies_dropped}")
+
+
+class Unencodable(ValueError):
+    """A message the transport cannot carry (a sender's value past one of its protocol's limits);
+    its text says why, and never holds the sender's value."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,8 @@ class Session(abc.ABC):
 
     @abc.abstractmethod
     def reply(self, reply_to: str, message: dict[str, Any]) -> None:
-        """Publish ``message`` to ``reply_to`` (best effort, as in Ditto)."""
+        """Publish ``message`` to ``reply_to`` (best effort, as in Ditto); :class:`Unencodable`
+        (or one of the transport's ``unencodable``) when the protocol cannot carry it."""
 
     def wants_reconnect(self) -> bool:
         """Whether the session should end now so the broker redelivers (MQTT's only redelivery)."""
@@ -151,6 +160,9 @@ class Transport(abc.ABC):
     """A protocol: its sessions, how it carries decisions out, its targets."""
 
     lost: tuple[type[BaseException], ...] = ()  # failures that end a session (reconnect after a wait)
+    # What its library raises for a message it cannot encode: the backstop behind the transport's
+    # rule of what its protocol carries; such a message is dropped, the session goes on.
+    unencodable: tuple[type[BaseException], ...] = ()
 
     @abc.abstractmethod
     def connect(self, deliver: Callable[[Message], None]) -> Session:
@@ -172,9 +184,10 @@ class Transport(abc.ABC):
         """What the operator should know before the connector starts."""
         return []
 
-    def targets(self, store: AckStore, outage: Outage, stop: threading.Event,
-                published: Callable[[int], None]) -> Callable[[], None] | None:
-        """The work of the connection's targets, run on a thread of its own; None without targets."""
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, published: Callable[[int], None],
+                dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
+        """The work of the connection's targets, run on a thread of its own; None without targets.
+        ``dropped`` is told of each message the protocol cannot carry (what, why)."""
         return None
 
 
@@ -237,7 +250,7 @@ class Connector:
             return 1
         threads = [self._start(self._storing, "storing"), self._start(self._deciding, "deciding")]
         targets = self.transport.targets(self.store, self._outage("the database (targets)"), self._done,
-                                         self._published)
+                                         self._published, self._dropped)
         if targets is not None:
             threads.append(self._start(targets, "targets"))
         try:
@@ -272,7 +285,12 @@ class Connector:
         signal.signal(signal.SIGINT, self.stop)
 
     def _declare(self) -> bool:
-        """Declare the connection's labels for each target (one group, B.3)."""
+        """Claim the connection for this database login (issue 37: only it stores and settles the
+        connection's messages), then declare its labels for each target (one group, B.3)."""
+        claimed = self.store.claim_connection(self.config.id)
+        if claimed["status"] != 204:
+            log.error("connector %s: %s", self.config.id, claimed["message"])
+            return False
         labels = self.config.declared_labels
         declarations: list[tuple[str, dict[str, Any]]] = [
             (self.config.subscriber_id(n), {"channels": list(t.channels),
@@ -412,7 +430,24 @@ class Connector:
             session.settle(dispositions)
         for reply in replies:
             if reply.reply_to:
-                session.reply(reply.reply_to, reply.message)
+                self._reply(session, reply.reply_to, reply.message)
+
+    def _reply(self, session: Session, reply_to: str, message: dict[str, Any]) -> None:
+        """The one place answers are published: one the protocol cannot carry (the transport's
+        rule says so, or — the backstop — its library fails to encode it) is dropped, never
+        raised; a sender chose what makes it so, and everything else goes on."""
+        try:
+            session.reply(reply_to, message)
+        except (Unencodable, *self.transport.unencodable) as problem:
+            self._dropped(f"the answer to {shown(reply_to)}", problem)
+
+    def _dropped(self, what: str, problem: BaseException) -> None:
+        """A message the protocol cannot carry: said in one line, counted (any thread)."""
+        with self._counting:
+            self.counts.replies_dropped += 1
+        why = str(problem) if isinstance(problem, Unencodable) else described(problem)
+        log.warning("connector %s: %s is dropped, %s cannot carry it: %s", self.config.id, what,
+                    self.config.connection_type, shown(why, 300)[1:-1])  # our words, escaped all the same
 
     def _limit_reached(self) -> bool:
         limit = self.options.max_messages
@@ -702,6 +737,21 @@ def _enforcement_refusal(message: Message, envelope: Any) -> dict[str, Any] | No
 def connection_name(config: ConnectionConfig) -> str:
     """How the broker's management tools name a connector's connection."""
     return f"ackstore connector {config.id}"
+
+
+def shown(text: str, limit: int = 100) -> str:
+    """Sender-chosen text as a log line may show it: clipped, quoted, and every character a
+    terminal acts on (or no UTF-8 can hold) written as its escape (``\\x1b``, ``\\u202e``, ``\\ud800``)."""
+    return repr(errors.shown(text, limit))
+
+
+def json_payload(message: dict[str, Any]) -> bytes:
+    """The JSON text a published Ditto message carries; :class:`Unencodable` when it holds text
+    no UTF-8 can (a lone surrogate a sender's JSON escaped)."""
+    try:
+        return jsontext.dumps(message).encode()
+    except UnicodeError:
+        raise Unencodable("its JSON holds a lone surrogate, which UTF-8 cannot") from None
 
 
 def described(problem: BaseException) -> str:

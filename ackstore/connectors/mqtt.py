@@ -28,14 +28,22 @@ MQTT receives, settles and replies, with Ditto's semantics (B.9's MQTT row, deci
 
 Targets publish at QoS 1 (or their ``qos``) on a client of their own (the publisher id), and the
 PUBACK issues the target's acknowledgement label: 200, or 503 when the broker refuses it.
+
+An answer or a target's message MQTT cannot carry (:func:`ackstore.rules.mqtt.publish_problem`: a
+reply-to that is no topic name, a property past its limit, a packet past the broker's Maximum
+Packet Size) is dropped and said, before paho sees it: paho counts a QoS-1 message in flight
+before it packs its properties, and Mosquitto closes the connection of a client that sends what
+it must not.
 """
 
 from __future__ import annotations
 
 import logging
 import select
+import struct
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import paho.mqtt.client as paho
@@ -46,11 +54,12 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ackstore import faults
 from ackstore.connectors.config import MQTT5, ConnectionConfig, MqttSettings, Source, Target
-from ackstore.connectors.core import Connector, Message, Options, Session, Transport
+from ackstore.connectors.core import (Connector, Message, Options, Session, Transport, Unencodable, json_payload,
+                                     shown)
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
 from ackstore.ledger.store import AckStore
-from ackstore.rules import jsontext, mqtt, wire
+from ackstore.rules import mqtt
 from ackstore.rules.connectivity import Disposition
 
 log = logging.getLogger("ackstore.connector")
@@ -60,6 +69,7 @@ SHARED = "$share/"
 READS_PER_PROCESS = 5000  # packets read at most per call, so batches are handed over in between
 CONNECT_TIMEOUT_S = 30.0
 PUBLISH_WINDOW = 1000  # our QoS-1 publishes awaiting their PUBACK at once (packet ids are 16 bits)
+UNENCODABLE = (Unencodable, ValueError, struct.error)  # paho's failures to encode a message (the backstop)
 
 
 class MqttLost(Exception):
@@ -76,6 +86,7 @@ class MqttConnector(Connector):
 
 class MqttTransport(Transport):
     lost = (MqttLost, OSError)
+    unencodable = UNENCODABLE
 
     def __init__(self, config: ConnectionConfig, options: Options) -> None:
         if config.mqtt is None:
@@ -120,11 +131,12 @@ class MqttTransport(Transport):
                          "message (decisions #99)")
         return found
 
-    def targets(self, store: AckStore, outage: Outage, stop: threading.Event,
-                published: Callable[[int], None]) -> Callable[[], None] | None:
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, published: Callable[[int], None],
+                dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         if not self.config.targets:
             return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published)
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published,
+                          dropped=dropped)
         return MqttTargets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
                            stop=stop).run
 
@@ -150,15 +162,25 @@ def _client(config: ConnectionConfig, client_id: str, *, persistent: bool, manua
                       manual_ack=manual_ack)
 
 
+@dataclass(frozen=True)
+class Connack:
+    """What the broker's CONNACK says."""
+
+    resumed: bool  # it kept a session for us
+    maximum_packet_size: int | None  # MQTT 5: the largest packet it takes (it disconnects a larger one)
+
+
 def open_connection(client: paho.Client, uri: str, *, keep_alive_s: int, persistent: bool,
-                    session_expiry_s: int = 0, receive_maximum: int | None = None) -> bool:
-    """CONNECT to the broker of ``uri`` and wait for the CONNACK; whether the broker resumed a
-    session it kept for us. :class:`MqttLost` if it cannot be reached or refuses."""
+                    session_expiry_s: int = 0, receive_maximum: int | None = None) -> Connack:
+    """CONNECT to the broker of ``uri`` and wait for the CONNACK: whether the broker resumed a
+    session it kept for us, the largest packet it takes. :class:`MqttLost` if it cannot be
+    reached or refuses."""
     address = mqtt.broker_address(uri)
     answered: list[Any] = []
-    resumed: list[bool] = []
-    client.on_connect = lambda _c, _u, flags, reason, _props: (answered.append(reason),
-                                                               resumed.append(bool(flags.session_present)))
+    connack: list[Connack] = []
+    client.on_connect = lambda _c, _u, flags, reason, props: (
+        answered.append(reason),
+        connack.append(Connack(bool(flags.session_present), getattr(props, "MaximumPacketSize", None))))
     properties = None
     kwargs: dict[str, Any] = {}
     if client.protocol == paho.MQTTv5:
@@ -180,7 +202,7 @@ def open_connection(client: paho.Client, uri: str, *, keep_alive_s: int, persist
     if answered[0].is_failure:
         client.disconnect()
         raise MqttLost(f"the broker refused the connection: {answered[0]}")
-    return resumed[0]
+    return connack[0]
 
 
 class MqttSession(Session):
@@ -205,10 +227,11 @@ class MqttSession(Session):
         self.client.on_disconnect = self._on_disconnect
         # Messages of a resumed session may arrive right after CONNACK, before SUBACK: on_message
         # is in place before CONNECT, and every message is handed over (Ditto PR #2562).
-        self.resumed = open_connection(self.client, config.uri, keep_alive_s=self.settings.keep_alive_s,
+        self.connack = open_connection(self.client, config.uri, keep_alive_s=self.settings.keep_alive_s,
                                        persistent=not self.settings.clean_session,
                                        session_expiry_s=self.settings.session_expiry_s,
                                        receive_maximum=self.settings.receive_maximum)
+        self.resumed = self.connack.resumed
         try:
             self._subscribe()
         except BaseException:
@@ -325,16 +348,14 @@ class MqttSession(Session):
         self._consuming = False
 
     def reply(self, reply_to: str, message: dict[str, Any]) -> None:
-        """Best effort, as in Ditto: a reply-to that is no topic name (a sender's choice) is said
-        and skipped, never published."""
-        if not mqtt.is_topic_name(reply_to):
-            log.warning("connector %s: the reply-to %r is not an MQTT topic name; no answer sent", self.config.id,
-                        reply_to)
-            return
-        info = self.client.publish(reply_to, jsontext.dumps(message).encode(), qos=1,
-                                   properties=publish_properties(self.client, message["headers"]))
+        """Best effort, as in Ditto: an answer MQTT cannot carry (a reply-to that is no topic name,
+        a sender's correlation id past its limit) is :class:`Unencodable`, never published."""
+        payload = json_payload(message)
+        properties = publishable(self.client, reply_to, payload, message["headers"], qos=1,
+                                 maximum_packet_size=self.connack.maximum_packet_size)
+        info = self.client.publish(reply_to, payload, qos=1, properties=properties)
         if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            log.warning("connector %s: the reply to %r was not sent (%s)", self.config.id, reply_to,
+            log.warning("connector %s: the reply to %s was not sent (%s)", self.config.id, shown(reply_to),
                         paho.error_string(info.rc))
 
     def close(self) -> None:
@@ -353,6 +374,7 @@ class MqttTargets:
         self.reconnect_s = reconnect_s
         self.stop = stop
         self._unconfirmed: dict[int, Published] = {}  # packet id -> what it carried
+        self._maximum_packet_size: int | None = None  # the broker's, as its CONNACK says
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -360,7 +382,9 @@ class MqttTargets:
             client.on_publish = self._answered
             self._unconfirmed.clear()
             try:
-                open_connection(client, self.config.uri, keep_alive_s=self.settings.keep_alive_s, persistent=False)
+                connack = open_connection(client, self.config.uri, keep_alive_s=self.settings.keep_alive_s,
+                                          persistent=False)
+                self._maximum_packet_size = connack.maximum_packet_size
                 self._publish_until_stopped(client)
             except (MqttLost, OSError) as problem:
                 if not self.stop.is_set():
@@ -383,8 +407,14 @@ class MqttTargets:
             next_tick = now + max(self.interval_s, retry)
 
     def _publish(self, client: paho.Client, target: Target, item: Published) -> None:
-        info = client.publish(target.topic, jsontext.dumps(item.message).encode(), qos=target.qos or 0,
-                              properties=publish_properties(client, item.message["headers"]))
+        try:
+            payload = json_payload(item.message)
+            properties = publishable(client, target.topic, payload, item.message["headers"], qos=target.qos or 0,
+                                     maximum_packet_size=self._maximum_packet_size)
+            info = client.publish(target.topic, payload, qos=target.qos or 0, properties=properties)
+        except UNENCODABLE as problem:
+            self.feed.unsendable(target.topic, item, problem)
+            return
         _ok(info.rc)
         if target.qos:
             self._unconfirmed[info.mid] = item
@@ -398,22 +428,23 @@ class MqttTargets:
             self.feed.answered([item], confirmed=not reason.is_failure)
 
 
-def publish_properties(client: paho.Client, headers: Mapping[str, Any],
-                       message_id: str | None = None) -> Properties | None:
-    """MQTT 5 properties of a published Ditto message (:func:`ackstore.rules.mqtt.outbound`, and
-    a ``message-id`` user property when given); MQTT 3.1.1 has none."""
-    if client.protocol != paho.MQTTv5:
+def publishable(client: paho.Client, topic: str, payload: bytes, headers: Mapping[str, Any], *, qos: int,
+                maximum_packet_size: int | None, message_id: str | None = None) -> Properties | None:
+    """The MQTT 5 properties of a Ditto message published to ``topic`` (None on 3.1.1:
+    the envelope carries its headers), once MQTT can carry the PUBLISH
+    (:func:`ackstore.rules.mqtt.publish_problem`); :class:`Unencodable` when it cannot. paho packs
+    them here once (the backstop: what it fails to pack raises before ``publish`` counts the
+    message in flight)."""
+    values = mqtt.property_values(headers, message_id) if client.protocol == paho.MQTTv5 else None
+    problem = mqtt.publish_problem(topic, len(payload), values, qos=qos, maximum_packet_size=maximum_packet_size)
+    if problem is not None:
+        raise Unencodable(problem)
+    if values is None:
         return None
-    mapped = mqtt.outbound(headers)
     properties = Properties(PacketTypes.PUBLISH)
-    properties.ContentType = mapped["content_type"] or wire.DITTO_CONTENT_TYPE
-    if mapped["correlation_data"] is not None:
-        properties.CorrelationData = mapped["correlation_data"]
-    if mapped["response_topic"] is not None:
-        properties.ResponseTopic = mapped["response_topic"]
-    user_properties = mapped["user_properties"] + ([("message-id", message_id)] if message_id else [])
-    if user_properties:
-        properties.UserProperty = user_properties
+    for name, value in values.items():
+        setattr(properties, name, value)
+    properties.pack()
     return properties
 
 

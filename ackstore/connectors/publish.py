@@ -5,7 +5,9 @@ One JSON message per line. On AMQP each gets a fresh ``message_id`` unless its h
 ``message-id``; its ``correlation-id`` and ``reply-to`` headers become the AMQP properties of
 the same name. On MQTT 5 its ``correlation-id`` becomes correlation data, its ``reply-to`` the
 response topic and its ``message-id`` a user property; MQTT 3.1.1 sends the line alone. A line
-that is not JSON is sent as it is (useful to test rejections).
+that is not JSON is sent as it is (useful to test rejections). A line whose headers the protocol
+cannot carry (a ``message-id`` past AMQP's 255 bytes, a correlation id past MQTT 5's 65 535) is
+not sent, and counted as refused.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any, Iterable
 import pika
 from pika.exceptions import NackError, UnroutableError
 
-from ackstore.rules import errors, wire
+from ackstore.connectors.core import Unencodable
+from ackstore.rules import connectivity, errors, wire
 
 PUBACK_WAIT_S = 60.0
 
@@ -34,20 +37,20 @@ def _headers(line: bytes) -> dict[str, Any]:
     return {}
 
 
-def _properties(line: bytes) -> pika.BasicProperties:
+def _properties(queue: str, line: bytes) -> pika.BasicProperties:
+    """The AMQP properties of a line; :class:`Unencodable` when AMQP 0.9.1 cannot carry them."""
     headers = _headers(line)
 
     def text(name: str) -> str | None:
         value = headers.get(name)
         return value if isinstance(value, str) and value else None
 
-    return pika.BasicProperties(
-        message_id=text("message-id") or uuid.uuid4().hex,
-        correlation_id=text("correlation-id"),
-        reply_to=text("reply-to"),
-        content_type=wire.DITTO_CONTENT_TYPE,
-        delivery_mode=2,  # persistent
-    )
+    properties = {"message_id": text("message-id") or uuid.uuid4().hex, "correlation_id": text("correlation-id"),
+                  "reply_to": text("reply-to"), "content_type": wire.DITTO_CONTENT_TYPE}
+    problem = connectivity.amqp_publish_problem(queue, properties)
+    if problem is not None:
+        raise Unencodable(problem)
+    return pika.BasicProperties(delivery_mode=2, **properties)  # persistent
 
 
 def publish_lines(url: str, queue: str, lines: Iterable[bytes]) -> dict[str, Any]:
@@ -62,9 +65,9 @@ def publish_lines(url: str, queue: str, lines: Iterable[bytes]) -> dict[str, Any
             if not line.strip():
                 continue
             try:
-                channel.basic_publish("", queue, line, _properties(line), mandatory=True)
+                channel.basic_publish("", queue, line, _properties(queue, line), mandatory=True)
                 published += 1
-            except (NackError, UnroutableError):
+            except (NackError, UnroutableError, Unencodable):
                 refused += 1
     finally:
         connection.close()
@@ -76,14 +79,14 @@ def publish_mqtt_lines(url: str, topic: str, lines: Iterable[bytes], connection_
     """Publish every non-empty line to ``topic`` at QoS 1, at most a window of them awaiting
     their PUBACK (packet ids are 16 bits); the answer counts the PUBACKs. On MQTT 5 each line
     gets a fresh ``message-id`` unless its headers carry one, as on AMQP."""
-    from ackstore.connectors.mqtt import PUBLISH_WINDOW, MqttLost, client_for, open_connection, publish_properties
+    from ackstore.connectors.mqtt import PUBLISH_WINDOW, MqttLost, client_for, open_connection, publishable
 
     client = client_for(url, f"ackstore-publish-{uuid.uuid4().hex[:12]}", version5=connection_type == "mqtt-5",
                         persistent=False, manual_ack=False)
     answered: dict[int, bool] = {}
     client.on_publish = lambda _c, _u, mid, reason, _p: answered.__setitem__(mid, not reason.is_failure)
     try:
-        open_connection(client, url, keep_alive_s=60, persistent=False)
+        connack = open_connection(client, url, keep_alive_s=60, persistent=False)
     except MqttLost as problem:
         return _broker_unavailable(str(problem))
     client.loop_start()
@@ -96,8 +99,13 @@ def publish_mqtt_lines(url: str, topic: str, lines: Iterable[bytes], connection_
                 continue
             headers = _headers(line)
             message_id = headers.get("message-id") if isinstance(headers.get("message-id"), str) else None
-            waiting.append(client.publish(topic, line, qos=1,
-                                          properties=publish_properties(client, headers, message_id or uuid.uuid4().hex)))
+            try:
+                properties = publishable(client, topic, line, headers, qos=1, message_id=message_id or uuid.uuid4().hex,
+                                         maximum_packet_size=connack.maximum_packet_size)
+            except Unencodable:
+                refused += 1
+                continue
+            waiting.append(client.publish(topic, line, qos=1, properties=properties))
             if len(waiting) >= PUBLISH_WINDOW:
                 published, refused = _answered(waiting, answered, published, refused)
         published, refused = _answered(waiting, answered, published, refused)

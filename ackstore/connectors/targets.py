@@ -7,29 +7,37 @@ callbacks, so a publish does not wait for its confirm). Each target is a subscri
 connection's label group (decisions #36); when the broker confirms a publish, the target's
 ``issuedAcknowledgementLabel`` is acknowledged 200, when it nacks, 503. A publish that is never
 answered (the connection lost) is acknowledged by nobody: its lease ends and it is pulled again.
+A message the protocol cannot carry (a sender's header past its limit) is dropped, said, and its
+label acknowledged 400: a client error, never redelivered, never pulled again.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import pika
+from pika.exceptions import ShortStringTooLong, UnsupportedAMQPFieldException
 from pika.spec import Basic
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig, Target
+from ackstore.connectors.core import Unencodable, json_payload, shown
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, envelopes, jsontext, wire
+from ackstore.rules import connectivity, envelopes, wire
 
 log = logging.getLogger("ackstore.connector")
 
 DITTO_JSON = wire.DITTO_CONTENT_TYPE
 PULL_MAX = 500  # signals pulled per target and tick
 UNCONFIRMED_MAX = 5000  # publishes awaiting their confirm before the next pull waits
+UNSENDABLE_STATUS = 400  # a message the protocol cannot carry: its signal's own headers make it so
+# pika's failures to encode a message (the backstop behind connectivity.amqp_publish_problem)
+AMQP_UNENCODABLE = (Unencodable, ValueError, struct.error, ShortStringTooLong, UnsupportedAMQPFieldException)
 
 
 @dataclass(frozen=True)
@@ -44,12 +52,13 @@ class TargetFeed:
     and the target's label issued from the broker's answer to their publish."""
 
     def __init__(self, store: AckStore, config: ConnectionConfig, *, lease: str, outage: Outage,
-                 published: Callable[[int], None]) -> None:
+                 published: Callable[[int], None], dropped: Callable[[str, BaseException], None]) -> None:
         self.store = store
         self.config = config
         self.lease = lease
         self.outage = outage  # the database, as the targets' thread sees it
         self.published = published  # told how many publishes the broker confirmed
+        self.dropped = dropped  # told of each message the protocol cannot carry
 
     def pull(self) -> tuple[list[tuple[Target, Published]], float]:
         """What to publish now, and 0 — or, when the database is away, what was pulled before it
@@ -71,10 +80,20 @@ class TargetFeed:
         """The broker confirmed (200) or refused (503) these publishes: issue their labels."""
         if confirmed:
             self.published(len(items))
+        self._issue(items, connectivity.issued_ack_status(confirmed))
+
+    def unsendable(self, address: str, item: Published, problem: BaseException) -> None:
+        """A message the protocol cannot carry: dropped and said, its label issued 400 (it would
+        never be carried: neither published again nor redelivered)."""
+        correlation_id = str(item.message["headers"].get("correlation-id"))
+        self.dropped(f"the message {shown(correlation_id)} to the target {shown(address)}", problem)
+        self._issue([item], UNSENDABLE_STATUS)
+
+    def _issue(self, items: list[Published], status: int) -> None:
         try:
             for item in items:
                 if item.label:
-                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, confirmed))
+                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status))
         except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
             self.outage.failed(type(problem.orig).__name__)
 
@@ -140,11 +159,17 @@ class Targets:
 
     def _publish(self, target: Target, item: Published) -> None:
         headers = item.message["headers"]
-        properties = pika.BasicProperties(
-            content_type=DITTO_JSON, delivery_mode=2, headers={"ack-token": headers.get("ack-token")},
-            correlation_id=connectivity.amqp_correlation_id(headers.get("correlation-id")))
-        self._channel.basic_publish(target.exchange, target.routing_key, jsontext.dumps(item.message).encode(),
-                                    properties)
+        properties = {"content_type": DITTO_JSON, "headers": {"ack-token": headers.get("ack-token")},
+                      "correlation_id": connectivity.amqp_correlation_id(headers.get("correlation-id"))}
+        try:
+            problem = connectivity.amqp_publish_problem(target.routing_key, properties)
+            if problem is not None:
+                raise Unencodable(problem)
+            self._channel.basic_publish(target.exchange, target.routing_key, json_payload(item.message),
+                                        pika.BasicProperties(delivery_mode=2, **properties))
+        except AMQP_UNENCODABLE as problem:  # pika marshals a message whole before it sends any of it
+            self.feed.unsendable(f"{target.exchange}/{target.routing_key}", item, problem)
+            return
         self._sequence += 1
         self._unconfirmed[self._sequence] = item
 
@@ -157,12 +182,12 @@ class Targets:
         self.feed.answered([self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed], confirmed=confirmed)
 
 
-def issued_ack(message: dict[str, Any], label: str, confirmed: bool) -> dict[str, Any]:
+def issued_ack(message: dict[str, Any], label: str, status: int) -> dict[str, Any]:
     thing_id, channel = envelopes.thing_of_topic(message["topic"])  # a pulled signal's topic names its thing
     return {
         "topic": wire.acks_topic(thing_id, channel, label),
         "headers": {"correlation-id": message["headers"]["correlation-id"],
                     "ack-token": message["headers"]["ack-token"]},
         "path": "/",
-        "status": connectivity.issued_ack_status(confirmed),
+        "status": status,
     }

@@ -6,6 +6,8 @@
 * :func:`amqp_disposition` is how AMQP 0.9.1 carries out a settlement decision (B.9).
 * :func:`issued_ack_status` is the status of a target-issued ack from the broker's answer.
 * :func:`consumer_timeout_warning` checks A.2.2's bound against the broker's consumer timeout.
+* :func:`amqp_publish_problem` is what an AMQP 0.9.1 publish can carry (shortstr limits, field
+  tables): what it refuses is dropped, never sent (issue 37).
 """
 
 from __future__ import annotations
@@ -126,14 +128,107 @@ def amqp_header_json(value: Any) -> Any:
 
 
 AMQP_SHORT_STRING_BYTES = 255  # an AMQP 0.9.1 shortstr: message properties such as correlation-id
+# The message properties that are shortstrs, as pika names them (AMQP 0.9.1, basic class).
+AMQP_SHORT_STRING_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
+                                "message_id", "type", "user_id", "app_id", "cluster_id")
 
 
 def amqp_correlation_id(value: object) -> str | None:
     """A correlation id as the AMQP ``correlation_id`` property, or ``None`` when it cannot be one
-    (not text, or longer than a shortstr): the message's own headers still carry it."""
-    if isinstance(value, str) and len(value.encode("utf-8", "surrogatepass")) <= AMQP_SHORT_STRING_BYTES:
-        return value
+    (not text, or no shortstr): the message's own headers still carry it."""
+    return value if isinstance(value, str) and amqp_short_string_problem(value) is None else None
+
+
+def amqp_short_string_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a shortstr (a routing key, a property, a header's name), or None:
+    text of at most 255 bytes of UTF-8."""
+    if not isinstance(value, str):
+        return "it is not text"
+    if len(value) > AMQP_SHORT_STRING_BYTES:  # characters are at most bytes: the cheap test first
+        return f"it is more than {AMQP_SHORT_STRING_BYTES} bytes"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it holds a lone surrogate, which UTF-8 cannot"
+    return f"it is {size} bytes, more than {AMQP_SHORT_STRING_BYTES}" if size > AMQP_SHORT_STRING_BYTES else None
+
+
+def amqp_publish_problem(routing_key: object, properties: Mapping[str, Any]) -> str | None:
+    """Why AMQP 0.9.1 cannot carry a publish with this routing key and these message properties
+    (as pika names them; None ones are absent), or None — the one rule of what an answer or a
+    target's message may be: the routing key and the shortstr properties at most 255 bytes of
+    UTF-8, ``headers`` a field table pika can encode (:func:`amqp_table_problem`)."""
+    problem = amqp_short_string_problem(routing_key)
+    if problem:
+        return f"the routing key: {problem}"
+    for name, value in properties.items():
+        if value is None:
+            continue
+        if name in AMQP_SHORT_STRING_PROPERTIES:
+            problem = amqp_short_string_problem(value)
+        elif name == "headers":
+            problem = amqp_table_problem(value)
+        else:
+            continue  # delivery_mode, priority, timestamp: numbers ackstore sets itself
+        if problem:
+            return f"the property {name}: {problem}"
     return None
+
+
+def amqp_table_problem(table: object) -> str | None:
+    """Why ``table`` cannot be an AMQP field table as pika 1.x encodes one, or None: names are
+    shortstrs; values text, bytes, booleans, 64-bit integers, decimals of a 32-bit unscaled
+    value, times from 1970 on, tables, lists or None (pika encodes no float)."""
+    if not isinstance(table, Mapping):
+        return "it is not a table"
+    for name, value in table.items():
+        problem = amqp_short_string_problem(name)
+        if problem:
+            return f"a name in it: {problem}"
+        problem = _amqp_field_problem(value)
+        if problem:
+            return problem
+    return None
+
+
+def _amqp_field_problem(value: object) -> str | None:
+    if value is None or isinstance(value, (bool, bytes)):
+        return None
+    if isinstance(value, str):
+        return None if _is_utf8(value) else "it holds a lone surrogate, which UTF-8 cannot"
+    if isinstance(value, int):
+        return None if -2**63 <= value < 2**63 else "an integer past 64 bits"
+    if isinstance(value, Decimal):
+        return None if _is_amqp_decimal(value) else "a decimal past AMQP's (32 bits unscaled, 255 places)"
+    if isinstance(value, datetime):
+        return None if (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp() >= 0 \
+            else "a time before 1970"
+    if isinstance(value, Mapping):
+        return amqp_table_problem(value)
+    if isinstance(value, list):
+        return next(filter(None, map(_amqp_field_problem, value)), None)
+    return f"a {type(value).__name__}, which pika cannot encode"
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_amqp_decimal(value: Decimal) -> bool:
+    """A decimal as pika writes it: its normal form's places (at most 255) and unscaled value (32 bits)."""
+    if not value.is_finite():
+        return False
+    normal = value.normalize()
+    exponent = normal.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite
+    places = max(0, -exponent)
+    if places > 255 or normal.adjusted() >= 10:  # ten digits before the point are past 32 bits (never computed)
+        return False
+    return -2**31 <= int(normal.scaleb(places)) < 2**31
 
 
 def requested_with_includes(requested: object, includes: Sequence[str]) -> object:
