@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                                              "or the key's 32 bytes in hex")
     verify.add_argument("--from", dest="first", type=_positive, default=1, metavar="N", help="the first seal (default 1)")
     verify.add_argument("--to", dest="last", type=_positive, metavar="M", help="the last seal (default: the newest)")
+    verify.add_argument("--witness", metavar="FILE",
+                        help="a copy of a later head kept elsewhere (a heads file, one head's JSON line or an archive "
+                             "manifest): the ledger must still hold each seal it names, with that hash")
     verify.set_defaults(run=_verify)
 
     prove = commands.add_parser("prove", help="print proofs that a signal's facts are in their seals (RFC 6962)")
@@ -141,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(what the daily DAG ackstore_archive runs)")
     archive.add_argument("--root", help="the archive's root: a folder or a Hadoop URI (s3a://…) (default "
                                         "$ACKSTORE_ARCHIVE, else $ACKSTORE_HOME/archive)")
-    archive.add_argument("--retention-days", type=float, metavar="DAYS",
-                         help="how long sealed history stays hot (default $ACKSTORE_RETENTION_DAYS, else 30)")
+    archive.add_argument("--retention-days", metavar="DAYS",  # text: jobs.archive.retention_days answers it
+                         help="how long sealed history stays hot, 0 to 36500 (default $ACKSTORE_RETENTION_DAYS, "
+                              "else 30)")
     archive.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
     archive.set_defaults(run=_archive)
 
@@ -261,11 +265,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except errors.DittoError as error:  # e.g. a malformed database URL: answered, not a traceback
         return _answer(error.to_json())
-    except DBAPIError as problem:  # the ledger cannot be reached: a 503, not a traceback
-        answer = failures.unavailable(problem, getattr(args, "database_url", None) or os.environ.get(URL_VARIABLE))
+    except DBAPIError as problem:  # the ledger cannot be reached (503) or refuses the login (403): not a traceback
+        url = getattr(args, "database_url", None) or os.environ.get(URL_VARIABLE)
+        answer = failures.unavailable(problem, url) or _permission_denied(problem, url)
         if answer is None:
             raise
         return _answer(answer.to_json())
+
+
+def _permission_denied(problem: DBAPIError, url: str | None) -> errors.DittoError | None:
+    """The 403 for a statement the database refused the login (SQLSTATE 42501, insufficient_privilege),
+    naming the login and what it lacks as PostgreSQL says it; None for any other problem."""
+    if failures.sqlstate(problem) != failures.INSUFFICIENT_PRIVILEGE:
+        return None
+    diagnostics = getattr(problem.orig, "diag", None)
+    reason = getattr(diagnostics, "message_primary", None) or str(problem.orig).splitlines()[0]
+    login = DatabaseUrl.parse(url).resolved().get("user") if url else None  # None: the embedded server's
+    return errors.permission_denied(login, reason)
 
 
 def _warn_of_a_visible_password(url: str | None) -> None:
@@ -353,20 +369,26 @@ def _verify(args: argparse.Namespace) -> int:
     exported = None
     if not args.no_heads:
         path = Path(args.heads) if args.heads else heads.configured_path(url)
-        try:
-            exported = heads.HeadsFile(path).read()
-        except (OSError, heads.HeadsUnreadable) as error:
+        try:  # strictly: a file it cannot use is refused, never read as no heads
+            exported = heads.read_exported(path)
+        except heads.HeadsUnreadable as error:
             return _answer(errors.heads_unreadable(str(path), str(error)).to_json())
+    witness = None
+    if args.witness:
+        try:
+            witness = heads.read_exported(Path(args.witness))
+        except heads.HeadsUnreadable as error:
+            return _answer(errors.witness_unreadable(args.witness, str(error)).to_json())
     key = _public_key(args.public_key) if args.public_key else None
     if isinstance(key, dict):
         return _answer(key)
     engine = make_engine(url)
     try:
-        found = verify.verify(engine, exported, key, args.first, args.last)
+        found = verify.verify(engine, exported, key, args.first, args.last, witness)
     finally:
         engine.dispose()
     summary = {"seals": found.seals, "facts": found.facts, "heads": found.heads, "signatures": found.signatures,
-               "unsealed": found.unsealed}
+               "witnessed": found.witnessed, "unsealed": found.unsealed}
     if found.ok:
         return _answer({"status": 200, "verified": True, **summary})
     answer = errors.ledger_not_as_sealed(found.findings[0].line(), len(found.findings)).to_json()
@@ -418,11 +440,13 @@ def _archive(args: argparse.Namespace) -> int:
     from jobs.settings import PipelineSettings
     from jobs.spark import LazySession
 
+    if os.environ.get(archive.RETENTION_VARIABLE) is not None:  # the settings read it as a float, flag or not
+        archive.retention_days(os.environ[archive.RETENTION_VARIABLE])
     settings = PipelineSettings.from_env(args.database_url)
     if args.root:
         settings = replace(settings, archive_root=args.root)
     if args.retention_days is not None:
-        settings = replace(settings, retention_days=args.retention_days)
+        settings = replace(settings, retention_days=archive.retention_days(args.retention_days, "--retention-days"))
     spark = LazySession("ackstore-archive", remote=args.spark_remote)  # opened only when a prefix may leave
     try:
         return _answer({"status": 200, "archive": archive.run(spark, settings)})

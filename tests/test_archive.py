@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -20,6 +21,7 @@ import pyarrow.dataset as ds
 import pytest
 from sqlalchemy import Engine, text
 
+from ackstore import cli
 from ackstore.ledger import archive_reader, heads, seals, verify
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.schema import SEALED_TABLES
@@ -226,7 +228,7 @@ def test_an_archive_root_in_every_form_a_user_types_is_read_where_it_is(location
 def test_a_hadoop_archive_root_is_refused_by_the_local_reader_and_a_missing_one_never_reads_as_empty(tmp_path) -> None:
     with pytest.raises(ValueError, match="read through Spark"):
         archive_reader.local_path("s3a://bucket/archive")
-    with pytest.raises(FileNotFoundError, match="is not there"):
+    with pytest.raises(archive_reader.ArchiveUnreadable, match="is not there"):
         archive_reader.filtered_rows(str(tmp_path / "gone"), "signals", None)
     (tmp_path / "empty").mkdir()
     assert archive_reader.filtered_rows(str(tmp_path / "empty"), "signals", None) == []  # no row of that table
@@ -236,3 +238,134 @@ def test_a_relative_archive_root_is_recorded_absolute(tmp_path, monkeypatch) -> 
     monkeypatch.chdir(tmp_path)
     assert archive.recorded_root("archive/") == str(tmp_path / "archive")
     assert archive.recorded_root("s3a://bucket/archive/") == "s3a://bucket/archive"
+
+
+# --- an archive that cannot be read, or whose manifests are gone, fails closed (issue 37) -------
+
+def answer_of(capsys, *argv: str) -> tuple[int, dict]:
+    code = cli.main(list(argv))
+    return code, json.loads(capsys.readouterr().out)
+
+
+def archived_ledger(ledger: Engine, tmp_path: Path, spark) -> tuple[str, Path, Path]:
+    """The ledger's URL once everything is archived under the returned root, and its heads file."""
+    heads_file = heads.HeadsFile(tmp_path / "heads.jsonl")
+    heads.export(ledger, heads_file)
+    archive.run(spark, settings_for(ledger, tmp_path / "archive"))
+    assert hot(ledger)["signals"] == 0
+    return ledger.url.render_as_string(hide_password=False), tmp_path / "archive", heads_file.path
+
+
+def test_a_corrupt_parquet_file_is_a_finding_naming_it_and_history_answers_in_dittos_shape(
+        ledger: Engine, tmp_path: Path, spark, capsys) -> None:
+    url, root, heads_path = archived_ledger(ledger, tmp_path, spark)
+    broken = next((root / "signals").rglob("*.parquet"))
+    broken.write_bytes(b"garbage, not Parquet")
+    found = verify.verify(ledger, heads.read_exported(heads_path))
+    unreadable = [f for f in found.findings if "cannot be read" in f.what]
+    assert unreadable and all(f.table == "signals" and str(broken) in f.what for f in unreadable), found.findings
+    code, answer = answer_of(capsys, "--database-url", url, "verify", "--heads", str(heads_path))
+    assert (code, answer["status"], answer["error"]) == (1, 409, "ledger:seal.mismatch")
+    assert str(broken) in answer["message"] and answer["verified"] is False
+    for argv in (["show", "a1"], ["report", "latency", "--since", "7d", "--bucket", "1d"],
+                 ["export", str(tmp_path / "export")]):
+        code, answer = answer_of(capsys, "--database-url", url, *argv)
+        assert (code, answer["status"], answer["error"]) == (1, 503, "ledger:archive.unavailable"), argv
+        assert str(broken) in answer["message"] and answer["description"], answer
+
+
+def test_an_archive_root_that_is_gone_is_a_finding_and_history_answers_in_dittos_shape(
+        ledger: Engine, tmp_path: Path, spark, capsys) -> None:
+    url, root, heads_path = archived_ledger(ledger, tmp_path, spark)
+    shutil.rmtree(root)
+    lines = [f.line() for f in verify.verify(ledger, heads.read_exported(heads_path)).findings]
+    assert lines[0] == f"seal 1: its archived rows cannot be read: the archive at {root} is not there: its rows " \
+                       "cannot be read", lines
+    assert any(line.startswith("seal 1: its archive's manifests cannot be read") for line in lines), lines
+    for argv in (["show", "a1"], ["show", "never-seen"], ["report", "latency", "--since", "7d", "--bucket", "1d"]):
+        code, answer = answer_of(capsys, "--database-url", url, *argv)
+        assert (code, answer["status"], answer["error"]) == (1, 503, "ledger:archive.unavailable"), argv
+        assert "is not there" in answer["message"], answer
+
+
+def test_a_deleted_manifests_folder_is_found_by_verify(ledger: Engine, tmp_path: Path, spark) -> None:
+    url, root, heads_path = archived_ledger(ledger, tmp_path, spark)
+    assert verify.verify(ledger, heads.read_exported(heads_path)).ok
+    shutil.rmtree(root / "_manifests")
+    lines = [f.line() for f in verify.verify(ledger, heads.read_exported(heads_path)).findings]
+    assert lines == [f"seal 1: archived in {root} (archive 1), and no manifest in {root / '_manifests'} records it "
+                     "(deleted?)"], lines
+
+
+def test_the_manifests_witness_the_archived_seals_when_the_tip_and_its_head_are_gone(
+        ledger: Engine, tmp_path: Path, spark) -> None:
+    """The newest archived seal removed with its head, and the archive's record shortened (the rows
+    stay in Parquet, nothing reads them): the ledger and its heads agree, the manifest does not —
+    in `verify`, and in the auditor's verifier given the manifest as its witness."""
+    url, root, heads_path = archived_ledger(ledger, tmp_path, spark)
+    with ledger.connect() as conn:
+        last = seals.latest(conn).number
+    assert last > 1
+    with ledger.begin() as conn:
+        conn.execute(text("SET LOCAL session_replication_role = replica"))
+        conn.execute(text(f"DELETE FROM seals WHERE number = {last}"))
+        conn.execute(text(f"UPDATE archives SET last_seal = {last - 1}, upto_seq = "
+                          f"(SELECT upto_seq FROM seals WHERE number = {last - 1})"))
+    heads_path.write_text("".join(heads_path.read_text().splitlines(keepends=True)[:-1]))
+    found = verify.verify(ledger, heads.read_exported(heads_path))
+    manifest = next(path for path in archive_reader.manifest_files(str(root))
+                    if last in {head["number"] for head in heads.parse(path.read_bytes())})
+    assert [f.line() for f in found.findings] == [
+        f"seal {last}: the archive's manifest {manifest} holds the head of seal {last}, and the ledger ends at seal "
+        f"{last - 1}: the seals after {last - 1} were removed"]
+    from tests.test_sealing import independent
+
+    done = independent(ledger, tmp_path, heads_path, "--witness", str(manifest))
+    assert done.returncode == 1 and f"the seals after {last - 1} were removed" in done.stdout, done.stdout + done.stderr
+
+
+# --- the retention: days from 0 to a century, else a 400 naming where it came from (issue 37) ------
+
+BAD_RETENTIONS = ["100000000", "nan", "NaN", "-1", "-0.001", "inf", "-inf", "1e400", "36500.5", "abc", "", "9" * 5000]
+
+
+@pytest.mark.parametrize("origin", ["--retention-days", "ACKSTORE_RETENTION_DAYS"])
+@pytest.mark.parametrize("given", BAD_RETENTIONS, ids=lambda given: repr(given[:12]))
+def test_a_retention_that_is_no_number_of_days_is_a_400_naming_where_it_came_from(
+    engine: Engine, database_url: str, tmp_path: Path, monkeypatch, capsys, origin: str, given: str
+) -> None:
+    from ackstore import cli
+
+    monkeypatch.delenv("ACKSTORE_RETENTION_DAYS", raising=False)
+    flag = [f"--retention-days={given}"] if origin.startswith("--") else []  # "=": argparse reads -inf as an option
+    if not flag:
+        monkeypatch.setenv(origin, given)
+    code = cli.main(["--database-url", database_url, "archive", "--root", str(tmp_path / "archive"), *flag])
+    answer = json.loads(capsys.readouterr().out)
+    assert code == cli.EXIT_ERROR_ANSWER
+    assert (answer["status"], answer["error"]) == (400, "archive:retention.invalid"), answer
+    assert f"<{origin}>" in answer["message"] and "from 0 to 36,500" in answer["message"] and answer["description"]
+    with engine.connect() as conn:  # refused before any work: no run recorded, nothing archived
+        assert conn.execute(text("SELECT count(*) FROM pipeline_runs WHERE step = 'archive'")).scalar_one() == 0
+        assert conn.execute(text("SELECT count(*) FROM archives")).scalar_one() == 0
+
+
+@pytest.mark.parametrize("given", ["0", "0.5", "30", "36500"])
+def test_a_retention_from_0_to_a_century_is_taken(engine: Engine, database_url: str, tmp_path: Path,
+                                                   monkeypatch, capsys, given: str) -> None:
+    from ackstore import cli
+
+    monkeypatch.setenv("ACKSTORE_RETENTION_DAYS", given)
+    assert cli.main(["--database-url", database_url, "archive", "--root", str(tmp_path / "archive"),
+                     "--retention-days", given]) == cli.EXIT_OK
+    assert json.loads(capsys.readouterr().out)["archive"]["seals"] == 0  # an empty ledger: nothing to move
+
+
+@pytest.mark.parametrize("days", [float("nan"), -1.0, 1e8])
+def test_the_archive_job_itself_refuses_a_retention_it_cannot_use(database_url: str, days: float) -> None:
+    """The DAG's path: PipelineSettings.from_env takes any float of $ACKSTORE_RETENTION_DAYS."""
+    from ackstore.rules.errors import DittoError
+
+    with pytest.raises(DittoError) as raised:
+        archive.run(None, PipelineSettings(database_url=database_url, retention_days=days))
+    assert raised.value.error == "archive:retention.invalid" and "<ACKSTORE_RETENTION_DAYS>" in raised.value.message

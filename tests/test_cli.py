@@ -12,6 +12,7 @@ import pytest
 
 from ackstore.ledger.store import AckStore
 from tests.ledger import ack_message, snapshot, twin_command
+from tests.test_roles import as_login, logins  # noqa: F401  (logins: a fixture, a login per group role)
 
 
 def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dict | None = None) -> tuple[int, object]:
@@ -137,3 +138,59 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     checkpoints = ("received", "attempt opened", "ack demo:audit", "applied", "indexed", "decided", "validated",
                    "settlement decided", "carried out", "redeliver")
     assert all(checkpoint in timeline for checkpoint in checkpoints), timeline
+
+
+# --- answers in Ditto's shape, not tracebacks (issue 37, part 5) --------------------------------
+
+EXPORT_TARGETS = [
+    ("/etc/passwd", "it exists and is not a directory"),
+    ("/dev/null", "it exists and is not a directory"),
+    ("/etc/passwd/export", "a part of its path is not a directory"),
+    ("{tmp}/a-file", "it exists and is not a directory"),
+    ("{tmp}/a-file/export", "a part of its path is not a directory"),
+]
+
+
+@pytest.mark.parametrize(("target", "why"), EXPORT_TARGETS, ids=[target for target, _ in EXPORT_TARGETS])
+def test_export_to_a_target_that_is_no_directory_is_a_400_saying_why(store: AckStore, database_url: str,
+                                                                     tmp_path: Path, target: str, why: str) -> None:
+    (tmp_path / "a-file").write_text("kept\n")
+    path = target.replace("{tmp}", str(tmp_path))
+    code, answer = run("export", path, url=database_url)
+    assert code == 1, answer
+    assert (answer["status"], answer["error"]) == (400, "ledger:export.directory.invalid")
+    assert f"'{path}' cannot be used: {why}." in answer["message"] and answer["description"]
+    assert (tmp_path / "a-file").read_text() == "kept\n"
+
+
+def test_export_makes_a_new_directory_with_its_parents(store: AckStore, database_url: str, tmp_path: Path) -> None:
+    code, answer = run("export", str(tmp_path / "new" / "export"), url=database_url)
+    assert (code, answer["status"]) == (0, 200), answer
+    assert sorted(p.name for p in (tmp_path / "new" / "export").iterdir()) == [
+        "export.json", "rows.jsonl", "seals.jsonl", "tables.json"]
+
+
+# A login may run only what its group role grants (docs/roles.md): the reporter's login, say, may
+# not search, archive or write; PostgreSQL's "permission denied" is a 403 naming login and object.
+# (PostgreSQL names the first object refused: a table, a function; which one is the SQL's business.)
+REFUSED = [
+    ("ackstore_reporter", ["search", "exists(attributes)"]),
+    ("ackstore_reporter", ["archive", "--retention-days", "0", "--root", "{tmp}"]),
+    ("ackstore_reporter", ["declare", "app", "app:done"]),
+    ("ackstore_ingest", ["archive", "--retention-days", "0", "--root", "{tmp}"]),
+    ("ackstore_ingest", ["report", "audit"]),
+]
+
+
+@pytest.mark.parametrize(("group", "command"), REFUSED, ids=[f"{g} {c[0]}" for g, c in REFUSED])
+def test_a_command_the_logins_role_may_not_run_is_a_403_naming_what_it_lacks(
+    store: AckStore, database_url: str, logins, tmp_path: Path, group: str, command: list[str]
+) -> None:
+    before = snapshot(store.engine)
+    code, answer = run(*(str(tmp_path) if arg == "{tmp}" else arg for arg in command),
+                       url=as_login(database_url, logins[group]))
+    assert code == 1, answer
+    assert (answer["status"], answer["error"]) == (403, "database.permission.denied"), answer
+    assert f"<{logins[group]}> lacks a privilege this command needs: permission denied for " in answer["message"]
+    assert "docs/roles.md" in answer["description"]
+    assert snapshot(store.engine) == before

@@ -185,7 +185,19 @@ def test_the_cli_answers_a_malformed_url_with_the_error_not_a_traceback(how: str
 
 # Passwords with each character a URL or a key=value string treats specially, typed as a user
 # would — right, or wrong (unencoded, unquoted): whatever libpq makes of it, no error shows it.
-PASSWORDS = ["s3 crEt", "pa/ss", "p@ss", "pa:ss", "pa%ss", "it's", 'say"hi', "q?x#y", "/@:%'\" "]
+# "@", ":" and "/" also at every position of one password (and of a user, below): libpq ends a URL's
+# userinfo at the first "@" and reads what follows as host, port or database.
+SECRET = "S3cr3t"
+USER = "alice"
+
+
+def _each_position(word: str) -> list[str]:
+    return [word[:i] + char + word[i:] for char in "@:/" for i in range(len(word) + 1)]
+
+
+PASSWORDS = ["s3 crEt", "pa/ss", "p@ss", "pa:ss", "pa%ss", "it's", 'say"hi', "q?x#y", "/@:%'\" ",
+             *_each_position(SECRET)]
+USERS = _each_position(USER)
 TYPED_FORMS = {
     "url, encoded": lambda pw: f"postgresql://u:{quote(pw, safe='')}@127.0.0.1:1/x",
     "url, unencoded": lambda pw: f"postgresql://u:{pw}@127.0.0.1:1/x",
@@ -216,6 +228,63 @@ def test_no_password_in_the_error_of_any_typed_form(form: str, password: str) ->
         shown = f"{parsed} {parsed!r} {redacted(typed)}"
     leaked = [piece for piece in _pieces(password) if piece in shown.replace("127.0.0.1", "")]
     assert not leaked, shown
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_no_password_in_the_error_of_a_url_whose_user_holds_an_unencoded_character(user: str) -> None:
+    typed = f"postgresql://{user}:{SECRET}@127.0.0.1:1/x"
+    try:
+        parsed = DatabaseUrl.parse(typed)
+    except DittoError as error:
+        assert error.to_json()["error"] == "database.url.invalid"
+        shown = json.dumps(error.to_json(), ensure_ascii=False)
+    else:
+        shown = f"{parsed} {parsed!r} {redacted(typed)} {parsed.describe()}"
+    assert not [piece for piece in _pieces(SECRET) if piece in shown], shown
+
+
+def test_an_at_sign_libpq_would_read_into_the_host_is_refused_not_printed() -> None:
+    """libpq ends the userinfo at the first "@": 'S3cr3t@127.0.0.1' would be the host its errors quote."""
+    with pytest.raises(DittoError) as raised:
+        DatabaseUrl.parse("postgresql://u:Pw@S3cr3t@127.0.0.1:5432/db", "--database-url")
+    body = raised.value.to_json()
+    assert (body["status"], body["error"]) == (400, "database.url.invalid")
+    assert "(postgresql://u:***@127.0.0.1:5432/db)" in body["message"] and "%40" in body["message"]
+    # an "@" percent-encoded, or in a query value (a socket folder's name), is no password's
+    assert DatabaseUrl.parse("postgresql://u:Pw%40S3cr3t@127.0.0.1/db").params["password"] == "Pw@S3cr3t"
+    assert DatabaseUrl.parse("postgresql:///db?host=/srv/me@corp").params["host"] == "/srv/me@corp"
+
+
+# Every URL with an unencoded "@", ":" or "/" in its password or user, to a port nobody listens on
+# and to the real server (which refuses the role), through commands that connect and one (verify)
+# that reads its heads file first: nothing printed, logged or answered holds a piece of the password.
+UNENCODED = ([(USER, password) for password in _each_position(SECRET)] +
+             [(user, SECRET) for user in USERS])
+CLI_COMMANDS = [["report", "audit"], ["db", "current"], ["verify"], ["archive", "--retention-days", "1"]]
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:1", "127.0.0.1:5432"], ids=["nobody listens", "the real server"])
+@pytest.mark.parametrize(("user", "password"), UNENCODED, ids=[f"{u}:{p}" for u, p in UNENCODED])
+def test_the_cli_prints_no_piece_of_an_unencoded_password(user: str, password: str, server: str, capfd,
+                                                           caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    typed = f"postgresql://{user}:{password}@{server}/ackstore_no_such_db"
+    printed = []
+    for command in CLI_COMMANDS:
+        for argv, env in ((["--database-url", typed], {}), ([], {"ACKSTORE_DATABASE_URL": typed})):
+            with pytest.MonkeyPatch.context() as patch:
+                for name, value in env.items():
+                    patch.setenv(name, value)
+                code = cli.main([*argv, *command])
+            out, err = capfd.readouterr()
+            assert code == cli.EXIT_ERROR_ANSWER, (command, out, err)
+            assert {"status", "error", "message"} <= set(json.loads(out)), out
+            printed.append(out + err)
+    printed += [record.getMessage() for record in caplog.records]
+    leaked = [piece for piece in _pieces(password) if any(piece in text for text in printed)]
+    assert not leaked, [text for text in printed if any(piece in text for piece in leaked)]
 
 
 CONNECTION_FAILURES = {

@@ -247,3 +247,44 @@ def test_fuzz_cli_files(database_url: str, migrated_engine: Engine, content, com
 @pytest.mark.parametrize("document", [b'{"topic":' + b"[" * 100_000, _deep(100_000).encode()])
 def test_nesting_beyond_the_recursion_limit_is_a_json_error(store: AckStore, document: bytes) -> None:
     assert store.submit(document)["error"] in ("json.invalid", "message.too.large")
+
+
+# --- a member name twice, at any depth and however spaced: refused on the fast and the full path ---
+
+plain_values = st.recursive(st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.text(max_size=6),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                        max_size=3),
+                            max_leaves=12)
+
+
+def _text(value: Any, repeat_in: int, objects: list[int], space: str, ascii_only: bool) -> str:
+    """JSON text of ``value``; the object numbered ``repeat_in`` (depth first) names its first member again."""
+    if isinstance(value, list):
+        return "[" + f",{space}".join(_text(item, repeat_in, objects, space, ascii_only) for item in value) + "]"
+    if not isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=ascii_only)
+    number = objects[0] = objects[0] + 1
+    members = [(name, _text(item, repeat_in, objects, space, ascii_only)) for name, item in value.items()]
+    if number == repeat_in and members:
+        members.append((members[0][0], '"delete"'))
+    return "{" + f",{space}".join(f"{json.dumps(name, ensure_ascii=ascii_only)}{space}:{space}{item}"
+                                  for name, item in members) + "}"
+
+
+@FUZZ
+@given(st.dictionaries(st.text(max_size=4), plain_values, min_size=1, max_size=3), st.integers(1, 6),
+       st.sampled_from(["", " ", "\n\t"]), st.booleans(), st.booleans())
+def test_fuzz_a_member_name_twice_is_refused_on_both_paths(value, repeat_in, space, ascii_only, as_bytes) -> None:
+    from ackstore.rules import envelopes as envelope_rules
+
+    text_ = _text(value, repeat_in, [0], space, ascii_only)
+    repeated = text_ != _text(value, 0, [0], space, ascii_only)
+    raw = text_.encode() if as_bytes else text_
+    fast = envelope_rules._plain_json_object(raw, len(text_.encode()), 1024 * 1024)
+    if not repeated:
+        assert errors.parse_json_text(raw) == value and fast in (None, value)
+        return
+    assert fast is None, text_
+    with pytest.raises(errors.DittoError) as raised:
+        errors.parse_json_text(raw)
+    assert raised.value.error == "json.invalid" and "appears twice in one object" in raised.value.message

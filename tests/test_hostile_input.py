@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import secrets
+import uuid
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from ackstore import cli
 from ackstore.connectors import config
@@ -268,3 +269,89 @@ def test_a_connection_config_naming_a_huge_integer_is_a_configuration_error() ->
     with pytest.raises(errors.DittoError) as raised:
         config.parse({"id": "c", "targets": [{"address": -(10**5000), "topics": []}]})
     assert raised.value.error == "connectivity:connection.configuration.invalid"
+
+
+# --- a member name twice in one object: json.invalid on every path (issue 37, part 5) --------------
+# Python's parsers (and jsonb) keep the last of a repeated name: the second "topic" below was
+# stored as a delete of another thing. Each text is refused whole, whoever sends it.
+
+MODIFY, DELETE = "org.acme/dk/things/twin/commands/modify", "org.acme/dk2/things/twin/commands/delete"
+REPEATED = {
+    "topic twice": f'{{"topic":"{MODIFY}","topic":"{DELETE}","headers":{{"correlation-id":"dk-1"}},"path":"/"}}',
+    "spaced, on lines": f'{{\n "topic" : "{MODIFY}" ,\n "topic" :\t"{DELETE}", "path": "/", "value": {{}}\n}}',
+    "a header twice": f'{{"topic":"{MODIFY}","headers":{{"requested-acks":["twin-persisted"],"requested-acks":[]}},'
+                      f'"path":"/attributes/x","value":1}}',
+    "deep in the value": f'{{"topic":"{MODIFY}","path":"/","value":{{"a":[{{"b":{{"c":1,"c":2}}}}]}}}}',
+    "spelled apart by an escape": f'{{"topic":"{MODIFY}","\\u0074opic":"{DELETE}","path":"/","value":{{}}}}',
+    "a colon in a name": f'{{"topic":"{MODIFY}","path":"/","value":{{"a:b":1,"a:b":2}}}}',
+}
+ENTRIES = {
+    "submit text": lambda store, text: store.submit(text),
+    "submit bytes": lambda store, text: store.submit(text.encode()),
+    "a connection's batch": lambda store, text: store.submit_many([text.encode()], api="connectivity",
+                                                                 source="plant", source_message_ids=["m1"])[0],
+    "acknowledge": lambda store, text: store.acknowledge("asker", text),
+    "respond": lambda store, text: store.respond("asker", text.encode()),
+}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("case", REPEATED)
+def test_a_member_name_twice_is_json_invalid_at_every_entry(store: AckStore, engine: Engine, case: str,
+                                                            entry: str) -> None:
+    assert store.declare("asker", [LABEL], channels=["live"])["status"] == 204
+    before = snapshot(engine)
+    answer = ENTRIES[entry](store, REPEATED[case])
+    assert (answer["status"], answer["error"]) == (400, "json.invalid"), answer
+    assert "appears twice in one object" in answer["message"] and answer["description"]
+    assert snapshot(engine) == before
+
+
+def test_the_same_message_with_each_name_once_is_stored(store: AckStore) -> None:
+    """The control: only the repeated name makes the texts above invalid."""
+    once = f'{{"topic":"{MODIFY}","headers":{{"correlation-id":"dk-1"}},"path":"/","value":{{"c":1}}}}'
+    assert store.submit(once.encode())["status"] == 202
+    assert store.stored_signal("dk-1")["topic"] == MODIFY
+
+
+@pytest.mark.parametrize("command", [["submit", "{file}"], ["ack", "asker", "{file}"], ["respond", "asker", "{file}"],
+                                     ["connect", "amqp", "--config", "{file}"], ["connect", "mqtt", "--config", "{file}"]])
+def test_the_cli_answers_a_member_name_twice_with_json_invalid(store: AckStore, database_url: str, tmp_path, capsys,
+                                                               command: list[str]) -> None:
+    document = tmp_path / "message.json"
+    document.write_text(REPEATED["topic twice"] if command[0] != "connect" else
+                        '{"id":"plant","connectionType":"amqp-091","id":"other","sources":[{"addresses":["q"]}]}')
+    argv = ["--database-url", database_url, *(str(document) if arg == "{file}" else arg for arg in command)]
+    assert cli.main(argv) == cli.EXIT_ERROR_ANSWER
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["status"], answer["error"]) == (400, "json.invalid") and "appears twice" in answer["message"]
+    assert store.stored_signal("dk-1") is None
+
+
+@pytest.mark.parametrize("transport", ["amqp", "mqtt"])
+def test_a_connector_refuses_a_message_naming_a_member_twice(engine: Engine, database_url: str, request,
+                                                             transport: str) -> None:
+    """The tester's message over the broker: refused as a client error (never redelivered), nothing stored."""
+    from tests.broker import Broker, connector
+    from tests.mqtt_clients import mqtt_connector, publish
+
+    body, tag = REPEATED["topic twice"].encode(), uuid.uuid4().hex[:8]
+    if transport == "amqp":
+        broker = Broker()
+        try:
+            queue = broker.queue(f"dup-{tag}")
+            broker.publish(queue, body, message_id="m1")
+            _, log = connector(database_url, "--connection-id", f"dup-{tag}", "--queue", queue,
+                               "--once").communicate(timeout=120)
+            assert broker.depth(queue) == 0  # settled, not left for redelivery
+        finally:
+            broker.close()
+    else:
+        mosquitto = request.getfixturevalue("own_mosquitto")
+        args = ("--connection-id", f"dup-{tag}", "--topic", f"plant-{tag}/commands", "--once")
+        mqtt_connector(database_url, mosquitto.url, *args).communicate(timeout=120)  # its session, subscribed
+        publish(mosquitto.url, f"plant-{tag}/commands", [body])
+        _, log = mqtt_connector(database_url, mosquitto.url, *args).communicate(timeout=120)
+    assert "rejected message" in log and "json.invalid" in log, log
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM signals")).scalar_one() == 0

@@ -407,15 +407,139 @@ def test_the_seal_step_stops_at_another_ledgers_heads_and_says_why(ledger: Engin
 
 def test_verify_without_readable_heads_answers_in_dittos_shape(ledger: Engine, tmp_path: Path, capsys) -> None:
     url = ledger.url.render_as_string(hide_password=False)
-    assert cli.main(["--database-url", url, "verify", "--heads", str(tmp_path / "none.jsonl")]) == cli.EXIT_ERROR_ANSWER
-    assert json.loads(capsys.readouterr().out)["findings"] == [
-        "seal 1: no exported head covers it or any later seal (are these the seal step's heads?)"]
     (tmp_path / "bad.jsonl").write_text("not json}\n")
     assert cli.main(["--database-url", url, "verify", "--heads", str(tmp_path / "bad.jsonl")]) == cli.EXIT_ERROR_ANSWER
     answer = json.loads(capsys.readouterr().out)
     assert (answer["status"], answer["error"]) == (400, "ledger:heads.invalid") and answer["description"]
     assert cli.main(["--database-url", url, "verify", "--no-heads", "--public-key", "zz"]) == cli.EXIT_ERROR_ANSWER
     assert json.loads(capsys.readouterr().out)["error"] == "ledger:key.invalid"
+
+
+# --- both verifiers fail closed (issue 37): an unusable heads file or witness, a head or seal gone ---
+
+def good_head(engine: Engine) -> str:
+    with engine.connect() as conn:
+        return json.dumps(seals.latest(conn).head(), sort_keys=True)
+
+
+# Each heads file a verifier cannot use, made at a path, and the reason both verifiers give.
+UNUSABLE = {
+    "empty": (lambda path, head: path.write_bytes(b""), "it holds no head"),
+    "missing": (lambda path, head: None, "it is not there"),
+    "a directory": (lambda path, head: path.mkdir(), "it is not a file"),
+    "not UTF-8": (lambda path, head: path.write_bytes(head.encode() + b"\n\xff\xfe}\n"), "it is not UTF-8 text"),
+    "a garbage middle line": (lambda path, head: path.write_text(f"{head}\ngarbage\n{head}\n"),
+                              "line 2 is not a head: Expecting value"),
+    "a number as text": (lambda path, head: path.write_text(head.replace('"number": 1', '"number": "1"') + "\n"),
+                         "line 1 is not a head: its number is not a seal number"),
+    "a torn line alone": (lambda path, head: path.write_text(head[:30]), "it holds no head"),
+    "a bad hash": (lambda path, head: path.write_text(json.dumps({"number": 1, "hash": "zz"}) + "\n"),
+                   "line 1 is not a head: the hash of head 1 is not 64 hex digits"),
+}
+
+
+@pytest.mark.parametrize("role", ["heads", "witness"])
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_an_unusable_heads_file_or_witness_fails_both_verifiers_in_one_line(
+        ledger: Engine, tmp_path: Path, capsys, case: str, role: str) -> None:
+    """Never `verified`, never a traceback: `ackstore verify` answers 400 in Ditto's shape, the
+    auditor one line and exit 2 — for the same reason."""
+    make, why = UNUSABLE[case]
+    good = exported_heads(ledger, tmp_path / "heads.jsonl")
+    bad = tmp_path / "unusable.jsonl"
+    make(bad, good_head(ledger))
+    url = ledger.url.render_as_string(hide_password=False)
+    given = ["--heads", str(bad)] if role == "heads" else ["--heads", str(good), "--witness", str(bad)]
+    assert cli.main(["--database-url", url, "verify", *given]) == cli.EXIT_ERROR_ANSWER
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["status"], answer["error"]) == (400, f"ledger:{role}.invalid"), answer
+    assert why in answer["message"] and answer["description"] and "verified" not in answer
+    done = independent(ledger, tmp_path, *((bad,) if role == "heads" else (good, "--witness", str(bad))))
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and why in done.stderr, done.stderr
+
+
+def test_dropping_the_last_head_alone_fails_both_verifiers(ledger: Engine, tmp_path: Path) -> None:
+    """`sed -i '$d' heads`: the newest seal is attested by nothing outside the database."""
+    submit(ledger, "more")
+    seals.seal(ledger)
+    heads_file = exported_heads(ledger, tmp_path / "heads.jsonl")
+    heads_file.write_text("".join(heads_file.read_text().splitlines(keepends=True)[:-1]))
+    lines = [f.line() for f in verify.verify(ledger, heads.HeadsFile(heads_file).read()).findings]
+    assert lines == ["seal 2: no exported head covers it or any later seal: the heads end at seal 1 (a head was "
+                     "removed, or the seal step has not exported it yet)"], lines
+    done = independent(ledger, tmp_path, heads_file)
+    assert done.returncode == 1 and done.stdout.startswith("seal 2: no head covers it"), done.stdout + done.stderr
+
+
+def truncate_tip(engine: Engine, heads_file: Path) -> int:
+    """The newest seal removed with its leaves, its rows and its head, as a superuser would (the
+    triggers off): what is left agrees with itself and with its heads file. The seal left newest."""
+    with engine.connect() as conn:
+        newest = seals.latest(conn)
+    deletes = "; ".join(f"DELETE FROM {table.name} WHERE seq > {newest.after_seq}" for table in SEALED_TABLES)
+    as_superuser(engine, f"{deletes}; DELETE FROM seal_leaves WHERE seal = {newest.number}; "
+                         f"DELETE FROM seals WHERE number = {newest.number}")
+    heads_file.write_text("".join(heads_file.read_text().splitlines(keepends=True)[:-1]))
+    return newest.number - 1
+
+
+def test_tip_truncation_passes_both_verifiers_and_a_witness_fails_it(ledger: Engine, tmp_path: Path, capsys) -> None:
+    for n in range(2):
+        submit(ledger, f"more-{n}")
+        seals.seal(ledger)
+    heads_file = exported_heads(ledger, tmp_path / "heads.jsonl")
+    copy = tmp_path / "worm.jsonl"  # a second heads file, kept elsewhere
+    copy.write_text(heads_file.read_text())
+    last_head = tmp_path / "last-head.json"  # a single head, as a witness may hold it
+    last_head.write_text(heads_file.read_text().splitlines()[-1])
+    left = truncate_tip(ledger, heads_file)
+    assert left == 2
+    assert verify.verify(ledger, heads.HeadsFile(heads_file).read()).ok  # consistent with itself and its heads…
+    assert independent(ledger, tmp_path, heads_file).stdout.strip() == "verified"
+    for witness in (copy, last_head):  # …not with a head kept elsewhere
+        found = verify.verify(ledger, heads.HeadsFile(heads_file).read(), witness=heads.read_exported(witness))
+        assert [f.line() for f in found.findings] == [
+            "seal 3: the witness holds the head of seal 3, and the ledger ends at seal 2: the seals after 2 were "
+            "removed"], witness
+        done = independent(ledger, tmp_path, heads_file, "--witness", str(witness))
+        assert done.returncode == 1 and done.stdout.strip() == (
+            "seal 3: the witness holds its head, the export ends at seal 2: the seals after 2 were removed"), done
+    url = ledger.url.render_as_string(hide_password=False)
+    assert cli.main(["--database-url", url, "verify", "--heads", str(heads_file), "--witness", str(copy)]) == 1
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["status"], answer["error"], answer["verified"]) == (409, "ledger:seal.mismatch", False)
+    assert "the seals after 2 were removed" in answer["message"] and answer["witnessed"] == 3
+
+
+def test_a_rewritten_tip_with_its_heads_rewritten_is_caught_by_a_witness(ledger: Engine, tmp_path: Path) -> None:
+    """Seal 2 removed and another made in its place, its head appended again: only a head kept
+    elsewhere shows that seal 2 is not the one it was."""
+    submit(ledger, "more")
+    seals.seal(ledger)
+    heads_file = exported_heads(ledger, tmp_path / "heads.jsonl")
+    witness = tmp_path / "witness.jsonl"
+    witness.write_text(heads_file.read_text())
+    truncate_tip(ledger, heads_file)
+    submit(ledger, "instead")
+    seals.seal(ledger)
+    exported_heads(ledger, heads_file)
+    assert verify.verify(ledger, heads.HeadsFile(heads_file).read()).ok
+    found = verify.verify(ledger, heads.HeadsFile(heads_file).read(), witness=heads.read_exported(witness))
+    line = found.findings[0].line()
+    assert line.startswith("seal 2: its hash is ") and "the seals from 2 on differ" in line, line
+    done = independent(ledger, tmp_path, heads_file, "--witness", str(witness))
+    assert done.returncode == 1 and done.stdout.startswith("seal 2: its hash differs from the witness's"), done
+
+
+def test_a_witness_of_the_ledger_as_it_is_verifies(ledger: Engine, tmp_path: Path, capsys) -> None:
+    heads_file = exported_heads(ledger, tmp_path / "heads.jsonl")
+    url = ledger.url.render_as_string(hide_password=False)
+    assert cli.main(["--database-url", url, "verify", "--heads", str(heads_file), "--witness", str(heads_file)]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["verified"] is True and answer["witnessed"] == 1
+    done = independent(ledger, tmp_path, heads_file, "--witness", str(heads_file))
+    assert (done.returncode, done.stdout.strip()) == (0, "verified"), done.stdout + done.stderr
 
 
 def found_counts(engine: Engine) -> dict[str, int]:

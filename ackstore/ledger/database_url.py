@@ -45,6 +45,9 @@ _PASSWORD_KEYWORD = re.compile(r"(?:^|\s)password\s*=\s*")
 _QUOTED = re.compile(r"([\"'])(.*?)\1")  # a fragment libpq's reason cites
 _KEYWORD_VALUE = re.compile(r"'(?:[^'\\]|\\.)*'?|\S*")  # quoted (to its closing quote), or to the next space
 _URL_PARTS = ("host", "port", "user", "password", "dbname")
+_LIBPQ_USERINFO = re.compile(r"[^@/]*@")  # libpq ends a URL's user and password at the first "@" before any "/"
+_STRAY_AT = ('it holds an "@" in its host, port or database: percent-encode "@", ":" and "/" in the user and '
+             'password (%40, %3A, %2F)')
 DEFAULT_PORT = "5432"
 # libpq's connection keywords (PostgreSQL 15-17, "Parameter Key Words"): what an Airflow
 # connection's extras may pass on; its other extras (the provider's own) are not libpq's.
@@ -95,6 +98,8 @@ class DatabaseUrl:
         if not isinstance(text, str) or not text.strip():
             raise errors.database_url_invalid(origin, "it is empty")
         libpq_text = _SCHEME.sub(lambda m: "postgresql://", text.strip(), count=1)
+        if _SCHEME.match(libpq_text) and _stray_at(libpq_text):
+            raise errors.database_url_invalid(origin, _STRAY_AT, redacted(text, malformed=True))
         try:
             params = parse_dsn(libpq_text)
         except Exception as exc:  # psycopg2.ProgrammingError: libpq's own reason
@@ -318,12 +323,23 @@ def _secret(text: str) -> str:
 def _userinfo(text: str) -> tuple[str, str, str]:
     """A URL's text split around its userinfo: what comes before it (the scheme), the userinfo
     ("" when there is none) and the rest from its "@". A password may hold an unencoded "/", "?",
-    "#" or "@": the host follows the last "@"."""
+    "#" or "@": libpq ends it at the first "@" (or reads none before a "/"), the user meant the
+    last — split there, all that either reads as the password is hidden."""
     scheme_end = _URL_FORM.match(text).end()  # type: ignore[union-attr]  # callers matched it
     at = text.rfind("@")
     if at <= scheme_end:
         return text[:scheme_end], "", text[scheme_end:]
     return text[:scheme_end], text[scheme_end:at], text[at:]
+
+
+def _stray_at(url: str) -> bool:
+    """Whether a ``postgresql://`` URL holds an "@" in its host, port or database (before its
+    query): libpq ends the user and password at the first "@" (none when a "/" comes first), so a
+    later one is an unencoded "@", ":" or "/" in them, and libpq would take the rest of the
+    password for a host, a port or a database — and print it in its errors."""
+    rest = url[_URL_FORM.match(url).end():]  # type: ignore[union-attr]  # the caller matched the scheme
+    userinfo = _LIBPQ_USERINFO.match(rest)
+    return "@" in rest[userinfo.end() if userinfo else 0:].split("?", 1)[0]
 
 
 def _without(message: str, text: str) -> str:

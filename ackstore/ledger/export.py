@@ -16,21 +16,23 @@ an archived seal, whose leaves are not kept, the row's own leaf, which its root 
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from ackstore.ledger import archive_reader, seals
-from ackstore.ledger.verify import facts_in_order
+from ackstore.ledger.verify import Fact, facts_in_order
+from ackstore.rules import errors
 from ackstore.rules.canonical import micros
 
 
 def export(engine: Engine, directory: Path, first: int = 1, last: int | None = None) -> dict[str, int]:
     """Write seals ``first``..``last`` (default: all) and their facts under ``directory``;
     how many seals and rows."""
-    directory.mkdir(parents=True, exist_ok=True)
+    _check_target(directory)
     (directory / "export.json").write_text(json.dumps({"from": first, "to": last}) + "\n")
     (directory / "tables.json").write_text(json.dumps(seals.FACT_TYPES, indent=2, sort_keys=True) + "\n")
     written = {"seals": 0, "rows": 0}
@@ -40,7 +42,7 @@ def export(engine: Engine, directory: Path, first: int = 1, last: int | None = N
         for seal in seals.between(conn, first, last if last is not None else (newest.number if newest else 0)):
             seal_lines.write(json.dumps(seal.head(), sort_keys=True) + "\n")
             archive = archive_reader.location_of(conn, seal.number)
-            facts = facts_in_order(conn, seal, archive)
+            facts = _facts(conn, seal, archive)
             # An archived seal keeps no leaves: its rows' own stand in, the root alone checks them.
             stored = [fact.leaf for fact in facts] if archive else seals.stored_leaves(conn, seal.number)
             for position, fact in enumerate(facts):
@@ -51,6 +53,29 @@ def export(engine: Engine, directory: Path, first: int = 1, last: int | None = N
             written["seals"] += 1
             written["rows"] += len(facts)
     return written
+
+
+def _check_target(directory: Path) -> None:
+    """Make ``directory`` (with its parents) and write a file in it, or raise
+    ``ledger:export.directory.invalid`` saying why — before a row is read."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()  # a read-only mount lets mkdir pass
+    except FileExistsError:  # mkdir's answer for a file, a device (/dev/null), a socket
+        raise errors.export_directory_invalid(str(directory), "it exists and is not a directory") from None
+    except NotADirectoryError:
+        raise errors.export_directory_invalid(str(directory), "a part of its path is not a directory") from None
+    except OSError as error:  # permission denied, a read-only file system, a name too long
+        raise errors.export_directory_invalid(str(directory), (error.strerror or str(error)).lower()) from None
+
+
+def _facts(conn: Connection, seal: seals.Seal, archive: str | None) -> list[Fact]:
+    """A seal's facts, or ``ledger:archive.unavailable`` when its archive cannot be read: an
+    export never leaves an archived seal's rows out."""
+    try:
+        return facts_in_order(conn, seal, archive)
+    except archive_reader.ArchiveUnreadable as error:
+        raise errors.archive_unreadable(archive or "", str(error)) from None
 
 
 def _json_values(row: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,12 @@ A line is the seal's head (ackstore.ledger.seals.Seal.head) and, when signed, ``
 the Ed25519 signature of the seal's 32-byte hash, in hex, and ``key``: the signing public key,
 in hex (the auditor checks against the key they hold, not this one). Appending is the only
 write: a torn last line (a kill mid-write) is cut off and written again by the next export.
+
+A verifier reads a heads file strictly (:func:`read_exported`, spelled the same way in
+``auditor/verify_export.py``): a file that is missing, a directory, not UTF-8, empty, or holds a
+line that is no head is refused, saying why — never read as no heads. The same reader takes a
+witness (decisions #101: an independent copy of a later head) and an archive's manifests, whose
+line lists its seals as heads.
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ KEY_VARIABLE = "ACKSTORE_SEAL_KEY"
 
 
 class HeadsUnreadable(ValueError):
-    """A line of a heads file that is no head."""
+    """A heads file a verifier cannot use, or a line of one that is no head."""
+
+
+HASH = re.compile(r"[0-9a-f]{64}")
 
 
 def configured_path(url: str) -> Path:
@@ -53,20 +62,8 @@ class HeadsFile:
     key: Path | None = None
 
     def read(self) -> list[dict[str, Any]]:
-        """The heads exported so far, in order (a torn last line is not one)."""
-        if not self.path.exists():
-            return []
-        heads = []
-        for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
-            if not line.endswith(b"}"):
-                if line.strip():
-                    break  # torn: only the last line can be, as lines are only appended
-                continue
-            try:
-                heads.append(json.loads(line))
-            except ValueError as error:
-                raise HeadsUnreadable(f"line {number} is not a head: {error}") from None
-        return heads
+        """The heads exported so far, in order (none before the first export)."""
+        return parse(self.path.read_bytes()) if self.path.exists() else []
 
     def append(self, new: list[dict[str, Any]]) -> None:
         """Append ``new`` heads, signed if a key is set, and flush them to disk."""
@@ -84,6 +81,62 @@ class HeadsFile:
             file.write("".join(lines).encode())
             file.flush()
             os.fsync(file.fileno())
+
+
+def read_exported(path: Path) -> list[dict[str, Any]]:
+    """The heads in ``path`` for a verifier: one or more, or HeadsUnreadable saying why — a file a
+    verifier cannot read is never taken as one exporting no head (that would verify anything)."""
+    if not path.exists():
+        raise HeadsUnreadable("it is not there")
+    if not path.is_file():
+        raise HeadsUnreadable("it is not a file")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise HeadsUnreadable(f"it cannot be read: {error.strerror}") from None
+    heads = parse(data)
+    if not heads:
+        raise HeadsUnreadable("it holds no head")
+    return heads
+
+
+def parse(data: bytes) -> list[dict[str, Any]]:
+    """The heads of a heads file's bytes, in order. Each line is a head, or a manifest listing
+    heads under ``seals``; blank lines are skipped, and so is a torn last line (no newline and no
+    closing brace: only the last line can be, as lines are only appended)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise HeadsUnreadable(f"it is not UTF-8 text: {error}") from None
+    lines = text.split("\n")
+    heads: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        torn = number == len(lines) and not line.rstrip().endswith("}")
+        if not line.strip() or torn:
+            continue
+        try:
+            heads += heads_of(json.loads(line))
+        except (ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
+            raise HeadsUnreadable(f"line {number} is not a head: {error}") from None
+    return heads
+
+
+def heads_of(value: Any) -> list[dict[str, Any]]:
+    """The heads a line holds: itself, or a manifest's ``seals``; ValueError for anything else."""
+    found = value.get("seals") if isinstance(value, dict) and "number" not in value else [value]
+    if not isinstance(found, list):
+        raise ValueError("it is neither a head nor a manifest's seals")
+    for head in found:
+        if not isinstance(head, dict):
+            raise ValueError("it is not a JSON object")
+        number, digest = head.get("number"), head.get("hash")
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValueError("its number is not a seal number (a whole number, 1 or more)")
+        if not isinstance(digest, str) or not HASH.fullmatch(digest):
+            raise ValueError(f"the hash of head {number} is not 64 hex digits")
+        if not isinstance(head.get("signature", ""), str):
+            raise ValueError(f"the signature of head {number} is not hex text")
+    return found
 
 
 def export(engine: Engine, heads: HeadsFile) -> int:
@@ -111,7 +164,8 @@ def export(engine: Engine, heads: HeadsFile) -> int:
 
 
 def _cut_torn_line(file: Any) -> None:
-    """Cut a last line without its newline (a kill mid-append) off the end of ``file``."""
+    """Cut a last line without its newline (a kill mid-append) off the end of ``file`` — or end it
+    with its newline when it is whole (killed just before it): :func:`parse` read it as a head."""
     size = file.seek(0, os.SEEK_END)
     if size == 0:
         return
@@ -119,7 +173,12 @@ def _cut_torn_line(file: Any) -> None:
     if file.read(1) == b"\n":
         return
     file.seek(0)
-    file.truncate(file.read().rfind(b"\n") + 1)
+    data = file.read()
+    start = data.rfind(b"\n") + 1
+    if data[start:].rstrip().endswith(b"}"):
+        file.write(b"\n")
+        return
+    file.truncate(start)
     file.seek(0, os.SEEK_END)
 
 

@@ -26,6 +26,7 @@ from ackstore.ledger import archive_reader, migrate, results, schema
 from ackstore.ledger.database import make_engine, private_server
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.seals import FACT_TYPES, canonical_columns, column_types
+from ackstore.rules import errors
 from ackstore.rules.canonical import UNIX_EPOCH, micros
 
 # A signal's facts found by its id, and the tables read whole (positions: a row per name).
@@ -156,7 +157,11 @@ class Archived:
     def _read(self, table: str, where: Any) -> Rows:
         rows: Rows = []
         for location in self.locations:
-            rows.extend(_from_archive(table, row) for row in archive_reader.filtered_rows(location, table, where))
+            try:
+                found = archive_reader.filtered_rows(location, table, where)
+            except archive_reader.ArchiveUnreadable as error:  # answered in Ditto's shape, never read as empty
+                raise errors.archive_unreadable(location, str(error)) from None
+            rows.extend(_from_archive(table, row) for row in found)
         return rows
 
 

@@ -4,6 +4,11 @@ rows, the chain checked against the exported heads, and a fact's inclusion prove
 Nothing here trusts the database's own functions: every leaf is rebuilt in Python from the row's
 values (ackstore.rules.canonical). A seal's stored leaves are trusted only once their tree's root
 is the seal's and its hash is the exported head's: then they say which row differs.
+
+It fails closed: an archived file it cannot read, a manifest gone, a seal no head attests, a
+witnessed head (an independent copy of a later one) the ledger no longer has — each is a finding,
+never a crash nor a pass. The newest seals removed with their heads and rows leave a ledger and a
+heads file that agree: only a copy kept elsewhere (``--witness``, the archive's manifests) tells.
 """
 
 from __future__ import annotations
@@ -14,9 +19,9 @@ from typing import Any, Iterator
 
 from sqlalchemy import Connection, Engine, func, select
 
-from ackstore.ledger import archive_reader, seals
+from ackstore.ledger import archive_reader, heads, seals
 from ackstore.ledger.named_sql import ledger_statement
-from ackstore.ledger.schema import SEALED_TABLES
+from ackstore.ledger.schema import SEALED_TABLES, archives
 from ackstore.rules import canonical, merkle
 
 TABLES = {table.name: table for table in SEALED_TABLES}
@@ -48,6 +53,7 @@ class Verification:
     facts: int = 0
     heads: int = 0
     signatures: int = 0
+    witnessed: int = 0
     unsealed: int = 0
     findings: list[Finding] = field(default_factory=list)
 
@@ -67,11 +73,12 @@ class Fact:
     row: dict[str, Any] = field(repr=False, compare=False)
 
 
-def verify(engine: Engine, heads: list[dict[str, Any]] | None, public_key: bytes | None = None,
-           first: int = 1, last: int | None = None) -> Verification:
+def verify(engine: Engine, exported: list[dict[str, Any]] | None, public_key: bytes | None = None,
+           first: int = 1, last: int | None = None, witness: list[dict[str, Any]] | None = None) -> Verification:
     """Recompute seals ``first``..``last`` (default: all) from the rows and check their chain, the
-    exported ``heads`` (None: none to compare with) and, with ``public_key`` (raw Ed25519), each
-    head's signature."""
+    ``exported`` heads (None: none to compare with; as ackstore.ledger.heads.parse gives them) and,
+    with ``public_key`` (raw Ed25519), each head's signature; then the ``witness`` (later heads
+    kept elsewhere) and every archive's manifests against the ledger's seals."""
     found = Verification()
     to_newest = last is None  # then a head past the ledger's newest seal is one missing from it
     with engine.connect() as conn:
@@ -94,8 +101,11 @@ def verify(engine: Engine, heads: list[dict[str, Any]] | None, public_key: bytes
         if last and expected_number <= last:
             found.findings.append(Finding(f"seals {expected_number}..{last} are missing", expected_number))
         found.unsealed = _unsealed(conn, previous_upto) if newest is None or last == newest.number else 0
-        if heads is not None:
-            found.findings += _check_heads(conn, heads, public_key, first, None if to_newest else last, found)
+        if exported is not None:
+            found.findings += _check_heads(conn, exported, public_key, first, None if to_newest else last, found)
+        if witness is not None:
+            found.findings += _check_copies(conn, witness, "the witness", found)
+        found.findings += _check_manifests(conn, found)
     return found
 
 
@@ -114,7 +124,10 @@ def _check_seal(conn: Connection, seal: seals.Seal, previous_hash: bytes, previo
     trusted = len(stored) == seal.leaves and merkle.root(stored) == seal.root
     if not trusted and not archive:
         findings.append(Finding("its stored leaves are not the tree of its root", seal.number))
-    facts = facts_in_order(conn, seal, archive)
+    try:
+        facts = facts_in_order(conn, seal, archive)
+    except archive_reader.ArchiveUnreadable as error:  # named, and the other seals still checked
+        return findings + [Finding(f"its archived rows cannot be read: {error}", seal.number, error.table)]
     found.facts += len(facts)
     counts = Counter(fact.table for fact in facts)
     for table in TABLES:
@@ -191,38 +204,106 @@ def _unsealed(conn: Connection, upto: int) -> int:
     return sum(conn.execute(select(func.count()).where(table.c.seq > upto)).scalar_one() for table in SEALED_TABLES)
 
 
-def _check_heads(conn: Connection, heads: list[dict[str, Any]], public_key: bytes | None, first: int,
+def _check_heads(conn: Connection, exported: list[dict[str, Any]], public_key: bytes | None, first: int,
                  last: int | None, found: Verification) -> list[Finding]:
     """The exported heads numbered first..last (None: every one from first) against the ledger's
-    seals: each must be there with the same hash (and signed by ``public_key``), and no seal of
-    the ledger up to the newest head may be missing from them."""
+    seals: each must be there with the same hash (and signed by ``public_key``), and every seal
+    of the ledger in the range must have its head — one missing between two was removed, and the
+    newest seals without one are attested by nothing outside the database."""
     findings = []
     verify_signature = _signature_checker(public_key) if public_key else None
     newest = seals.latest(conn)
     ledger = {seal.number: seal for seal in seals.between(conn, first, last or (newest.number if newest else 0))}
-    exported = set()
-    for head in heads:
-        number = head.get("number")
-        if not isinstance(number, int) or number < first or (last is not None and number > last):
+    numbers = set()
+    for head in exported:
+        number = head["number"]
+        if number < first or (last is not None and number > last):
             continue
-        exported.add(number)
+        numbers.add(number)
         found.heads += 1
         seal = ledger.get(number)
         if seal is None:
             findings.append(Finding("was exported, and is missing from the ledger", number))
-        elif seal.hash.hex() != head.get("hash"):
-            findings.append(Finding(f"its hash is {seal.hash.hex()}, the exported head's {head.get('hash')}", number))
+        elif seal.hash.hex() != head["hash"]:
+            findings.append(Finding(f"its hash is {seal.hash.hex()}, the exported head's {head['hash']}", number))
         if verify_signature is not None:
             if verify_signature(head):
                 found.signatures += 1
             else:
                 findings.append(Finding("its exported head is not signed by the given key", number))
-    unexported = [number for number in ledger if exported and number < max(exported) and number not in exported]
-    if unexported:
-        findings.append(Finding("is in the ledger but was never exported (a head is missing)", min(unexported)))
-    if ledger and not exported:  # the seal step exports each seal it makes: none at all is no lag
+    return findings + _unattested(sorted(set(ledger) - numbers), max(numbers, default=None))
+
+
+def _unattested(unexported: list[int], newest_head: int | None) -> list[Finding]:
+    """The ledger's seals no exported head attests: the first of those between two heads (a head
+    removed), and the first after the newest head (a head removed from the end, or not exported
+    yet: the seal step exports each seal it makes)."""
+    findings = []
+    between = [number for number in unexported if newest_head is not None and number < newest_head]
+    if between:
+        findings.append(Finding("is in the ledger but was never exported (a head is missing)", between[0]))
+    after = [number for number in unexported if newest_head is None or number > newest_head]
+    if after and newest_head is None:
         findings.append(Finding("no exported head covers it or any later seal (are these the seal step's heads?)",
-                                min(ledger)))
+                                after[0]))
+    elif after:
+        findings.append(Finding(f"no exported head covers it or any later seal: the heads end at seal {newest_head} "
+                                "(a head was removed, or the seal step has not exported it yet)", after[0]))
+    return findings
+
+
+def _check_copies(conn: Connection, copies: list[dict[str, Any]], source: str, found: Verification) -> list[Finding]:
+    """Heads kept away from the database — a witness, an archive's manifest — against the ledger's
+    seals: each must still be there with the same hash. Seals removed from the end with their
+    heads and rows (triggers off) leave a ledger its own heads file agrees with; only a copy
+    held elsewhere tells."""
+    newest = seals.latest(conn)
+    top = newest.number if newest else 0
+    low = min((head["number"] for head in copies), default=top + 1)
+    ledger = {seal.number: seal for seal in seals.between(conn, low, top)} if low <= top else {}
+    found.witnessed += len(copies)
+    findings = []
+    removed = max((head["number"] for head in copies), default=0)
+    if removed > top:
+        findings.append(Finding(f"{source} holds the head of seal {removed}, and the ledger ends at seal {top}: "
+                                f"the seals after {top} were removed", top + 1))
+    for head in copies:
+        number, seal = head["number"], ledger.get(head["number"])
+        if seal is None and number <= top:
+            findings.append(Finding(f"{source} holds its head, and the ledger has no such seal", number))
+        elif seal is not None and seal.hash.hex() != head["hash"]:
+            findings.append(Finding(f"its hash is {seal.hash.hex()}, {source} holds {head['hash']}: the seals from "
+                                    f"{number} on differ from those {source} saw", number))
+    return findings
+
+
+def _check_manifests(conn: Connection, found: Verification) -> list[Finding]:
+    """Every archive's manifests, kept beside its rows: they must still record each of its seals
+    (a deleted manifest is a finding), and each seal they record must still be the ledger's."""
+    findings = []
+    held: dict[str, list[Any]] = {}
+    for archive in conn.execute(select(archives).order_by(archives.c.number)):
+        held.setdefault(archive.location, []).append(archive)
+    for location, moved in held.items():
+        try:
+            files = archive_reader.manifest_files(location)
+        except archive_reader.ArchiveUnreadable as error:
+            findings.append(Finding(f"its archive's manifests cannot be read: {error}", moved[0].first_seal))
+            continue
+        recorded: set[int] = set()
+        for path in files:
+            try:
+                copies = heads.parse(path.read_bytes())
+            except (OSError, heads.HeadsUnreadable) as error:
+                findings.append(Finding(f"the archive's manifest {path} cannot be read: {error}"))
+                continue
+            recorded.update(head["number"] for head in copies)
+            findings += _check_copies(conn, copies, f"the archive's manifest {path}", found)
+        for archive in moved:
+            missing = next((n for n in range(archive.first_seal, archive.last_seal + 1) if n not in recorded), None)
+            if missing is not None:
+                findings.append(Finding(f"archived in {location} (archive {archive.number}), and no manifest in "
+                                        f"{archive_reader.manifests_folder(location)} records it (deleted?)", missing))
     return findings
 
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ackstore.rules import numbers
+from ackstore.rules import jsontext
 
 
 def java_number(value: int) -> str:
@@ -162,6 +162,17 @@ def subscriber_not_yours(subscriber: str) -> DittoError:
         f"The subscriber <{subscriber}> belongs to another database login.",
         "Only the login that declared a subscriber first may declare, pull, acknowledge or respond as it: connect "
         "with that login (its password from ~/.pgpass or PGPASSWORD, never on the command line).",
+    )
+
+
+def connection_not_yours(connection: str) -> DittoError:
+    return DittoError(
+        403,
+        "connectivity:connection.forbidden",
+        f"The connection <{shown(connection)}> belongs to another database login.",
+        "Only the login that claimed a connection first (declaring into it, storing its first message, or its "
+        "connector starting) may declare its subscribers, store its messages or settle them: connect with that "
+        "login, or give the connection another id.",
     )
 
 
@@ -417,15 +428,16 @@ def message_not_storable(reason: str) -> DittoError:
 
 
 def parse_json_text(text: str | bytes) -> Any:
-    """Parse JSON text (UTF-8 if bytes) or raise ``json.invalid``."""
+    """Parse JSON text a sender chose (UTF-8 if bytes) or raise ``json.invalid`` — a member name
+    given twice in one object too (``jsontext.parse``)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise json_invalid(f"The input is not valid UTF-8: {exc.reason} at byte {exc.start}.") from None
     try:
-        return json.loads(text, parse_int=numbers.parse_int)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and NumberOutOfRange are ValueErrors
+        return jsontext.parse(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, NumberOutOfRange, DuplicateName
         raise json_invalid(f"Failed to parse JSON string '{_clip(text)}': {exc}") from None
 
 
@@ -657,4 +669,64 @@ def public_key_invalid(path: str, why: str) -> DittoError:
         "ledger:key.invalid",
         f"The public key '{shown(path)}' cannot be used: {why}",
         "Give an Ed25519 public key: a PEM file, or its 32 raw bytes in hex.",
+    )
+
+
+def witness_unreadable(path: str, why: str) -> DittoError:
+    """The witness `verify --witness` is to hold the ledger's newest seals to cannot be read."""
+    return DittoError(
+        400,
+        "ledger:witness.invalid",
+        f"The witness '{shown(path)}' cannot be used: {why}",
+        "Give a copy of a later head kept away from the database host: a heads file (one JSON head a line), a "
+        "single head's JSON line, or an archive manifest.",
+    )
+
+
+def archive_unreadable(location: str, why: str) -> DittoError:
+    """An archive the ledger records cannot be read: its root is gone, or a file in it is no Parquet."""
+    return DittoError(
+        503,
+        "ledger:archive.unavailable",
+        f"The archive at '{shown(location)}' cannot be read: {why}",
+        "The ledger records history archived there (ackstore archive). Mount the archive, or restore its files "
+        "from a copy, and ask again; 'ackstore verify' names each file that cannot be read.",
+    )
+
+
+def retention_invalid(origin: str, value: str, maximum_days: int) -> DittoError:
+    """The archive's retention is no number of days it can use (NaN, negative, past the maximum)."""
+    return DittoError(
+        400,
+        "archive:retention.invalid",
+        f"The retention <{_clip(value, 64)}> of <{origin}> is not a number of days from 0 to "
+        f"{java_number(maximum_days)}.",
+        "Give how long sealed history stays hot in days, such as 30 (the default) or 0.5; 0 lets every seal "
+        "that is settled and validated leave.",
+    )
+
+
+def export_directory_invalid(path: str, why: str) -> DittoError:
+    """`ackstore export` cannot write its files under the directory it was given."""
+    return DittoError(
+        400,
+        "ledger:export.directory.invalid",
+        f"The export directory '{shown(path)}' cannot be used: {why}.",
+        "Give a directory to write the export into: an existing one you may write, or a new one (made with its "
+        "parents). Its files export.json, tables.json, seals.jsonl and rows.jsonl are overwritten.",
+    )
+
+
+def permission_denied(login: str | None, reason: str) -> DittoError:
+    """The database refused the login a statement (SQLSTATE 42501); ``reason`` is PostgreSQL's
+    message, naming the table, function or schema the login lacks a privilege on."""
+    who = f"The database login <{login}>" if login else "The database login"
+    return DittoError(
+        403,
+        "database.permission.denied",
+        f"{who} lacks a privilege this command needs: {_clip(reason)}.",
+        "Connect as a login that is a member of the command's group role (docs/roles.md): ackstore_ingest for "
+        "submit, declare, ack, pull, respond, result and search; ackstore_reporter for report, show, prove, "
+        "verify and export; ackstore_pipeline for pipeline run; ackstore_archive for archive; ackstore_admin "
+        "for db upgrade.",
     )
