@@ -75,11 +75,15 @@ def ledger() -> Iterator[Any]:
             conn.execute(text("INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at, "
                               "done_at) SELECT 'app', id, 'key', 1, now(), "
                               "CASE WHEN id % 1000 <> 0 THEN now() END FROM signals"))
+            # Its connection, claimed before migration 0020 by nobody in particular (any login records it).
+            conn.execute(text("INSERT INTO connections (id) VALUES (:c)"), {"c": history.SOURCE})
             # ... and the last 50 settlement decisions.
             conn.execute(text("UPDATE pipeline_watermarks SET position = position - 50 "
                               "WHERE name = 'validated_settlements'"))
             after = conn.execute(statement("validate", "watermarks")).one()._asdict()
             bounds = {**after, **conn.execute(statement("validate", "slice"), after).one()._asdict()}
+            bounds["connection_signals"] = list(conn.execute(text(
+                "SELECT id FROM signals WHERE source = :c ORDER BY id LIMIT 3"), {"c": history.SOURCE}).scalars())
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("ANALYZE"))
         yield engine, bounds
@@ -185,22 +189,33 @@ def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
 
 # What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql),
 # and what `result` reads: an answer (request_answers) per request.
-CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("ingest", "already_stored"),
+CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("settlements", "record"),
+                   ("settlements", "record_latest"), ("ingest", "already_stored"),
                    ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("ingest", "enqueue_copied"),
                    ("results", "latest_result"),
                    ("results", "acks_of"), ("results", "timeline")]
 CONNECTOR_PARAMS = {"source": "amqp:bench", "skip_taken": False, "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
+                    "held": True, "carried_out_as": None,
                     "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
                     "correlation_id": "history-7", "signal_id": 7}
 
 
 @pytest.mark.parametrize(("file", "name"), CONNECTOR_READS, ids=[f"{f}.{n}" for f, n in CONNECTOR_READS])
 def test_a_connector_scans_no_history_table(ledger, file: str, name: str) -> None:
-    engine, _ = ledger
-    plan = _plans_run(engine, load(LEDGER_SQL / f"{file}.sql")[name], CONNECTOR_PARAMS)
+    engine, bounds = ledger
+    params = {**CONNECTOR_PARAMS, "signal_ids": bounds["connection_signals"]}  # its own connection's
+    plan = _plans_run(engine, load(LEDGER_SQL / f"{file}.sql")[name], params)
     assert plan["Plans"], f"{file}.{name} ran no statement"
     scanned = set(_scans(plan))
     assert not scanned & HISTORY_TABLES, f"{file}.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
+
+
+def test_clearing_abandoned_staging_reads_the_staging_table_alone(ledger) -> None:
+    """The pipeline's first step removes what a committed COPY left unmerged (issue 37): a scan of
+    the intake's staging table, which holds only batches in flight, never a history table."""
+    engine, _ = ledger
+    plan = _plans_run(engine, statements("batches")["clear_abandoned_staged_signals"])
+    assert plan["Plans"] and set(_scans(plan)) <= {"stage_signals"}, plan
 
 
 # What ingestion looks up by key, a batch's worth of keys at once (ackstore/ledger/sql/ingest.sql).
