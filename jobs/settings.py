@@ -45,7 +45,19 @@ class PipelineSettings:
             retention_days=float(os.environ.get("ACKSTORE_RETENTION_DAYS", 30)),
             rules=Settings.from_env(),
             partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
-            lock_timeout_ms=int(os.environ.get("ACKSTORE_LOCK_TIMEOUT_MS", 5000)),
+            lock_timeout_ms=lock_timeout_ms(os.environ.get("ACKSTORE_LOCK_TIMEOUT_MS", "5000")),
             max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),
             **extra,
         )
+
+
+def lock_timeout_ms(value: str) -> int:
+    """``$ACKSTORE_LOCK_TIMEOUT_MS``: a whole number of milliseconds above 0 (PostgreSQL reads 0 as
+    no timeout at all, which would let a writer's open transaction stall a step again)."""
+    try:
+        parsed = int(value)
+    except ValueError:
+        parsed = 0
+    if parsed <= 0:
+        raise ValueError(f"ACKSTORE_LOCK_TIMEOUT_MS must be a whole number of milliseconds above 0, not {value!r}")
+    return parsed

@@ -79,23 +79,31 @@ class Step:
         with Spark; merge it."""
         with self.locked():
             self.stats.update(idle)
-            try:
+            with self.deferrable():
                 if first is not None:
                     first(self)
-                with self.engine.connect() as conn:
-                    found = tuple(conn.execute(statement(self.name, work)).one())
-                if found[0] is not None and found[0] is not False:
-                    self.timed("spark", lambda: stage(spark, self, found))
-                    merge(self)
-            except DBAPIError as error:
-                if failures.sqlstate(error) != failures.LOCK_NOT_AVAILABLE:
-                    raise
-                # A writer held a lock past the timeout (a transaction left open, say): what this
-                # step did not commit is still queued, for the next pass.
-                log.warning("%s deferred: a lock was held past %d ms (%s)", self.name,
-                            self.settings.lock_timeout_ms, str(error.orig).strip().splitlines()[0])
-                self.stats["deferred_by_lock"] = True
+                with self.deferrable():  # what ``first`` committed stands
+                    with self.engine.connect() as conn:
+                        found = tuple(conn.execute(statement(self.name, work)).one())
+                    if found[0] is not None and found[0] is not False:
+                        self.timed("spark", lambda: stage(spark, self, found))
+                        merge(self)
             return self.record()
+
+    @contextmanager
+    def deferrable(self) -> Iterator[None]:
+        """Work that gives way when a lock it needs is held past the timeout (a writer's
+        transaction left open, say): what it did not commit is still queued, for the next pass,
+        and the stats say what was committed before it began, and ``deferred_by_lock``."""
+        committed = dict(self.stats)
+        try:
+            yield
+        except DBAPIError as error:
+            if failures.sqlstate(error) != failures.LOCK_NOT_AVAILABLE:
+                raise
+            log.warning("%s deferred: a lock was held past %d ms (%s)", self.name, self.settings.lock_timeout_ms,
+                        str(error.orig).strip().splitlines()[0])
+            self.stats = {**committed, "deferred_by_lock": True}
 
     def read(self, spark: Any, query: str, bounds: tuple[int, int]) -> Any:
         """The job's named read ``query``, split into partitions over ``bounds`` of its signal ids."""

@@ -95,7 +95,8 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
             error = ValidationFailed(step.run_id, failures)
             log.error("%s", error)
             raise error
-        _pass(step, bounds)
+        with step.deferrable():  # checked again by the next pass
+            _pass(step, bounds)
         return step.record()
 
 

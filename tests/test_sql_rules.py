@@ -3,16 +3,19 @@ and no statement spells them out again."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
 from ackstore.rules import mqtt
 from ackstore.rules.acks import BUILTIN_ISSUER, Disposition
 from ackstore.rules.labels import BUILTIN_LABELS, LIVE_RESPONSE, SEARCH_PERSISTED, TWIN_PERSISTED
-from ackstore.rules.settlement import Settlement, carried_out_as_allowed
+from ackstore.rules.settlement import Settlement, carried_out_as_allowed, labels_to_request_again, shared_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +60,27 @@ def test_what_a_transport_may_do_instead_is_pythons(migrated_engine: Engine, dec
     assert allowed is carried_out_as_allowed(decision, instead)
     for reconnects in (True, False):
         assert carried_out_as_allowed(decision, mqtt.carried_out_as(decision, reconnects))
+
+
+@pytest.mark.parametrize("source", ["api", "cli", "plant-a", "API", ""])
+def test_the_shared_sources_are_pythons(migrated_engine: Engine, source: str) -> None:
+    with migrated_engine.connect() as conn:
+        assert conn.execute(text("SELECT shared_source(:s)"), {"s": source}).scalar_one() is shared_source(source)
+
+
+LABELS = ["twin-persisted", "search-persisted", "live-response", "c:a", "c:b"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(requested=st.lists(st.sampled_from(LABELS), unique=True, max_size=5),
+       statuses=st.dictionaries(st.sampled_from(LABELS), st.sampled_from([100, 200, 204, 299, 300, 404, 408, 412, 424,
+                                                                          500, 503])))
+def test_what_a_redelivery_requests_again_is_pythons(migrated_engine: Engine, requested: list, statuses: dict) -> None:
+    """open_next_attempt holds its caller to SQL's labels_to_request_again: Python's, in order."""
+    with migrated_engine.connect() as conn:
+        again = conn.execute(text("SELECT labels_to_request_again(CAST(:r AS text[]), CAST(:s AS jsonb))"),
+                             {"r": requested, "s": json.dumps(statuses)}).scalar_one()
+    assert tuple(again) == labels_to_request_again(requested, statuses)
 
 
 def test_a_named_word_folds_into_a_literal_where_an_index_needs_it(migrated_engine: Engine) -> None:

@@ -271,13 +271,12 @@ def _decided_new(valid: Iterator[_Valid], decisions: _Decisions) -> Iterator[_Va
 
 
 def _store_staged(conn: Connection, decisions: _Decisions) -> dict[str, int]:
-    """Store the staged new signals and queue their work, their things locked first; their ids by
-    message id. If a concurrent submission took a key meanwhile, that merge is undone and the next
-    skips the row, which is not returned: ``_answer`` answers it as that submission's
-    retransmission."""
+    """Store the staged new signals and queue their work, their things locked first (the merge
+    locks them); their ids by message id. If a concurrent submission took a key meanwhile, that
+    merge is undone and the next skips the row, which is not returned: ``_answer`` answers it as
+    that submission's retransmission."""
     if not decisions.new:
         return {}
-    _lock_things(conn, {item.signal.thing_id for item in decisions.new.values()})
     try:
         with conn.begin_nested():
             return _merge_staged(conn, skip_taken=False)
@@ -290,11 +289,6 @@ def _store_staged(conn: Connection, decisions: _Decisions) -> dict[str, int]:
 def _merge_staged(conn: Connection, *, skip_taken: bool) -> dict[str, int]:
     stored = conn.execute(ledger_statement("ingest", "enqueue_copied"), {"skip_taken": skip_taken})
     return {message_id: signal_id for signal_id, message_id in stored}
-
-
-def _lock_things(conn: Connection, thing_ids: set[str]) -> None:
-    """Take the things' ingestion locks (in hash order)."""
-    conn.execute(ledger_statement("ingest", "lock_things"), {"thing_ids": text_array(thing_ids)})
 
 
 def _answer(

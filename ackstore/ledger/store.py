@@ -18,7 +18,7 @@ from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
 from ackstore.rules.acks import Ack
-from ackstore.rules.settlement import needs_transport_settlement
+from ackstore.rules.settlement import shared_source
 from ackstore.rules.settings import Settings
 
 NO_CONTENT = {"status": 204}
@@ -105,16 +105,16 @@ class AckStore:
                     with self.engine.begin() as connection:
                         intake.store(connection)
             except DBAPIError as error:
-                if not self._refused_connection(error, checked_api, source):
+                if not self._refused_connection(error, source):
                     raise
                 # another login's connection (issue 37): the functions refused it, nothing was stored
                 return [ingestion.Stored(errors.connection_not_yours(source).to_json())] * len(batch)
             return intake.answers()
 
-    def _refused_connection(self, error: DBAPIError, api: str, source: str) -> bool:
+    def _refused_connection(self, error: DBAPIError, source: str) -> bool:
         """Whether ``error`` is the ledger refusing to store a connection's messages from a login
         that is not the connection's (any other refusal, a missing privilege say, is not)."""
-        if failures.sqlstate(error) != failures.INSUFFICIENT_PRIVILEGE or not needs_transport_settlement(api, source):
+        if failures.sqlstate(error) != failures.INSUFFICIENT_PRIVILEGE or shared_source(source):
             return False
         with self.engine.connect() as conn:
             return not declarations.may_act_for_connection(conn, source)

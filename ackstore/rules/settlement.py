@@ -87,9 +87,15 @@ TRANSPORT_API = "connectivity"  # broker connectors answer by the connectivity t
 LOCAL_SOURCES = ("api", "cli")  # their stored result is the answer (A.2.6)
 
 
+def shared_source(source: str) -> bool:
+    """The API's and the CLI's sources are every login's; any other is a connection's, and belongs
+    to the database login that claimed it (decisions #104; the SQL function ``shared_source``)."""
+    return source in LOCAL_SOURCES
+
+
 def needs_transport_settlement(api: str, source: str) -> bool:
     """A signal from a connection is settled on its broker; API and CLI signals are not."""
-    return api == TRANSPORT_API and source not in LOCAL_SOURCES
+    return api == TRANSPORT_API and not shared_source(source)
 
 
 def carried_out_as_allowed(decision: str, carried_out_as: str | None) -> bool:
@@ -183,6 +189,7 @@ __all__ = [
     "is_failed",
     "labels_to_request_again",
     "needs_transport_settlement",
+    "shared_source",
     "outcome_of_result",
     "signal_state",
     "wants_redelivery",

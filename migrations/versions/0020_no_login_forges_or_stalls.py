@@ -32,13 +32,15 @@ branch_labels = None
 depends_on = None
 
 # Made here, in the order they depend on one another.
-NEW = ("builtin_issuer", "carried_out_as_allowed", "lock_things", "lock_step", "lock_facts", "lock_sealer",
-       "may_act_for_connection", "claim_connection", "act_for_connection", "clear_abandoned_staged_signals")
-NEW_FUNCTIONS = ("builtin_issuer()", "carried_out_as_allowed(text, text)", "lock_things(text[])", "lock_step(text)",
+NEW = ("builtin_issuer", "carried_out_as_allowed", "shared_source", "labels_to_request_again", "lock_things",
+       "lock_step", "lock_facts", "lock_sealer", "may_act_for_connection", "claim_connection", "act_for_connection",
+       "clear_abandoned_staged_signals")
+NEW_FUNCTIONS = ("builtin_issuer()", "carried_out_as_allowed(text, text)", "shared_source(text)",
+                 "labels_to_request_again(text[], jsonb)", "lock_things(text[])", "lock_step(text)",
                  "lock_facts(boolean)", "lock_sealer()", "may_act_for_connection(text)", "claim_connection(text)",
                  "act_for_connection(text)", "clear_abandoned_staged_signals()")
-REPLACED = ("may_act_for", "declare_subscriber", "store_ack", "merge_staged_signals", "hand_out_live",
-            "record_carried_out", "record_latest_carried_out")
+REPLACED = ("needs_transport_settlement", "may_act_for", "declare_subscriber", "store_ack", "merge_staged_signals",
+            "hand_out_live", "lock_retransmitted", "retransmitted", "record_carried_out", "record_latest_carried_out")
 # Replaced with other arguments: the old signature is dropped, the new one made (and back).
 RESIGNED = {
     "insert_signal": ("insert_signal(integer, text, text, text, text, text, text, text, text, text, text, jsonb, "
@@ -51,12 +53,28 @@ RESIGNED = {
 LOCK_ROWS = """
 INSERT INTO thing_locks (bucket) SELECT generate_series(0, 65535);
 INSERT INTO ledger_locks (name) VALUES ('declare'), ('facts'), ('seal')"""
+# The login of a connection's first-declared subscriber that has one claimed it first; a
+# connection whose subscribers all came before 0016 has no owner, as they have none (#97).
 CLAIMED_BEFORE = """
 INSERT INTO connections (id, owner_login, claimed_at)
-SELECT u.connection_id, CASE WHEN count(DISTINCT u.owner_login) = 1 AND bool_and(u.owner_login IS NOT NULL)
-                             THEN min(u.owner_login) END, min(u.declared_at)
+SELECT u.connection_id, (array_agg(u.owner_login ORDER BY u.declared_at, u.id) FILTER (WHERE u.owner_login IS NOT NULL))[1],
+       min(u.declared_at)
 FROM subscribers u WHERE u.connection_id IS NOT NULL
 GROUP BY u.connection_id"""
+# Logins whose subscribers joined another login's connection before 0020 lose them (issue 37).
+JOINED_BEFORE = """
+DO $$
+DECLARE joined text;
+BEGIN
+  SELECT string_agg(format('%s (of %s, declared into %s)', u.id, u.owner_login, u.connection_id), ', ' ORDER BY u.id)
+  INTO joined
+  FROM subscribers u JOIN connections c ON c.id = u.connection_id
+  WHERE u.owner_login IS DISTINCT FROM c.owner_login AND c.owner_login IS NOT NULL;
+  IF joined IS NOT NULL THEN
+    RAISE NOTICE 'ackstore: these subscribers joined a connection another login claimed first and may no longer act: %; '
+                 'an admin moves a connection with UPDATE connections SET owner_login = ...', joined;
+  END IF;
+END $$"""
 
 
 def upgrade() -> None:
@@ -71,6 +89,7 @@ CREATE TABLE thing_locks (bucket integer NOT NULL, CONSTRAINT pk_thing_locks PRI
     op.execute("CREATE TABLE ledger_locks (name text NOT NULL, CONSTRAINT pk_ledger_locks PRIMARY KEY (name))")
     op.execute(LOCK_ROWS)
     op.execute(CLAIMED_BEFORE)
+    op.execute(JOINED_BEFORE)
     bind = op.get_bind()
     for name, (old, _new) in RESIGNED.items():
         op.execute(f"DROP FUNCTION {old}")
@@ -80,8 +99,7 @@ CREATE TABLE thing_locks (bucket integer NOT NULL, CONSTRAINT pk_thing_locks PRI
     op.execute(load(objects.GRANTS)["definers"])
     if roles_exist():
         op.execute("GRANT EXECUTE ON FUNCTION may_act_for_connection(text), claim_connection(text), "
-                   f"lock_things(text[]), {RESIGNED['insert_signal'][1]}, {RESIGNED['open_next_attempt'][1]} "
-                   "TO ackstore_ingest")
+                   f"{RESIGNED['insert_signal'][1]}, {RESIGNED['open_next_attempt'][1]} TO ackstore_ingest")
         op.execute("GRANT EXECUTE ON FUNCTION lock_step(text), lock_facts(boolean), lock_sealer(), "
                    "clear_abandoned_staged_signals() TO ackstore_pipeline")
         op.execute("""

@@ -2,11 +2,6 @@
 -- Values are bind parameters; a batch travels as COPY text (copy_signals), or as one JSON array
 -- (:rows) on the careful path; a list of keys as one array literal.
 
--- name: lock_things
--- Per-thing ingestion order (decisions #19): every thing of the batch locked, in one order (the
--- function lock_things) so that two batches never wait for each other in a cycle.
-SELECT lock_things(CAST(:thing_ids AS text[])) AS locked
-
 -- name: already_stored
 -- Which of the batch's message ids (of this source) and correlation ids are taken already. Each id
 -- is one probe of its unique index, whatever the statistics say (OFFSET 0 keeps each lookup a

@@ -71,9 +71,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   PERFORM act_for_connection(x.source)
   FROM (SELECT DISTINCT s.source FROM signals s WHERE s.id = ANY (record_carried_out.signal_ids)) x;
-  IF EXISTS (SELECT FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
-             JOIN settlements st ON st.signal_id = d.signal_id AND st.attempt = d.attempt
-             WHERE NOT carried_out_as_allowed(st.decision, record_carried_out.carried_out_as)) THEN
+  IF record_carried_out.carried_out_as IS NOT NULL
+     AND EXISTS (SELECT FROM unnest(record_carried_out.signal_ids, record_carried_out.attempts) AS d(signal_id, attempt)
+                 JOIN settlements st ON st.signal_id = d.signal_id AND st.attempt = d.attempt
+                 WHERE NOT carried_out_as_allowed(st.decision, record_carried_out.carried_out_as)) THEN
     RAISE EXCEPTION 'record_carried_out: no transport carries a decision out as %', record_carried_out.carried_out_as
       USING ERRCODE = 'check_violation';
   END IF;

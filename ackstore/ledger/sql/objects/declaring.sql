@@ -13,16 +13,18 @@
 
 -- name: may_act_for_connection
 -- Whether this session's login is the connection's (issue 37): it claimed it first (declaring
--- into it, storing its first signal, or its connector starting), or the connection was claimed
--- before migration 0020 by subscribers of several logins or none, and has no owner until an admin
--- gives it one. False for a connection nobody claimed: what a connection's login alone may do —
--- record its settlements carried out, open its signals' next attempts — needs one claimed.
+-- into it, storing its first signal, or its connector starting), or the connection's subscribers
+-- were all declared before migration 0016, by no login, and it has no owner until an admin gives
+-- it one (as such subscribers, decisions #97). False for a connection nobody claimed: what a
+-- connection's login alone may do — record its settlements carried out, open its signals' next
+-- attempts — needs one claimed.
 -- version: 0020
 CREATE OR REPLACE FUNCTION may_act_for_connection(connection text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-SELECT COALESCE((SELECT c.owner_login IS NULL OR c.owner_login = session_user FROM connections c
-                 WHERE c.id = may_act_for_connection.connection), false)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  RETURN COALESCE((SELECT c.owner_login IS NULL OR c.owner_login = session_user FROM connections c
+                   WHERE c.id = may_act_for_connection.connection), false);
+END $$;
 
 -- name: claim_connection
 -- The connection becomes this session's login's unless another login claimed it first: whether
@@ -31,6 +33,9 @@ $$;
 CREATE OR REPLACE FUNCTION claim_connection(connection text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  IF shared_source(claim_connection.connection) THEN
+    RETURN false;  -- the API's and the CLI's are every login's, and no connection
+  END IF;
   IF NOT EXISTS (SELECT FROM connections c WHERE c.id = claim_connection.connection) THEN
     INSERT INTO connections (id, owner_login) VALUES (claim_connection.connection, session_user)
     ON CONFLICT (id) DO NOTHING;
@@ -42,14 +47,18 @@ END $$;
 -- Whether this session's login may act as the subscriber: it owns it, or the subscriber has no
 -- owner (declared before 0016), or there is no such subscriber yet (the caller answers 404, or
 -- declares it) — and a subscriber of a connection only while that connection is this login's
--- (issue 37: another login's connection is not joined by declaring into it).
+-- (issue 37: another login's connection is not joined by declaring into it). One statement:
+-- every write a subscriber makes asks it.
 -- version: 0020
 CREATE OR REPLACE FUNCTION may_act_for(subscriber text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-SELECT COALESCE((SELECT (u.owner_login IS NULL OR u.owner_login = session_user)
-                        AND (u.connection_id IS NULL OR may_act_for_connection(u.connection_id))
-                 FROM subscribers u WHERE u.id = may_act_for.subscriber), true)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  RETURN COALESCE((SELECT (u.owner_login IS NULL OR u.owner_login = session_user)
+                          AND (u.connection_id IS NULL OR c.owner_login IS NULL AND c.id IS NOT NULL
+                               OR c.owner_login = session_user)
+                   FROM subscribers u LEFT JOIN connections c ON c.id = u.connection_id
+                   WHERE u.id = may_act_for.subscriber), true);
+END $$;
 
 -- name: act_for
 -- Refuses (insufficient_privilege) unless this session's login may act as the subscriber: every

@@ -36,8 +36,8 @@ GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand
                           store_live_response, lock_handout, answer_handout, close_handout, close_decided_handouts,
                           lease_ready, lock_event_position, move_event_position, hand_out_events, close_handouts,
                           declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest;
--- Who owns a connection, and the things' ingestion locks (migration 0020).
-GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection, lock_things TO ackstore_ingest
+-- Who owns a connection (migration 0020).
+GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.

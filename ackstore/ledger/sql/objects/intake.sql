@@ -16,16 +16,22 @@
 -- The statement is planned for each call (a batch's rows make the plan's cost negligible): its
 -- batch is read by its index, which a plan made when the table was small would not use, and a
 -- scan would read every row merges deleted since the last vacuum. A connection's signals only
--- from the connection's login (issue 37; claimed by its first): its connector settles them and
--- publishes their answers to the reply-to they name.
+-- from the connection's login (issue 37; claimed by its first), whatever API they name: its
+-- connector settles them and publishes their answers to the reply-to they name, and a message id
+-- of its source taken first would make its own message a retransmission. The batch's things are
+-- locked first (decisions #19; the lock is no caller's to take apart from a write).
 -- version: 0020
 CREATE OR REPLACE FUNCTION merge_staged_signals(skip_taken boolean) RETURNS TABLE (id bigint, source_message_id text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+DECLARE
+  things text[];
+  sources text[];
 BEGIN
-  PERFORM act_for_connection(x.source)
-  FROM (SELECT DISTINCT x.source FROM stage_signals x
-        WHERE x.batch = txid_current() AND needs_transport_settlement(x.api, x.source)) x
-  WHERE NOT claim_connection(x.source);
+  SELECT array_agg(DISTINCT x.thing_id), array_agg(DISTINCT x.source) FILTER (WHERE NOT shared_source(x.source))
+  INTO things, sources
+  FROM stage_signals x WHERE x.batch = txid_current();
+  PERFORM act_for_connection(c.source) FROM unnest(sources) AS c(source) WHERE NOT claim_connection(c.source);
+  PERFORM lock_things(things);
   RETURN QUERY EXECUTE format($merge$
   WITH stored AS (
       INSERT INTO signals (source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic,
@@ -82,8 +88,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   stored_id bigint;
 BEGIN
-  IF needs_transport_settlement(insert_signal.api, insert_signal.source)
-     AND NOT claim_connection(insert_signal.source) THEN
+  IF NOT shared_source(insert_signal.source) AND NOT claim_connection(insert_signal.source) THEN
     PERFORM act_for_connection(insert_signal.source);
   END IF;
   PERFORM lock_things(ARRAY[insert_signal.thing_id]);
@@ -113,18 +118,15 @@ END $$;
 -- New live signals made ready for the live subscribers they match (which is decided in Python,
 -- ackstore.rules.subscriptions): rows of (subscriber_id, signal_id) as a JSON array. The
 -- submitting login hands them out to every login's subscribers, so what no caller may choose is
--- checked here (issue 37): only a live signal this transaction stored (its time is the
--- transaction's), never handed out yet, to a live subscriber of the signal's namespace, under a
--- token key drawn here. The subscriber's RQL filter is applied again when its own login leases
+-- checked here (issue 37): only a live signal this transaction stored (its receipt time is the
+-- transaction's start: one of a transaction that began in the same microsecond would pass too),
+-- never handed out yet, to a live subscriber of the signal's namespace, under a token key drawn
+-- here. The subscriber's RQL filter is applied again when its own login leases
 -- the hand-out (ackstore.ledger.deliveries.pull).
 -- version: 0020
 CREATE OR REPLACE FUNCTION hand_out_live(rows json) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-  INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at)
-  SELECT r.subscriber_id, r.signal_id, replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 0,
-         '-infinity'  -- ready at once, whatever the clock
-  FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint);
   IF EXISTS (SELECT FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint)
              LEFT JOIN signals s ON s.id = r.signal_id
              LEFT JOIN subscribers u ON u.id = r.subscriber_id
@@ -134,17 +136,25 @@ BEGIN
     RAISE EXCEPTION 'hand_out_live: only a live signal of this transaction is handed out, and only to a live '
                     'subscriber of its namespace' USING ERRCODE = 'check_violation';
   END IF;
+  INSERT INTO deliveries (subscriber_id, signal_id, token_key, handouts, available_at)
+  SELECT r.subscriber_id, r.signal_id, replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 0,
+         '-infinity'  -- ready at once, whatever the clock
+  FROM json_to_recordset(hand_out_live.rows) AS r(subscriber_id text, signal_id bigint);
 END $$;
 
 -- name: lock_retransmitted
 -- The stored signals a batch retransmits, locked in id order before any is looked at, so that
 -- two batches never wait for each other in a cycle (one index probe per id). NO KEY UPDATE: it
 -- excludes a concurrent redelivery of the same signal, yet not the foreign-key checks of the
--- pipeline's writes.
--- version: 0016
+-- pipeline's writes. A connection's signals only by its login (issue 37): another login's lock
+-- would hold back its connector's redeliveries and every ack of them.
+-- version: 0020
 CREATE OR REPLACE FUNCTION lock_retransmitted(source text, message_ids text[]) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
+  IF NOT shared_source(lock_retransmitted.source) AND NOT claim_connection(lock_retransmitted.source) THEN
+    PERFORM act_for_connection(lock_retransmitted.source);
+  END IF;
   RETURN QUERY
   SELECT s.id FROM signals s
   WHERE s.id = ANY (ARRAY(SELECT f.id FROM unnest(lock_retransmitted.message_ids) m(id),
@@ -156,14 +166,18 @@ END $$;
 
 -- name: retransmitted
 -- A submission whose (source, message id) is stored: its signal, locked against a concurrent
--- redelivery, with the current attempt, its labels, result and settlement decision.
--- version: 0016
+-- redelivery, with the current attempt, its labels, result and settlement decision. A
+-- connection's only by its login (issue 37).
+-- version: 0020
 CREATE OR REPLACE FUNCTION retransmitted(source text, source_message_id text)
 RETURNS TABLE (id bigint, correlation_id text, timeout_ms bigint, attempt integer, requested_acks text[],
                ack_statuses jsonb, decision text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+  IF NOT shared_source(retransmitted.source) AND NOT claim_connection(retransmitted.source) THEN
+    PERFORM act_for_connection(retransmitted.source);
+  END IF;
   RETURN QUERY
   SELECT s.id, s.correlation_id, s.timeout_ms, a.attempt, a.requested_acks, r.ack_statuses, st.decision
   FROM signals s
@@ -177,7 +191,8 @@ END $$;
 -- name: open_next_attempt
 -- The next attempt of a redelivered signal (A.2.10), only after its current attempt was decided
 -- 'redeliver', only by the login of the connection it came through (issue 37), requesting again
--- a part of what that one requested, with a deadline from now: that decision counts as carried
+-- exactly what did not succeed in it (labels_to_request_again: no login drops another's label
+-- from the next attempt), with a deadline from now: that decision counts as carried
 -- out (the copy is back, from a connector that may have died before recording so), the sweep
 -- decides the new attempt, its subscribers see it again (the hand-out count is kept, so the next
 -- token supersedes every earlier one). What carries over (docs/semantics.md, A.2.10): a built-in
@@ -198,8 +213,11 @@ BEGIN
   IF previous.attempt IS NULL
      OR NOT EXISTS (SELECT FROM settlements st WHERE st.signal_id = previous.signal_id
                                                  AND st.attempt = previous.attempt AND st.decision = 'redeliver')
-     OR NOT open_next_attempt.requested_acks <@ previous.requested_acks THEN
-    RAISE EXCEPTION 'open_next_attempt: attempt % of signal % follows no redeliver decision of its previous one',
+     OR open_next_attempt.requested_acks IS DISTINCT FROM (
+         SELECT labels_to_request_again(previous.requested_acks, r.ack_statuses) FROM request_results r
+         WHERE r.signal_id = previous.signal_id AND r.attempt = previous.attempt) THEN
+    RAISE EXCEPTION 'open_next_attempt: attempt % of signal % follows no redeliver decision of its previous one, '
+                    'or requests other labels than what did not succeed in it',
       open_next_attempt.attempt, open_next_attempt.signal_id USING ERRCODE = 'check_violation';
   END IF;
   INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at)

@@ -8,15 +8,22 @@
 -- Per-thing ingestion order (decisions #19): the ingestion lock of every thing given, in one
 -- order (by bucket) so that two batches never wait for each other in a cycle; how many buckets.
 -- A thing's lock is its bucket's row of thing_locks (65 536 of them: two things of one bucket
--- only wait for each other's submissions, never reorder them).
+-- only wait for each other's submissions, never reorder them). Only the intake functions call it,
+-- for the things they store: no login holds a thing's lock but by writing it. PL/pgSQL: a
+-- session plans the statement once.
 -- version: 0020
 CREATE OR REPLACE FUNCTION lock_things(thing_ids text[]) RETURNS bigint
-LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-SELECT count(*) FROM (SELECT FROM thing_locks t
-                      WHERE t.bucket = ANY (ARRAY(SELECT DISTINCT hashtext(i) & 65535 FROM unnest(lock_things.thing_ids) i))
-                      ORDER BY t.bucket
-                      FOR NO KEY UPDATE) locked
-$$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+  locked bigint;
+BEGIN
+  SELECT count(*) INTO locked
+  FROM (SELECT FROM thing_locks t
+        WHERE t.bucket = ANY (ARRAY(SELECT DISTINCT hashtext(i) & 65535 FROM unnest(lock_things.thing_ids) i))
+        ORDER BY t.bucket
+        FOR NO KEY UPDATE) l;
+  RETURN locked;
+END $$;
 
 -- name: lock_step
 -- One process at a time runs a pipeline step (or the archive job): true when this transaction

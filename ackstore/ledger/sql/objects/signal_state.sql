@@ -1,12 +1,39 @@
 -- Where a signal stands on its way to being settled.
 
+-- name: shared_source
+-- Whether a source is the API's or the CLI's, which every login submits through; any other is a
+-- connection's, and belongs to the login that claimed it (issue 37, declaring.sql).
+-- ackstore.rules.settlement.LOCAL_SOURCES, in SQL (a test compares them).
+-- version: 0020
+CREATE OR REPLACE FUNCTION shared_source(source text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT source IN ('api', 'cli')
+$$;
+
 -- name: needs_transport_settlement
 -- Whether a signal's source needs a transport settlement (B.9): a connection's, not the API's or
 -- the CLI's. ackstore.rules.settlement.needs_transport_settlement, in SQL (a test compares them).
--- version: 0010
+-- version: 0020
 CREATE OR REPLACE FUNCTION needs_transport_settlement(api text, source text)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT api = 'connectivity' AND source NOT IN ('api', 'cli')
+SELECT api = 'connectivity' AND NOT shared_source(source)
+$$;
+
+-- name: labels_to_request_again
+-- The labels a redelivered attempt requests again (A.2.10): those of ``requested`` that did not
+-- succeed in ``ack_statuses`` (a live response fails only with 408, B.9), in their order; every
+-- one when none is left (the built-in-only shortcut timed out: no entries).
+-- ackstore.rules.settlement.labels_to_request_again, in SQL (a test compares them):
+-- open_next_attempt holds its caller to it (issue 37).
+-- version: 0020
+CREATE OR REPLACE FUNCTION labels_to_request_again(requested text[], ack_statuses jsonb)
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT COALESCE(NULLIF(ARRAY(
+    SELECT r.label FROM unnest(requested) WITH ORDINALITY AS r(label, n)
+    WHERE NOT COALESCE(ack_statuses ? r.label, false)
+       OR NOT (r.label = live_response() AND (ack_statuses ->> r.label)::integer <> 408
+               OR (ack_statuses ->> r.label)::integer BETWEEN 200 AND 299)
+    ORDER BY r.n), '{}'), requested)
 $$;
 
 -- name: signal_state
