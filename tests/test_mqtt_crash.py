@@ -19,7 +19,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine

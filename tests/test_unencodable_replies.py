@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-import paho.mqtt.client as paho
 import pika
 import pika.exceptions
 import pytest

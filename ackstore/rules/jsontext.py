@@ -5,7 +5,7 @@ a sender chose (:func:`parse`, and its fast path :func:`parse_plain`).
 A sender's text may name a member twice in one object. Both parsers would keep the last one
 silently (so would jsonb), while another reader of the same text may take the first: a message
 whose second ``topic`` says ``delete`` would be stored as that delete. Sender text that repeats
-a name is refused, at any depth (decisions: duplicate member names).
+a name is refused, at any depth (decisions #105).
 """
 
 from __future__ import annotations

@@ -86,6 +86,19 @@ BEGIN
   END IF;
 END $$;
 
+-- name: act_for_source
+-- Refuses (insufficient_privilege) a write of a connection's signals — any source but the API's
+-- and the CLI's, whatever API it names — unless this session's login claimed the connection, or
+-- claims it now, nobody having before: what the intake functions call first.
+-- version: 0020
+CREATE OR REPLACE FUNCTION act_for_source(source text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NOT shared_source(act_for_source.source) AND NOT claim_connection(act_for_source.source) THEN
+    PERFORM act_for_connection(act_for_source.source);
+  END IF;
+END $$;
+
 -- name: declare_subscriber
 -- The subscriber as declared, and its group's labels: true. False (the 409) when another holder
 -- owns one of the labels or the group declares a different set; NULL (the 403) when the

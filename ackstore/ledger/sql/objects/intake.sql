@@ -30,7 +30,7 @@ BEGIN
   SELECT array_agg(DISTINCT x.thing_id), array_agg(DISTINCT x.source) FILTER (WHERE NOT shared_source(x.source))
   INTO things, sources
   FROM stage_signals x WHERE x.batch = txid_current();
-  PERFORM act_for_connection(c.source) FROM unnest(sources) AS c(source) WHERE NOT claim_connection(c.source);
+  PERFORM act_for_source(c.source) FROM unnest(sources) AS c(source);
   PERFORM lock_things(things);
   RETURN QUERY EXECUTE format($merge$
   WITH stored AS (
@@ -88,9 +88,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
   stored_id bigint;
 BEGIN
-  IF NOT shared_source(insert_signal.source) AND NOT claim_connection(insert_signal.source) THEN
-    PERFORM act_for_connection(insert_signal.source);
-  END IF;
+  PERFORM act_for_source(insert_signal.source);
   PERFORM lock_things(ARRAY[insert_signal.thing_id]);
   WITH stored AS (
       INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic,
@@ -152,9 +150,7 @@ END $$;
 CREATE OR REPLACE FUNCTION lock_retransmitted(source text, message_ids text[]) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-  IF NOT shared_source(lock_retransmitted.source) AND NOT claim_connection(lock_retransmitted.source) THEN
-    PERFORM act_for_connection(lock_retransmitted.source);
-  END IF;
+  PERFORM act_for_source(lock_retransmitted.source);
   RETURN QUERY
   SELECT s.id FROM signals s
   WHERE s.id = ANY (ARRAY(SELECT f.id FROM unnest(lock_retransmitted.message_ids) m(id),
@@ -175,9 +171,7 @@ RETURNS TABLE (id bigint, correlation_id text, timeout_ms bigint, attempt intege
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
-  IF NOT shared_source(retransmitted.source) AND NOT claim_connection(retransmitted.source) THEN
-    PERFORM act_for_connection(retransmitted.source);
-  END IF;
+  PERFORM act_for_source(retransmitted.source);
   RETURN QUERY
   SELECT s.id, s.correlation_id, s.timeout_ms, a.attempt, a.requested_acks, r.ack_statuses, st.decision
   FROM signals s
