@@ -308,6 +308,27 @@ def test_no_lock_the_ledger_waits_for_is_an_advisory_lock(engine: Engine) -> Non
     assert functions == [] and statements == []
 
 
+ADVISORY = ["pg_advisory_lock(hashtext('ackstore.declare'))", "pg_advisory_lock(1, hashtext('org.acme:lamp-1'))",
+            "pg_advisory_lock(hashtext('ackstore.facts'))", "pg_advisory_lock(hashtext('ackstore.seal'))",
+            "pg_advisory_lock(hashtext('ackstore.pipeline.apply_twin'))"]
+
+
+@pytest.mark.spark
+def test_the_reporter_holding_the_old_advisory_locks_stalls_nobody(engine: Engine, scene, reporter: Engine,
+                                                                   run_pipeline) -> None:
+    """The issue's reproduction: the reporter takes the advisory locks declare and submit waited
+    for (and the steps' and the sealer's); a declaration, a submission of that thing and a
+    pipeline pass go through."""
+    a = scene["a"]
+    with reporter.connect() as holder:
+        for lock in ADVISORY:
+            holder.execute(text(f"SELECT {lock}"))
+        assert _finishes_within(20, lambda: a.declare("a-more", ["a:more"]))["status"] == 204
+        assert _finishes_within(20, lambda: a.submit(twin_command(correlation_id="c5")))["status"] == 202
+        assert "apply_twin" in _finishes_within(60, lambda: run_pipeline("apply_twin"))
+        holder.execute(text("SELECT pg_advisory_unlock_all()"))
+
+
 @pytest.mark.parametrize("lock", ["lock_things('{org.acme:lamp-1}')", "lock_step('sweep')", "lock_facts(true)",
                                   "lock_sealer()", "seal_position()"])
 def test_no_login_takes_the_writers_or_the_steps_locks(engine: Engine, reporter: Engine, logins_a_b, lock: str) -> None:
@@ -315,6 +336,7 @@ def test_no_login_takes_the_writers_or_the_steps_locks(engine: Engine, reporter:
     assert refusal(logins_a_b[1].engine, f"SELECT {lock}") == "42501"
 
 
+@pytest.mark.spark
 def test_abandoned_staged_signals_are_removed_by_the_pipeline(engine: Engine, scene, run_pipeline) -> None:
     """b COPYs rows into the intake's staging table and commits without merging them."""
     b = scene["b"]
