@@ -94,7 +94,10 @@ END $$;
 CREATE OR REPLACE FUNCTION act_for_source(source text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-  IF NOT shared_source(act_for_source.source) AND NOT claim_connection(act_for_source.source) THEN
+  IF shared_source(act_for_source.source) OR may_act_for_connection(act_for_source.source) THEN
+    RETURN;  -- the common case: one probe
+  END IF;
+  IF NOT claim_connection(act_for_source.source) THEN
     PERFORM act_for_connection(act_for_source.source);
   END IF;
 END $$;
