@@ -32,13 +32,14 @@ branch_labels = None
 depends_on = None
 
 # Made here, in the order they depend on one another.
-NEW = ("builtin_issuer", "carried_out_as_allowed", "shared_source", "labels_to_request_again", "lock_things",
-       "lock_step", "lock_facts", "lock_sealer", "may_act_for_connection", "claim_connection", "act_for_connection",
-       "act_for_source", "clear_abandoned_staged_signals")
+NEW = ("builtin_issuer", "carried_out_as_allowed", "shared_source", "labels_to_request_again", "thing_bucket",
+       "lock_things", "lock_step", "lock_facts", "lock_sealer", "may_act_for_connection", "claim_connection",
+       "act_for_connection", "act_for_source", "clear_abandoned_staged_signals")
 NEW_FUNCTIONS = ("builtin_issuer()", "carried_out_as_allowed(text, text)", "shared_source(text)",
-                 "labels_to_request_again(text[], jsonb)", "lock_things(text[])", "lock_step(text)",
-                 "lock_facts(boolean)", "lock_sealer()", "may_act_for_connection(text)", "claim_connection(text)",
-                 "act_for_connection(text)", "act_for_source(text)", "clear_abandoned_staged_signals()")
+                 "labels_to_request_again(text[], jsonb)", "thing_bucket(text)", "lock_things(text[])",
+                 "lock_step(text)", "lock_facts(boolean)", "lock_sealer()", "may_act_for_connection(text)",
+                 "claim_connection(text)", "act_for_connection(text)", "act_for_source(text)",
+                 "clear_abandoned_staged_signals()")
 REPLACED = ("needs_transport_settlement", "may_act_for", "declare_subscriber", "store_ack", "merge_staged_signals",
             "hand_out_live", "lock_retransmitted", "retransmitted", "record_carried_out", "record_latest_carried_out")
 # Replaced with other arguments: the old signature is dropped, the new one made (and back).

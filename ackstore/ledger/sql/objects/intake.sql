@@ -89,7 +89,8 @@ DECLARE
   stored_id bigint;
 BEGIN
   PERFORM act_for_source(insert_signal.source);
-  PERFORM lock_things(ARRAY[insert_signal.thing_id]);
+  -- lock_things of one thing, in one statement (a nested call cost a fifth of the throughput of 16 clients)
+  PERFORM FROM thing_locks t WHERE t.bucket = thing_bucket(insert_signal.thing_id) FOR NO KEY UPDATE;
   WITH stored AS (
       INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, topic,
                            path, value, headers, requested_acks, response_required, timeout_ms, deadline_at)

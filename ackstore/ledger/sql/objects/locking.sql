@@ -4,12 +4,19 @@
 -- needs UPDATE on its table, so only these functions (SECURITY DEFINER, the admin role's) take
 -- them, each for the role whose work it orders.
 
+-- name: thing_bucket
+-- The row of thing_locks that is a thing's ingestion lock: one of 65 536 buckets of its hash.
+-- version: 0020
+CREATE OR REPLACE FUNCTION thing_bucket(thing_id text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT hashtext(thing_id) & 65535
+$$;
+
 -- name: lock_things
 -- Per-thing ingestion order (decisions #19): the ingestion lock of every thing given, in one
 -- order (by bucket) so that two batches never wait for each other in a cycle; how many buckets.
 -- A thing's lock is its bucket's row of thing_locks (65 536 of them: two things of one bucket
--- only wait for each other's submissions, never reorder them). Only the intake functions call it,
--- for the things they store: no login holds a thing's lock but by writing it. PL/pgSQL: a
+-- only wait for each other's submissions, never reorder them). Only the intake functions take
+-- it, for the things they store: no login holds a thing's lock but by writing it. PL/pgSQL: a
 -- session plans the statement once.
 -- version: 0020
 CREATE OR REPLACE FUNCTION lock_things(thing_ids text[]) RETURNS bigint
@@ -19,7 +26,7 @@ DECLARE
 BEGIN
   SELECT count(*) INTO locked
   FROM (SELECT FROM thing_locks t
-        WHERE t.bucket = ANY (ARRAY(SELECT DISTINCT hashtext(i) & 65535 FROM unnest(lock_things.thing_ids) i))
+        WHERE t.bucket = ANY (ARRAY(SELECT DISTINCT thing_bucket(i) FROM unnest(lock_things.thing_ids) i))
         ORDER BY t.bucket
         FOR NO KEY UPDATE) l;
   RETURN locked;
