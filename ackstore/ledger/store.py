@@ -108,7 +108,7 @@ class AckStore:
                 if not self._refused_connection(error, source):
                     raise
                 # another login's connection (issue 37): the functions refused it, nothing was stored
-                return [ingestion.Stored(errors.connection_not_yours(source).to_json())] * len(batch)
+                return [ingestion.Stored(errors.connection_not_yours(source).to_json()) for _ in batch]
             return intake.answers()
 
     def _refused_connection(self, error: DBAPIError, source: str) -> bool:
