@@ -190,6 +190,29 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     report.set_defaults(run=_with_store(_report))
 
+    connection = commands.add_parser(
+        "connection", help="a connection's counts for the last minute, hour and day, and its recent failures")
+    connection_commands = connection.add_subparsers(dest="connection_command", required=True)
+    connection_metrics = connection_commands.add_parser(
+        "metrics", help="consumed, stored, dropped, acknowledged, rejected, redelivered, dead-lettered: "
+                        "the last minute, hour and day")
+    connection_logs = connection_commands.add_parser(
+        "logs", help="what its connector could not do (dropped, refused, outages), newest first")
+    for each in (connection_metrics, connection_logs):
+        each.add_argument("connection_id", metavar="ID", help="the connection's id")
+        each.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    connection_logs.add_argument("--limit", type=int, default=100, help="at most this many entries (default 100)")
+    connection_metrics.set_defaults(run=_with_store(_connection_metrics))
+    connection_logs.set_defaults(run=_with_store(_connection_logs))
+
+    metrics = commands.add_parser(
+        "metrics", help="serve the ledger's metrics to Prometheus (http://HOST:PORT/metrics) until Ctrl-C",
+        description="Serve the ledger's metrics in Prometheus's text format, read from the ledger on each scrape "
+                    "(docs/metrics.md). The reporter's login is enough.")
+    metrics.add_argument("--port", type=int, required=True, help="the port to serve on (0: any free one, printed)")
+    metrics.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1)")
+    metrics.set_defaults(run=_with_store(_metrics))
+
     airflow = commands.add_parser(
         "airflow",
         help="run Airflow (UI on 127.0.0.1:8080) with the ackstore DAG and a Spark Connect server, until Ctrl-C",
@@ -201,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.add_argument("--home", help="Airflow's folder (default: $ACKSTORE_HOME/airflow, i.e. ./.ackstore/airflow)")
     airflow.add_argument("--metadata-database", default="ackstore_airflow",
                          help="Airflow's metadata database, on the ledger's server (default ackstore_airflow)")
+    airflow.add_argument("--metrics-port", type=int, default=9464, metavar="PORT",
+                         help="serve the ledger's metrics (as `ackstore metrics` does) at http://127.0.0.1:PORT/metrics "
+                              "(default 9464, where deploy/prometheus/prometheus.yml looks; 0: any free port)")
+    airflow.add_argument("--airflow-statsd", metavar="HOST:PORT", type=_statsd_address,
+                         help="turn on Airflow's own metrics, sent to the StatsD at HOST:PORT (prefix airflow.)")
     airflow.set_defaults(run=_airflow)
 
     _connector_parsers(commands)
@@ -226,6 +254,7 @@ def _connector_parsers(commands: Any) -> None:
     amqp.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
     amqp.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
     amqp.add_argument("--once", action="store_true", help="take what is queued, settle what is decided, exit")
+    _metrics_arguments(amqp)
     amqp.set_defaults(run=_connect)
     mqtt = connect_kinds.add_parser(
         "mqtt", help="subscribe to MQTT topics (3.1.1 or 5), withhold each PUBACK until the pipeline decides")
@@ -241,6 +270,7 @@ def _connector_parsers(commands: Any) -> None:
     mqtt.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
     mqtt.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
     mqtt.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
+    _metrics_arguments(mqtt)
     mqtt.set_defaults(run=_connect)
 
     publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
@@ -478,14 +508,49 @@ def _mqtt_type(version: str) -> str:
     return config.MQTT5 if version == "5" else config.MQTT
 
 
+def _connection_metrics(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.reporting.connections import print_metrics
+
+    return print_metrics(store.engine, args.connection_id, as_json=args.json)
+
+
+def _connection_logs(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.reporting.connections import print_logs
+
+    return print_logs(store.engine, args.connection_id, args.limit, as_json=args.json)
+
+
+def _metrics(store: AckStore, args: argparse.Namespace) -> int:
+    from ackstore.reporting.metrics import serve
+
+    return serve(store.engine, args.port, args.host)
+
+
 def _airflow(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ackstore.local_airflow import LocalAirflow, serve
 
     local = LocalAirflow.prepare(args.database_url, home=Path(args.home) if args.home else None, port=args.port,
-                                 metadata_database=args.metadata_database)
+                                 metadata_database=args.metadata_database, metrics_port=args.metrics_port,
+                                 statsd=args.airflow_statsd)
     return serve(local, spark_port=args.spark_port, use_spark_connect=not args.local_spark)
+
+
+def _statsd_address(given: str) -> tuple[str, int]:
+    from ackstore.local_airflow import statsd_address
+
+    try:
+        return statsd_address(given)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+
+
+def _metrics_arguments(connect: argparse.ArgumentParser) -> None:
+    connect.add_argument("--metrics-port", type=int, metavar="PORT",
+                         help="serve this connector's metrics to Prometheus at http://HOST:PORT/metrics (docs/metrics.md)")
+    connect.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                         help="the address the metrics are served on (default 127.0.0.1)")
 
 
 def _connect(args: argparse.Namespace) -> int:
@@ -494,6 +559,7 @@ def _connect(args: argparse.Namespace) -> int:
     from ackstore.connectors import config
     from ackstore.connectors.amqp import AmqpConnector
     from ackstore.connectors.core import Options
+    from ackstore.connectors.metrics import ConnectorMetrics
     from ackstore.connectors.mqtt import MqttConnector
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -518,8 +584,18 @@ def _connect(args: argparse.Namespace) -> int:
         return _answer(error.to_json())
     options = Options(batch_size=args.batch_size, prefetch=getattr(args, "prefetch", 0), poll_s=args.poll,
                       max_messages=args.max_messages, once=args.once)
+    metrics = ConnectorMetrics(connection.id, connection.connection_type)
+    if args.metrics_port is not None:
+        try:
+            port = metrics.serve(args.metrics_port, args.metrics_host)
+        except OSError as problem:  # the port is taken, the address is not this machine's
+            print(f"ackstore connect {args.kind}: cannot serve the metrics on {args.metrics_host}:{args.metrics_port}: "
+                  f"{problem}", file=sys.stderr)
+            return 1
+        logging.getLogger("ackstore.connector").info("connector %s: metrics at http://%s:%d/metrics", connection.id,
+                                                     args.metrics_host, port)
     with AckStore.connect(args.database_url) as store:
-        return (MqttConnector if mqtt else AmqpConnector)(store, connection, options).run()
+        return (MqttConnector if mqtt else AmqpConnector)(store, connection, options, metrics).run()
 
 
 def _db(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """``ackstore demo``: set up the ledger, submit sample signals that between them meet every kind
 of outcome, run the Airflow DAG once through Airflow (``airflow dags test``: its task runs the six
 steps in-process, on local Spark), and show what each step did, what the requesters are told, one
-signal's timeline, and the audit: the settlement status, latency, watermarks and late acks.
+signal's timeline, and the audit: the settlement status, latency, watermarks and late acks; and
+last, the handful of lines of the ledger's metrics an operator watches (docs/metrics.md).
 
 The scenario: a thing created and modified; a custom ack in time, and one late (after its
 request timed out: 408); a subscriber whose filter the signal does not pass (a weak ack); a live
@@ -99,6 +100,7 @@ def run_demo(database_url: str | None = None) -> int:
         _print_steps(store)
         _after_the_run(store, scenario)
         _print_audit(store, scenario)
+        _print_metrics(store)
         print(f"\n(demo took {time.perf_counter() - started:.0f} s)")
     finally:
         store.close()
@@ -181,6 +183,30 @@ def _print_audit(store: AckStore, scenario: Scenario) -> None:
     print("the open work: ackstore report audit; labels: ackstore report labels")
     print("the Ledger page inside Airflow's UI: make airflow, log in as admin (the password is printed), "
           "open Ledger in the navigation")
+
+
+SCRAPED = ("ackstore_signals_received_total", "ackstore_requests_decided_total",
+           "ackstore_settlement_decisions_total", "ackstore_oldest_unsettled_age_seconds", "ackstore_queue_pending",
+           "ackstore_seal_last_number", "ackstore_seal_last_timestamp_seconds", "ackstore_ledger_up")
+
+
+def metric_lines(engine: Any, names: tuple[str, ...] = SCRAPED) -> list[str]:
+    """The samples of ``names`` in what a scrape of ``ackstore metrics`` serves (Prometheus's text,
+    the same registry), in its order."""
+    from prometheus_client import generate_latest
+
+    from ackstore.reporting.metrics import registry_for
+
+    served = generate_latest(registry_for(engine)).decode()
+    return [line for line in served.splitlines()
+            if not line.startswith("#") and line.split("{", 1)[0].split(" ", 1)[0] in names]
+
+
+def _print_metrics(store: AckStore) -> None:
+    print("\n== what Prometheus would scrape (ackstore metrics)")
+    for line in metric_lines(store.engine):
+        print(f"   {line}")
+    print("(all of them: ackstore metrics --port 9464, or make airflow, which serves them on 9464; docs/metrics.md)")
 
 
 def _modify(correlation_id: str, path: str, value: Any, requested: list[str], timeout: str = "2m") -> dict[str, Any]:

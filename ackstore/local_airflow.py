@@ -11,10 +11,14 @@ dag-processor, triggerer) run this project's ``dags/`` folder with:
 * the settings that make Airflow usable on two cores (docs/stack-notes.md): 4 workers, DAG files
   re-read every 10 s;
 * a login: SimpleAuthManager with one user, ``admin``, whose password is generated on first start
-  and kept in the home (``.ackstore/airflow/passwords.json``), printed with the URL.
+  and kept in the home (``.ackstore/airflow/passwords.json``), printed with the URL;
+* the ledger's Prometheus exporter (what ``ackstore metrics`` serves, docs/metrics.md) in this
+  process, on ``--metrics-port`` (default 9464, where deploy/prometheus/prometheus.yml looks);
+* when asked (``--airflow-statsd HOST:PORT``), Airflow's own metrics sent to StatsD, prefixed
+  ``airflow.`` (Airflow's [metrics] settings; the ``statsd`` package).
 
 Ctrl-C (or SIGTERM) stops everything it started: SIGINT to the standalone process alone (it
-stops its own children), then the Spark Connect server.
+stops its own children), then the Spark Connect server, then the exporter.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import create_engine, text
-from ackstore.ledger.database import ackstore_home, database_url, resolve_url
+from ackstore.ledger.database import ackstore_home, database_url, make_engine, resolve_url
 from ackstore.ledger.database_url import LEDGER_CONNECTION
 from ackstore.reporting.registry import REPORTS
 from ackstore.ui.routes import LEDGER_ROUTE
@@ -45,6 +49,17 @@ DAG_ID = "ackstore_reconcile"
 METADATA_DATABASE = "ackstore_airflow"
 STOP_GRACE_SECONDS = 90
 ADMIN_USER = "admin"
+METRICS_PORT = 9464  # the ledger's exporter, as deploy/prometheus/prometheus.yml scrapes it
+STATSD_PREFIX = "airflow"
+
+
+def statsd_address(given: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8125`` for an IPv6 address) as a host and a port."""
+    host, colon, port = given.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not HOST:PORT: {given!r}")
+    return host, int(port)
 
 
 @dataclass(frozen=True)
@@ -55,15 +70,18 @@ class LocalAirflow:
     ledger_url: str
     metadata_url: str
     port: int = 8080
+    metrics_port: int = METRICS_PORT  # the ledger's exporter (0: any free port)
+    statsd: tuple[str, int] | None = None  # where Airflow sends its own metrics, if anywhere
 
     @classmethod
     def prepare(cls, ledger_url: str | None = None, *, home: Path | None = None, port: int = 8080,
-                metadata_database: str = METADATA_DATABASE) -> "LocalAirflow":
+                metadata_database: str = METADATA_DATABASE, metrics_port: int = METRICS_PORT,
+                statsd: tuple[str, int] | None = None) -> "LocalAirflow":
         """Resolve the ledger (starting the embedded server if nothing is configured) and make
         sure Airflow's metadata database exists on the same server."""
         ledger = resolve_url(ledger_url)
         metadata = _ensure_database(ledger, metadata_database)
-        return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port)
+        return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port, metrics_port, statsd)
 
     @property
     def url(self) -> str:
@@ -116,6 +134,11 @@ class LocalAirflow:
         )
         env[f"AIRFLOW_CONN_{LEDGER_CONNECTION.upper()}"] = database_url(self.ledger_url).airflow_connection()
         env.pop("ACKSTORE_DATABASE_URL", None)  # the connection is the one place the ledger is named
+        if self.statsd:  # Airflow's own metrics ([metrics] in Airflow's configuration reference)
+            host, port = self.statsd
+            env.update(AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST=host,
+                       AIRFLOW__METRICS__STATSD_PORT=str(port), AIRFLOW__METRICS__STATSD_PREFIX=STATSD_PREFIX,
+                       AIRFLOW__METRICS__STATSD_IPV6=str(":" in host))
         if spark_remote:
             env["SPARK_REMOTE"] = spark_remote
         else:
@@ -170,7 +193,8 @@ def run_dag_once(local: LocalAirflow, spark_remote: str | None = None) -> subpro
 
 
 def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bool = True) -> int:
-    """Run Airflow (and a Spark Connect server) until Ctrl-C or SIGTERM; stop all it started."""
+    """Run Airflow (and a Spark Connect server, and the ledger's exporter) until Ctrl-C or
+    SIGTERM; stop all it started."""
     from jobs.spark import connect_server
 
     remote = f"sc://127.0.0.1:{spark_port}" if use_spark_connect else None
@@ -182,8 +206,15 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
     log_path = local.home / "standalone.log"
     print(f"ackstore airflow: metadata {database_url(local.metadata_url)}, ledger {database_url(local.ledger_url)}",
           flush=True)
-    local.migrate(env)
-    with ExitStack() as stack, open(log_path, "ab") as log:
+    with ExitStack() as stack:
+        try:  # first: a port in use stops us before anything else is started
+            metrics_url = stack.enter_context(_ledger_exporter(local))
+        except OSError as problem:
+            print(f"ackstore airflow: cannot serve the ledger's metrics on 127.0.0.1:{local.metrics_port} ({problem}); "
+                  "choose another --metrics-port (0: any free port)", file=sys.stderr, flush=True)
+            return 1
+        local.migrate(env)
+        log = stack.enter_context(open(log_path, "ab"))
         # Its own session: the terminal's Ctrl-C reaches only us, and we pass SIGINT to it alone.
         standalone = subprocess.Popen([_airflow_command(), "standalone"], env=env, stdout=log, stderr=log,
                                       start_new_session=True)
@@ -194,12 +225,33 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
             print(f"ackstore airflow: starting Spark Connect on {remote} (about 20 s)", flush=True)
             stack.enter_context(connect_server(local.home / "spark", spark_port))
         _wait_until_healthy(local, standalone, stopping)
-        print(_banner(local, remote), flush=True)
+        print(_banner(local, remote, metrics_url), flush=True)
         while standalone.poll() is None and not stopping:
             time.sleep(1)
-        print("\nackstore airflow: stopping (Airflow first, then Spark Connect)", flush=True)
+        print("\nackstore airflow: stopping (Airflow first, then Spark Connect, then the metrics)", flush=True)
     print("ackstore airflow: stopped", flush=True)
     return 0
+
+
+@contextmanager
+def _ledger_exporter(local: LocalAirflow) -> Iterator[str]:
+    """The ledger's metrics (``ackstore metrics``, docs/metrics.md) served from this process at
+    http://127.0.0.1:PORT/metrics, its URL given; shut down, its engine disposed, at the end."""
+    from prometheus_client import start_http_server
+
+    from ackstore.reporting.metrics import registry_for
+
+    engine = make_engine(local.ledger_url)
+    try:
+        server, thread = start_http_server(local.metrics_port, addr="127.0.0.1", registry=registry_for(engine))
+        try:
+            yield f"http://127.0.0.1:{server.server_port}/metrics"
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(10)
+    finally:
+        engine.dispose()
 
 
 def _stop_on_signals() -> list[int]:
@@ -255,16 +307,20 @@ def health(url: str) -> dict[str, Any] | None:
         return None
 
 
-def _banner(local: LocalAirflow, remote: str | None) -> str:
+def _banner(local: LocalAirflow, remote: str | None, metrics_url: str) -> str:
     spark = f"Spark Connect at {remote}" if remote else "a local Spark session per task (slow: ~26 s each)"
+    statsd = (f"  Airflow's:   StatsD to {local.statsd[0]}:{local.statsd[1]}, prefix {STATSD_PREFIX}.\n"
+              if local.statsd else "")
     return (
         f"\n  Airflow UI:  {local.url}  (log in as {ADMIN_USER}, password {local.admin_password()};\n"
         f"               kept in {local.passwords_file})\n"
         f"  Ledger page: {local.url}/plugin/{LEDGER_ROUTE}  (the QoS-1 audit: \"Ledger\" in the navigation)\n"
         f"  DAG:         {DAG_ID} — paused at first; unpause it in the UI to run every minute\n"
         f"  Spark:       {spark}\n"
+        f"  Metrics:     {metrics_url}  (the ledger's, for Prometheus: docs/metrics.md)\n"
+        f"{statsd}"
         f"  Reports:     ackstore report {'|'.join(REPORTS)}\n"
-        f"  Stop:        Ctrl-C (stops Airflow and Spark Connect)\n"
+        f"  Stop:        Ctrl-C (stops Airflow, Spark Connect and the metrics)\n"
     )
 
 

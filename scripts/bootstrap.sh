@@ -32,3 +32,6 @@ jar=/usr/share/java/postgresql.jar
 command -v docker-compose >/dev/null || apt_install docker-compose "to validate docker/compose.yaml"
 # Debian's Chromium, headless, looks at the Ledger page inside Airflow's UI (tests/test_airflow_running.py).
 command -v chromium >/dev/null || apt_install chromium "the browser test of the Ledger page"
+# Debian's Prometheus (and promtool): the alert rules' unit tests and the end-to-end test that
+# scrapes a real `ackstore metrics` (tests/own_prometheus.py starts one of its own per test).
+command -v promtool >/dev/null || apt_install prometheus "promtool and a Prometheus for the metrics tests"

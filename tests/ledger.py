@@ -162,12 +162,18 @@ def load_workload(url: str) -> None:
 # a re-run's validate also checks the settlement decisions a killed run had written, so its
 # watermark may be ahead, and a pass is timed by the run that made it.
 RUN_BOOKKEEPING = ("pipeline_runs", "pipeline_watermarks", "validation_passes")
-# The seals, over those numbers: a killed run's re-run seals the same facts in other numbers.
-SEAL_BOOKKEEPING = ("seals", "seal_leaves")
+# The seals, over those numbers: a killed run's re-run seals the same facts in other numbers —
+# and the metrics' totals, which are what the seals so far cover (decisions #108).
+SEAL_BOOKKEEPING = ("seals", "seal_leaves", "metric_totals")
+# What the ledger's counters say, whatever the seals cover (the view ledger_counters): a re-run
+# never counts a fact twice. Not the latency histograms: they measure wall-clock time.
+COUNTERS = text("SELECT metric, source, label, detail, value FROM ledger_counters "
+                "WHERE metric NOT LIKE '%\\_bucket' AND metric NOT LIKE '%\\_sum'")
 
 
 def comparable_ledger(url: str) -> dict[str, list[tuple]]:
-    """Every ledger row but wall-clock timestamps, surrogate ids and the runs' bookkeeping."""
+    """Every ledger row but wall-clock timestamps, surrogate ids and the runs' and seals'
+    bookkeeping; and the counters the metrics serve."""
     engine = make_engine(url)
     ledger = {}
     with engine.connect() as conn:
@@ -179,6 +185,7 @@ def comparable_ledger(url: str) -> dict[str, list[tuple]]:
                 if not isinstance(c.type, TIMESTAMP) and (table.name, c.name) not in SURROGATE_IDS
             ]
             ledger[table.name] = sorted(tuple(map(repr, row)) for row in conn.execute(select(*columns)))
+        ledger["ledger_counters"] = sorted(tuple(map(repr, row)) for row in conn.execute(COUNTERS))
     engine.dispose()
     return ledger
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.own_postgres import OwnServer, free_port
+from tests.own_postgres import OwnChildServer, free_port
 
 SERVER = Path("/usr/sbin/mosquitto")
 PROJECT_CONFIG = Path(__file__).resolve().parent.parent / "docker" / "mosquitto.conf"
@@ -43,11 +42,13 @@ def configuration(base: str, settings: dict[str, Setting]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class OwnMosquitto(OwnServer):
+class OwnMosquitto(OwnChildServer):
     """``start`` (waits until an MQTT client connects), ``stop`` (SIGTERM, a clean shutdown),
     ``kill`` (SIGKILL, as a crash), ``restart``, ``close`` (kill whatever runs, remove the folder).
 
     ``OwnMosquitto(max_queued_messages=50)`` overrides a setting of the project's configuration."""
+
+    name = "mosquitto"
 
     def __init__(self, **overrides: Setting) -> None:
         if not SERVER.exists():
@@ -108,35 +109,6 @@ class OwnMosquitto(OwnServer):
             if sock is not None:  # a connection that got no CONNACK
                 sock.close()
         return bool(answer) and not answer[0].is_failure
-
-    def log_tail(self, chars: int = 3000) -> str:
-        return self.log.read_text()[-chars:] if self.log.exists() else ""
-
-    def stop(self, timeout: float = 30) -> None:
-        """SIGTERM and wait: Mosquitto saves its persistence file before it exits."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._kill(process)
-            raise RuntimeError(f"mosquitto did not stop in {timeout} s: {self.log_tail()}") from None
-
-    def kill(self) -> None:
-        """SIGKILL to its process group: the broker dies between two instructions, as in a crash."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            self._kill(process)
-
-    @staticmethod
-    def _kill(process: subprocess.Popen) -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the group's id is our child's PID
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=30)
 
     def restart(self, crash: bool = False) -> None:
         """Stop (cleanly, or SIGKILL when ``crash``) and start again on the same port and folder."""

@@ -61,6 +61,45 @@ class OwnServer:
         self.close()
 
 
+class OwnChildServer(OwnServer):
+    """A server that is a child process of the test's, in a process group of its own, logging to
+    ``log``: stopped by its PID (SIGTERM, then SIGKILL to its group), never by name."""
+
+    name = "the server"
+    log: Path
+    _process: "subprocess.Popen | None" = None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log.read_text()[-chars:] if self.log.exists() else ""
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM and wait (a server saves what it keeps before it exits); SIGKILL to its group
+        if it does not end in ``timeout``."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill(process)
+            raise RuntimeError(f"{self.name} did not stop in {timeout} s: {self.log_tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL to its process group: the server dies between two instructions, as in a crash."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            self._kill(process)
+
+    @staticmethod
+    def _kill(process: "subprocess.Popen") -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the group's id is our child's PID
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=30)
+
+
 class OwnPostgres(OwnServer):
     """One cluster in a temporary folder: ``start``, ``stop_immediately``, ``restart``; ``close``
     stops it by its postmaster's PID whatever state it is in and removes the folder."""

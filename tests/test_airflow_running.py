@@ -3,6 +3,8 @@ processes and a Spark Connect server; the DAG, unpaused through Airflow's REST A
 its **schedule**; the ledger ends as ``ackstore pipeline run`` would have left it; and on
 SIGINT every process it started is gone. Airflow asks for a login (the admin's generated
 password), and the Ledger page shows the run's results inside Airflow's UI in a real browser.
+The same process serves the ledger's metrics (``--metrics-port``: scraped, live), and Airflow
+sends its own to the StatsD it was pointed at (``--airflow-statsd``: a UDP socket of the test's).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ackstore.ledger import reports
 from ackstore.ledger.database import database_url, drop_database, make_engine, scratch_database
@@ -65,13 +69,15 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
         pipeline.run(spark, PipelineSettings(database_url=reference, partitions=2))
         load_workload(ledger)
 
-        port, spark_port = free_port(), free_port()
+        port, spark_port, metrics_port = free_port(), free_port(), free_port()
+        statsd = StatsdListener()
         home = tmp_path / "airflow"
         # A password the machine's trust authentication ignores, to show that no log prints it.
         secret_url = DatabaseUrl.from_parts(**{**database_url(ledger).params, "password": PASSWORD}).text()
         command = [str(Path(sys.executable).parent / "ackstore"), "--database-url", secret_url, "airflow",
                    "--port", str(port), "--spark-port", str(spark_port), "--home", str(home),
-                   "--metadata-database", metadata_database]
+                   "--metadata-database", metadata_database, "--metrics-port", str(metrics_port),
+                   "--airflow-statsd", statsd.address]
         log = open(tmp_path / "ackstore-airflow.log", "w")
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
@@ -96,6 +102,7 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
                 ).scalars().all()
             engine.dispose()
             assert steps == list(pipeline.STEPS)  # the scheduled run's id is the pipeline's run id
+            _scrape_the_ledgers_metrics(metrics_port, ledger)
             api(url, token, f"/dags/{DAG}", {"is_paused": True}, method="PATCH")
             _look_at_the_ledger_page(url, token, ledger)
             airflow_processes = session_processes(standalone_pid)
@@ -108,6 +115,7 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
                 if server.poll() is None:
                     os.killpg(server.pid, signal.SIGKILL)
                 log.close()
+                statsd.close()
                 drop_database(ADMIN_URL, metadata_database)
         assert server.returncode == 0, (tmp_path / "ackstore-airflow.log").read_text()[-3000:]
         task_logs = [path for path in (home / "logs").rglob("*.log") if "task_id=" in str(path)]
@@ -117,10 +125,107 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
         for path in [*task_logs, home / "standalone.log", tmp_path / "ackstore-airflow.log"]:
             shown = path.read_text(errors="replace")
             assert PASSWORD not in shown and quote(PASSWORD, safe="") not in shown, path
-        assert "ackstore airflow: stopped" in (tmp_path / "ackstore-airflow.log").read_text()
+        printed = (tmp_path / "ackstore-airflow.log").read_text()
+        assert "ackstore airflow: stopped" in printed
+        assert f"Metrics:     http://127.0.0.1:{metrics_port}/metrics" in printed  # in the banner
+        _airflows_statsd_packets(statsd.lines)
         wait_for("every Airflow process gone", 60, lambda: not session_processes(standalone_pid))
         assert health(url) is None
         assert not _listening(spark_port)  # the Spark Connect server is stopped too
+        assert not _listening(metrics_port)  # and the exporter
+
+
+def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """The exporter's samples: by name, then by sorted labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as answer:
+        exposition = answer.read().decode()
+    found: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            found.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def _scrape_the_ledgers_metrics(port: int, ledger: str) -> None:
+    """``ackstore airflow``'s exporter reads the ledger on each scrape: what the scheduled run left
+    (every signal counted, a pass and a seal), then one more signal submitted, counted at once."""
+    engine = make_engine(ledger)
+    with engine.connect() as conn:
+        signals, run_ended = conn.exec_driver_sql(
+            "SELECT (SELECT count(*) FROM signals), "
+            "(SELECT extract(epoch FROM max(finished_at)) FROM pipeline_runs WHERE step = 'seal')").one()
+    found = _scrape(port)
+    assert found["ackstore_ledger_up"] == {(): 1.0}
+    received = found["ackstore_signals_received_total"]
+    assert sum(received.values()) == signals > 0
+    assert found["ackstore_pipeline_last_success_timestamp_seconds"][()] >= float(run_ended)  # or a later run's
+    assert found["ackstore_seal_last_number"][()] >= 1 and sum(found["ackstore_requests_decided_total"].values()) > 0
+    answer = AckStore(engine, Settings()).submit({
+        "topic": "org.acme/scraped-1/things/twin/commands/modify", "path": "/attributes/n", "value": 1,
+        "headers": {"correlation-id": "scraped-1"}})
+    engine.dispose()
+    assert answer["status"] == 202, answer
+    again = _scrape(port)["ackstore_signals_received_total"]
+    assert sum(again.values()) == signals + 1
+    api_twin = (("channel", "twin"), ("source", "api"))
+    assert again[api_twin] == received.get(api_twin, 0) + 1, again
+
+
+class StatsdListener:
+    """A UDP socket standing for a StatsD daemon: a thread keeps every line received (a packet may
+    carry several), so a few minutes of Airflow's metrics never fill the socket's buffer."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.5)
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.lines: list[str] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._receive, daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self.lines += self.sock.recv(65536).decode(errors="replace").splitlines()
+            except TimeoutError:
+                continue
+
+    def close(self) -> list[str]:
+        self._stopped.set()
+        self._thread.join(5)
+        self.sock.close()
+        return self.lines
+
+
+def _airflows_statsd_packets(lines: list[str]) -> None:
+    """Airflow's own metrics arrived, every one named under the prefix ``airflow.``: the
+    scheduler's heartbeat among them, and the DAG run's."""
+    assert lines, "no StatsD packet from Airflow"
+    assert all(line.startswith("airflow.") for line in lines), [line for line in lines if not line.startswith("airflow.")][:5]
+    names = {line.split(":", 1)[0] for line in lines}
+    assert "airflow.scheduler_heartbeat" in names, sorted(names)[:40]
+    assert any(name.startswith("airflow.dagrun.duration.success") for name in names), sorted(names)[:80]
+
+
+def test_a_metrics_port_in_use_stops_it_before_airflow_starts(tmp_path: Path) -> None:
+    metadata_database = f"ackstore_airflow_busy_{os.getpid()}"
+    with socket.socket() as busy, scratch_database(ADMIN_URL, "busy") as ledger:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        try:
+            done = subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url", ledger, "airflow",
+                                   "--port", str(free_port()), "--home", str(tmp_path / "airflow"),
+                                   "--metadata-database", metadata_database, "--metrics-port", str(port)],
+                                  capture_output=True, text=True, timeout=120)
+        finally:
+            drop_database(ADMIN_URL, metadata_database)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"cannot serve the ledger's metrics on 127.0.0.1:{port}" in done.stderr
+    assert "--metrics-port" in done.stderr and "standalone started" not in done.stdout
+    assert not (tmp_path / "airflow" / "standalone.pid").exists()
 
 
 def _dag_known(url: str, token: str) -> bool:

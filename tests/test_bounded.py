@@ -442,3 +442,25 @@ def test_history_reads_marks_passes_and_archives_by_their_keys(seals_of_years, n
     plan = _plan(engine, load(LEDGER_SQL / "history.sql")[name], params)
     scanned = set(_scans(plan))
     assert not scanned & (HISTORY_TABLES | {"seals"}), f"history.{name} scans {sorted(scanned)}: {plan}"
+
+
+# What a scrape of `ackstore metrics` reads (ackstore/ledger/sql/metrics.sql, issue 38): the totals,
+# the facts after the last seal, the queues and each step's last run — never the history, the
+# seals (a seal a minute) or the run records (seven a minute).
+@pytest.mark.parametrize("name", ["counters", "gauges"])
+def test_a_scrape_reads_what_came_since_the_last_seal_and_the_open_work_alone(seals_of_years, name: str) -> None:
+    engine = seals_of_years
+    plan = _plan(engine, load(LEDGER_SQL / "metrics.sql")[name])
+    scanned = set(_scans(plan))
+    growing = HISTORY_TABLES | {"seals", "seal_leaves", "pipeline_runs", "archives"}
+    assert not scanned & growing, f"metrics.{name} scans {sorted(scanned & growing)}: {plan}"
+
+
+# What `ackstore connection metrics|logs` read (ackstore/ledger/sql/connections.sql): a day of
+# the connection's signals and settlements by their time indexes, and its log by its key.
+@pytest.mark.parametrize("name", ["known", "metrics", "logs"])
+def test_a_connections_metrics_and_log_read_a_day_at_most(ledger, name: str) -> None:
+    engine, _ = ledger
+    plan = _plan(engine, load(LEDGER_SQL / "connections.sql")[name], {"connection": history.SOURCE, "limit": 100})
+    scanned = set(_scans(plan)) | set(_function_scans(plan))
+    assert not scanned & (HISTORY_TABLES | {"connection_log"}), f"connections.{name} scans {sorted(scanned)}: {plan}"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ackstore.ledger.store import AckStore
 from tests.ledger import ack_message, snapshot, twin_command
@@ -138,6 +139,24 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     checkpoints = ("received", "attempt opened", "ack demo:audit", "applied", "indexed", "decided", "validated",
                    "settlement decided", "carried out", "redeliver")
     assert all(checkpoint in timeline for checkpoint in checkpoints), timeline
+    # last, the metric lines that matter, as a scrape of the ledger's exporter serves them
+    scraped = output.split("== what Prometheus would scrape (ackstore metrics)\n")[1].split("\n(all of them:")[0]
+    assert "== ackstore report late-acks" in output.split("== what Prometheus would scrape")[0]
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in text_string_to_metric_families("\n".join(line.strip() for line in scraped.splitlines()) + "\n")
+               for sample in family.samples}
+    assert {name for name, _ in samples} == {
+        "ackstore_signals_received_total", "ackstore_requests_decided_total", "ackstore_settlement_decisions_total",
+        "ackstore_oldest_unsettled_age_seconds", "ackstore_queue_pending", "ackstore_seal_last_number",
+        "ackstore_seal_last_timestamp_seconds", "ackstore_ledger_up"}, scraped
+    assert samples[("ackstore_ledger_up", ())] == 1 and samples[("ackstore_seal_last_number", ())] >= 1
+    assert samples[("ackstore_signals_received_total", (("channel", "twin"), ("source", "demo-amqp")))] == 1
+    assert samples[("ackstore_signals_received_total", (("channel", "live"), ("source", "api")))] == 1  # the question
+    assert samples[("ackstore_requests_decided_total", (("source", "api"), ("status_class", "408")))] == 1
+    assert samples[("ackstore_settlement_decisions_total", (("decision", "redeliver"), ("source", "demo-amqp")))] == 1
+    assert ("ackstore_oldest_unsettled_age_seconds", (("source", "demo-amqp"),)) in samples  # attempt 2, undecided
+    assert {dict(labels)["queue"] for name, labels in samples if name == "ackstore_queue_pending"} == {
+        "apply", "index", "decide", "validate", "settle", "carry_out"}
 
 
 # --- answers in Ditto's shape, not tracebacks (issue 37, part 5) --------------------------------

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
 from ackstore.ledger import reports
@@ -21,6 +23,7 @@ from ackstore.ledger.database import drop_database
 from ackstore.ledger.reports import Window
 from ackstore.ledger.store import AckStore
 from ackstore.local_airflow import LocalAirflow
+from ackstore.reporting.metrics import registry_for
 from ackstore.rules.settings import Settings
 from tests.conftest import ADMIN_URL
 from tests.test_reports_windowed import seed
@@ -63,6 +66,40 @@ class Tables(HTMLParser):
         self.text.append(data)
         if self._cell is not None:
             self._cell.append(data)
+
+
+class Strip(Tables):
+    """The strip's figures by id: (name, value, detail), and its <li> classes."""
+
+    def __init__(self, html: str) -> None:
+        self.figures: dict[str, list[str]] = {}
+        self.classes: dict[str, str] = {}
+        self._figure: str | None = None
+        self._part: list[str] | None = None
+        super().__init__(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        super().handle_starttag(tag, attrs)
+        named = dict(attrs)
+        if tag == "li" and (named.get("id") or "").startswith("health-"):
+            self._figure = named["id"].removeprefix("health-")
+            self.figures[self._figure] = []
+            self.classes[self._figure] = named.get("class") or ""
+        elif tag == "div" and self._figure:
+            self._part = []
+
+    def handle_endtag(self, tag: str) -> None:
+        super().handle_endtag(tag)
+        if tag == "div" and self._figure and self._part is not None:
+            self.figures[self._figure].append(" ".join("".join(self._part).split()))
+            self._part = None
+        elif tag == "li":
+            self._figure = None
+
+    def handle_data(self, data: str) -> None:
+        super().handle_data(data)
+        if self._part is not None:
+            self._part.append(data)
 
 
 @pytest.fixture
@@ -120,6 +157,29 @@ def test_the_pages_numbers_are_the_reports(probed, engine: Engine) -> None:
     assert [(row[1], row[4]) for row in page.tables["unsettled"][1:]] == [
         (u["correlation_id"], u["why"]) for u in unsettled]
     assert {"latency-api", "latency-plant-a", "latency-plant-b"} <= set(page.ids)
+
+
+def test_the_health_strip_reads_what_the_exporter_serves(probed, engine: Engine) -> None:
+    """The strip, as Airflow's api-server serves the page, says what a scrape of the exporter says
+    of the same ledger (Prometheus's text, parsed), and what the seed holds by hand."""
+    answers, _ = probed
+    strip = Strip(answers["page"])
+    scraped = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in text_string_to_metric_families(generate_latest(registry_for(engine)).decode())
+               for sample in family.samples}
+    pending = {dict(labels)["queue"]: value for (name, labels), value in scraped.items() if name == "ackstore_queue_pending"}
+    # By hand: a2's second attempt is settled (ack) but not carried out; the gate passed none of
+    # the 8 decided attempts; the seed queued nothing else.
+    assert {queue: n for queue, n in pending.items() if n} == {"validate": 8, "carry_out": 1}
+    assert strip.figures["backlog"] == ["Backlog", "9", "validate 8, carry_out 1"]
+    unsettled = {dict(labels)["source"]: value for (name, labels), value in scraped.items()
+                 if name == "ackstore_oldest_unsettled_age_seconds"}
+    assert max(unsettled, key=unsettled.get) == "plant-a"  # a1, at the seed's origin (3 h ago): not through the gate
+    name, age, whose = strip.figures["oldest-unsettled"]
+    assert (name, whose) == ("Oldest unsettled", "from plant-a") and age.startswith("3h0"), age
+    assert strip.figures["last-pass"] == ["Last pass", "never", "no whole pass yet"]
+    assert strip.figures["last-seal"] == ["Last seal", "none", "nothing sealed yet"]
+    assert strip.figures["validation"][:2] == ["Validation gate", "not run yet"]
 
 
 def test_a_correlation_id_shows_its_timeline(probed, engine: Engine) -> None:

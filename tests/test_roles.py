@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import migrate, objects, reports, settlements, verify
+from ackstore.ledger import connection_log, migrate, objects, reports, settlements, verify
 from ackstore.ledger.database import drop_database, make_engine
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
@@ -416,6 +416,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
             with store.engine.begin() as conn:
                 settlements.record_latest(conn, {again.signal_id})
                 settlements.record_carried_out(conn, [(again.signal_id, 1)], held=True)
+                connection_log.record(conn, SOURCE, "dropped", "a poison message", message_id="m9")  # its connector's
 
     def report(url: str) -> None:
         with AckStore.connect(url) as store:
@@ -425,6 +426,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 reports.audit(conn)
                 _windowed_reports(conn)
                 assert verify.prove(conn, "t1")
+                assert connection_log.metrics(conn, SOURCE)["last_day"]["dropped"] == 1  # `connection metrics`
         assert verify.verify(store.engine, None).ok
 
     phase("ackstore_ingest", ingest_first)

@@ -32,6 +32,7 @@ from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig
 from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Options, Session, Transport, Unencodable,
                                      connection_name, json_payload, shown)
+from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.connectors.targets import AMQP_UNENCODABLE, TargetFeed, Targets
@@ -49,9 +50,10 @@ DITTO_JSON = wire.DITTO_CONTENT_TYPE
 class AmqpConnector(Connector):
     """A connector whose broker is RabbitMQ (AMQP 0.9.1)."""
 
-    def __init__(self, store: AckStore, config: ConnectionConfig, options: Options | None = None) -> None:
+    def __init__(self, store: AckStore, config: ConnectionConfig, options: Options | None = None,
+                 metrics: ConnectorMetrics | None = None) -> None:
         options = options or Options()
-        super().__init__(store, config, AmqpTransport(config, options), options)
+        super().__init__(store, config, AmqpTransport(config, options), options, metrics)
 
 
 class AmqpTransport(Transport):
@@ -77,11 +79,11 @@ class AmqpTransport(Transport):
             store.settings.max_timeout_ms, options.pipeline_interval_ms, options.consumer_timeout_ms)
         return [warning] if warning else []
 
-    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, published: Callable[[int], None],
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         if not self.config.targets:
             return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published,
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
                           dropped=dropped)
         return Targets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
                        stop=stop).run
@@ -145,7 +147,7 @@ class AmqpSession(Session):
         self._consumer_tags = []
         self._connection.process_data_events(time_limit=0)
 
-    def reply(self, reply_to: str, message: dict[str, Any]) -> None:
+    def reply(self, reply_to: str, message: dict[str, Any]) -> bool:
         """Publish to the default exchange, routed to the ``reply_to`` queue (best effort, as in Ditto);
         an answer AMQP 0.9.1 cannot carry (a sender's reply-to no routing key can be) is
         :class:`Unencodable`, never published."""
@@ -158,6 +160,8 @@ class AmqpSession(Session):
             self._publish.basic_publish("", reply_to, json_payload(message), pika.BasicProperties(**properties))
         except (NackError, UnroutableError):
             log.warning("connector %s: the reply to %s was not accepted by the broker", self.config.id, shown(reply_to))
+            return False
+        return True
 
     def close(self) -> None:
         if self._connection.is_open:

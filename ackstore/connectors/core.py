@@ -29,28 +29,33 @@ Three threads overlap the work, with bounded hand-overs so memory stays flat und
 A database that is away is said once and asked again after waits that double
 (:mod:`ackstore.connectors.outage`); a batch waits for it in memory, its deliveries held.
 Stopping, the connector stores what it received, carries out what is decided, and gives back
-every other delivery. If the process dies, the broker redelivers what it held; nothing is lost
-or applied twice.
+every other delivery. What it does is counted in its metrics (:mod:`ackstore.connectors.metrics`,
+served with ``--metrics-port``), once per batch or settle round, and what it could not do goes in
+its connection's log (``ackstore connection logs``). If the process dies, the broker redelivers
+what it held; nothing is lost or applied twice.
 """
 
 from __future__ import annotations
 
 import abc
+import collections
 import logging
 import queue
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
 
 from sqlalchemy.exc import DBAPIError
 
 from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig, Source
 from ackstore.connectors.held import Delivery, Held
+from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
-from ackstore.ledger import failures, settlements
+from ackstore.ledger import connection_log, failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, errors, jsontext, wire
@@ -143,9 +148,9 @@ class Session(abc.ABC):
         """Take no more messages; those already received are stored and settled."""
 
     @abc.abstractmethod
-    def reply(self, reply_to: str, message: dict[str, Any]) -> None:
-        """Publish ``message`` to ``reply_to`` (best effort, as in Ditto); :class:`Unencodable`
-        (or one of the transport's ``unencodable``) when the protocol cannot carry it."""
+    def reply(self, reply_to: str, message: dict[str, Any]) -> bool:
+        """Publish ``message`` to ``reply_to`` (best effort, as in Ditto): whether it was sent;
+        :class:`Unencodable` (or one of the transport's ``unencodable``) when the protocol cannot carry it."""
 
     def wants_reconnect(self) -> bool:
         """Whether the session should end now so the broker redelivers (MQTT's only redelivery)."""
@@ -184,10 +189,11 @@ class Transport(abc.ABC):
         """What the operator should know before the connector starts."""
         return []
 
-    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, published: Callable[[int], None],
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         """The work of the connection's targets, run on a thread of its own; None without targets.
-        ``dropped`` is told of each message the protocol cannot carry (what, why)."""
+        ``answered`` is told of the broker's answers to its publishes (how many, whether confirmed),
+        ``dropped`` of each message the protocol cannot carry (what, why)."""
         return None
 
 
@@ -203,6 +209,7 @@ class _Settle:
 
     session: int
     dispositions: dict[int, Disposition]  # delivery tag -> how
+    acknowledged: int = 0  # how many of them carry a settlement out (not a refusal, not a give-back)
 
 
 @dataclass(frozen=True)
@@ -215,11 +222,12 @@ class Connector:
     """Run one connection until SIGTERM (or ``max_messages`` / ``once``)."""
 
     def __init__(self, store: AckStore, config: ConnectionConfig, transport: Transport,
-                 options: Options | None = None) -> None:
+                 options: Options | None = None, metrics: ConnectorMetrics | None = None) -> None:
         self.store = store
         self.config = config
         self.transport = transport
         self.options = options or Options()
+        self.metrics = metrics or ConnectorMetrics(config.id, config.connection_type)
         self.counts = Counts()
         self.stopping = False  # set by SIGTERM / SIGINT
         self._held = Held()
@@ -239,6 +247,10 @@ class Connector:
         self._backoff_s = self.options.reconnect_s
         self._storing_outage = self._outage("the database (storing messages)")
         self._deciding_outage = self._outage("the database (reading decisions)")
+        self._broker_out = self.metrics.outages.watcher("broker")
+        self._broker_down: tuple[datetime, float, str] | None = None  # since when (wall clock, monotonic), why
+        self._refusals: list[tuple[str, str, str | None, datetime | None]] = []  # the batch's (storing thread)
+        self.metrics.watch_in_flight(self._held.__len__)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -250,7 +262,7 @@ class Connector:
             return 1
         threads = [self._start(self._storing, "storing"), self._start(self._deciding, "deciding")]
         targets = self.transport.targets(self.store, self._outage("the database (targets)"), self._done,
-                                         self._published, self._dropped)
+                                         self._target_answers, self._dropped)
         if targets is not None:
             threads.append(self._start(targets, "targets"))
         try:
@@ -311,7 +323,24 @@ class Connector:
 
     def _outage(self, what: str) -> Outage:
         return Outage(f"connector {self.config.id}: {what}", log, self.options.reconnect_s,
-                      self.options.max_reconnect_s)
+                      self.options.max_reconnect_s, self.metrics.outages.watcher("ledger"),
+                      ended=lambda began, said: self._log("outage", said, happened_at=began))
+
+    def _log(self, kind: str, detail: str, message_id: str | None = None, happened_at: datetime | None = None) -> None:
+        """One failure in the connection's log (``ackstore connection logs``)."""
+        self._log_all([(kind, detail, message_id, happened_at)])
+
+    def _log_all(self, entries: list[tuple[str, str, str | None, datetime | None]]) -> None:
+        """Failures in the connection's log, in one transaction. It never holds the connector up:
+        entries the ledger does not take are said in the process's log instead."""
+        try:
+            with self.store.engine.begin() as conn:
+                for kind, detail, message_id, happened_at in entries:
+                    connection_log.record(conn, self.config.id, kind, detail, message_id=message_id,
+                                          happened_at=happened_at)
+        except Exception as problem:  # noqa: BLE001 — the log is a courtesy; the work goes on
+            log.warning("connector %s: the connection log did not take %d entries (%s)", self.config.id,
+                        len(entries), described(problem))
 
     def _start(self, work: Callable[[], None], name: str) -> threading.Thread:
         """A helper thread; an unexpected failure in it stops the connector (its deliveries go back)."""
@@ -326,8 +355,11 @@ class Connector:
         thread.start()
         return thread
 
-    def _published(self, confirmed: int) -> None:
-        self.counts.published += confirmed
+    def _target_answers(self, count: int, confirmed: bool) -> None:
+        """The broker's answers to ``count`` publishes of the targets (their thread)."""
+        if confirmed:
+            self.counts.published += count
+        self.metrics.target_answers(count, confirmed=confirmed)
 
     def _run_session(self) -> bool:
         """One broker connection; True when the connector is done, False to reconnect."""
@@ -337,6 +369,7 @@ class Connector:
         session: Session | None = None
         try:
             session = self.transport.connect(self._on_message)
+            self._broker_back()
             self._backoff_s = self.options.reconnect_s  # connected and consuming: start over
             log.info("connector %s: consuming %s (batches of %d)", self.config.id, self.transport.consuming(),
                      self.options.batch_size)
@@ -344,6 +377,7 @@ class Connector:
         finally:
             self._live_session = None  # unsettled deliveries go back to the broker with the session
             self._held.forget(self._session)
+            self.metrics.consumed(len(self._buffer))  # consumed all the same, back to the broker
             self._buffer.clear()
             if session is not None:
                 session.close()
@@ -351,6 +385,9 @@ class Connector:
     def _lost(self, problem: BaseException) -> None:
         """Wait, longer after each failure in a row (a missing queue, a broker that is down)."""
         self.counts.reconnects += 1
+        self._broker_out(True)
+        if self._broker_down is None:
+            self._broker_down = (datetime.now(timezone.utc), time.monotonic(), described(problem))
         log.warning("connector %s: broker connection lost (%s); reconnecting in %.1f s — held deliveries "
                     "return to the broker and are recognised when redelivered", self.config.id, problem,
                     self._backoff_s)
@@ -358,6 +395,15 @@ class Connector:
         while not self.stopping and time.monotonic() < deadline:
             time.sleep(0.1)
         self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
+
+    def _broker_back(self) -> None:
+        """Connected: an outage of the broker, if one was going on, ends (and goes in the log)."""
+        self._broker_out(False)
+        if self._broker_down is not None:
+            began, since, problem = self._broker_down
+            self._broker_down = None
+            self._log("outage", f"the broker unavailable for {time.monotonic() - since:.1f} s: {problem}",
+                      happened_at=began)
 
     # --- the broker's thread ------------------------------------------------------------------
 
@@ -406,17 +452,20 @@ class Connector:
             return False
         size = self.options.batch_size
         while self._buffer:
+            batch = _Batch(self._session, self._buffer[:size])
             try:
-                self._to_store.put_nowait(_Batch(self._session, self._buffer[:size]))
+                self._to_store.put_nowait(batch)
             except queue.Full:
                 break
             del self._buffer[:size]
+            self.metrics.consumed(len(batch.messages))
         return True
 
     def _settle_what_is_handed_back(self, session: Session) -> None:
         """Settle what the other threads decided, then publish their replies."""
         dispositions: dict[int, Disposition] = {}
         replies: list[_Reply] = []
+        acknowledged = 0
         while True:
             try:
                 item = self._outbox.get_nowait()
@@ -426,26 +475,30 @@ class Connector:
                 replies.append(item)
             elif item.session == self._live_session:  # a closed session's deliveries went back
                 dispositions.update(item.dispositions)
+                acknowledged += item.acknowledged
         if dispositions:
             session.settle(dispositions)
-        for reply in replies:
-            if reply.reply_to:
-                self._reply(session, reply.reply_to, reply.message)
+            self.metrics.acknowledged(acknowledged)
+        if replies:
+            self.metrics.replied(sum(self._reply(session, r.reply_to, r.message) for r in replies if r.reply_to))
 
-    def _reply(self, session: Session, reply_to: str, message: dict[str, Any]) -> None:
+    def _reply(self, session: Session, reply_to: str, message: dict[str, Any]) -> bool:
         """The one place answers are published: one the protocol cannot carry (the transport's
         rule says so, or — the backstop — its library fails to encode it) is dropped, never
-        raised; a sender chose what makes it so, and everything else goes on."""
+        raised; a sender chose what makes it so, and everything else goes on. Whether it was sent."""
         try:
-            session.reply(reply_to, message)
+            return session.reply(reply_to, message)
         except (Unencodable, *self.transport.unencodable) as problem:
             self._dropped(f"the answer to {shown(reply_to)}", problem)
+            return False
 
     def _dropped(self, what: str, problem: BaseException) -> None:
         """A message the protocol cannot carry: said in one line, counted (any thread)."""
         with self._counting:
             self.counts.replies_dropped += 1
+        self.metrics.unsendable()
         why = str(problem) if isinstance(problem, Unencodable) else described(problem)
+        self._log("unsendable", f"{what} is dropped, {self.config.connection_type} cannot carry it: {why}")
         log.warning("connector %s: %s is dropped, %s cannot carry it: %s", self.config.id, what,
                     self.config.connection_type, shown(why, 300)[1:-1])  # our words, escaped all the same
 
@@ -521,13 +574,14 @@ class Connector:
     def _store_batch(self, batch: _Batch) -> None:
         if not self._current(batch):  # its session closed: the broker has these deliveries back
             return
+        started, rejected, at_once = time.perf_counter(), self.counts.rejected, self.counts.settled_at_once
         signals: list[tuple[Message, Any]] = []
         settle: dict[int, Disposition] = {}
         for message in batch.messages:
             envelope = self._envelope(message)
             refusal = _enforcement_refusal(message, envelope)
             if refusal is not None:
-                self._reject(message, envelope, refusal, settle)
+                self._reject(message, envelope, refusal, settle, kind="enforced")
             elif connectivity.is_acknowledgement(envelope):
                 self._acknowledgement(message, envelope, settle)
             else:
@@ -536,6 +590,20 @@ class Connector:
         if results is None:  # its session closed or the connector stops: the broker has them back
             return
         faults.checkpoint("connector:stored")
+        decided = self._settle_stored(batch, signals, results, settle)
+        # the two counts only this thread changes: what this batch refused and settled at once
+        self._outbox.put(_Settle(batch.session, settle, self.counts.settled_at_once - at_once + decided))
+        new, duplicate = _new_and_duplicate(results)
+        self.metrics.stored(len(batch.messages), time.perf_counter() - started, new=new, duplicate=duplicate,
+                            dropped=self.counts.rejected - rejected)
+        refusals, self._refusals = self._refusals, []
+        if refusals:  # what the batch refused, in the connection's log: one transaction, after the batch
+            self._log_all(refusals)
+
+    def _settle_stored(self, batch: _Batch, signals: list[tuple[Message, Any]], results: list[Stored | None],
+                       settle: dict[int, Disposition]) -> int:
+        """Settle (in ``settle``) or hold what the ledger stored; how many were settled from a
+        decision their signal already had."""
         hold: list[tuple[int, Delivery]] = []
         decided: list[tuple[Message, Stored]] = []
         for (message, envelope), stored in zip(signals, results):
@@ -557,7 +625,7 @@ class Connector:
             self._held.hold(hold)
         if decided:
             self._settle_from_decisions(decided, settle)
-        self._outbox.put(_Settle(batch.session, settle))
+        return len(decided)
 
     def _ingest_waiting_out_outages(self, batch: _Batch,
                                     signals: list[tuple[Message, Any]]) -> list[Stored | None] | None:
@@ -620,10 +688,14 @@ class Connector:
             envelope = {**envelope, "headers": headers}
         return envelope
 
-    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], settle: dict[int, Disposition]) -> None:
-        """A client error: never redelivered (B.9), answered on reply-to."""
+    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], settle: dict[int, Disposition],
+                kind: str = "dropped") -> None:
+        """A client error: never redelivered (B.9), answered on reply-to, and in the connection's
+        log (``kind``: dropped, or refused by the source's enforcement)."""
         settle[message.tag] = connectivity.CLIENT_ERROR
         self.counts.rejected += 1
+        self._refusals.append((kind, f"{error.get('status')} {error.get('error')}: {error.get('message')}", message.key,
+                               None))
         log.info("connector %s: rejected message %r: %s %r", self.config.id,
                  message.properties.get("message_id") or "(no id)", error.get("error"), error.get("message"))
         self._outbox.put(_Reply(_answer_address(message, envelope), error_reply(error, envelope, message.correlation_id)))
@@ -643,12 +715,17 @@ class Connector:
         with self.store.engine.begin() as conn:
             settlements.record_latest(conn, {stored.signal_id for _, stored in items})
         for message, stored in items:
-            settle[message.tag] = self._carried_out(stored.decision)
+            settle[message.tag] = self.transport.disposition(stored.decision)
+        self._count_carried_out(stored.decision for _, stored in items)
 
-    def _carried_out(self, decision: str) -> Disposition:
-        with self._counting:  # the storing and the deciding thread both count
-            self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + 1
-        return self.transport.disposition(decision)
+    def _count_carried_out(self, decisions: Iterable[str]) -> None:
+        """Settlements carried out, counted once per decision (the storing and the deciding thread both count)."""
+        tally = collections.Counter(decisions)
+        with self._counting:
+            for decision, count in tally.items():
+                self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + count
+        for decision, count in tally.items():
+            self.metrics.carried_out(self.transport.carried_out_as(decision) or decision, count)
 
     # --- the deciding thread ------------------------------------------------------------------
 
@@ -701,13 +778,21 @@ class Connector:
         faults.checkpoint("connector:recorded")
         by_session: dict[int, dict[int, Disposition]] = {}
         for decided in mine:
-            disposition = self._carried_out(decided.decision)
+            disposition = self.transport.disposition(decided.decision)
             for delivery in taken[decided.signal_id]:
                 by_session.setdefault(delivery.session, {})[delivery.tag] = disposition
+        self._count_carried_out(d.decision for d in mine)
         for session, dispositions in by_session.items():
-            self._outbox.put(_Settle(session, dispositions))
+            self._outbox.put(_Settle(session, dispositions, len(dispositions)))
         for reply in to_publish:
             self._outbox.put(_Reply(reply.reply_to, result_reply(reply)))
+
+
+def _new_and_duplicate(results: list[Stored | None]) -> tuple[int, int]:
+    """How many of a batch's messages the ledger stored as new signals, and how many it had stored before."""
+    stored = [s.retransmitted for s in results if s is not None and s.ok]
+    duplicate = sum(stored)
+    return len(stored) - duplicate, duplicate
 
 
 def _answer_address(message: Message, envelope: Any) -> str | None:

@@ -21,8 +21,8 @@ MQTT receives, settles and replies, with Ditto's semantics (B.9's MQTT row, deci
   (3.1.1) messages, so it takes at most that many per T; the rest wait in the broker's queue,
   which must not be limited (``docker/mosquitto.conf``). Several connectors sharing a
   subscription (``$share/<group>/<filter>``) scale past it. Mosquitto counts the messages its
-  limits dropped in ``$SYS/broker/publish/messages/dropped``; the session watches it and says
-  so whenever it grows.
+  limits dropped in ``$SYS/broker/publish/messages/dropped``; the session watches it, says
+  so whenever it grows, and the metrics show it.
 * **Headers.** MQTT 5 user properties, content type, correlation data and response topic become
   Ditto headers (and back on targets and answers); MQTT 3.1.1 carries only the envelope.
 
@@ -56,6 +56,7 @@ from ackstore import faults
 from ackstore.connectors.config import MQTT5, ConnectionConfig, MqttSettings, Source, Target
 from ackstore.connectors.core import (Connector, Message, Options, Session, Transport, Unencodable, json_payload,
                                      shown)
+from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
 from ackstore.ledger.store import AckStore
@@ -79,22 +80,25 @@ class MqttLost(Exception):
 class MqttConnector(Connector):
     """A connector whose broker speaks MQTT 3.1.1 or 5."""
 
-    def __init__(self, store: AckStore, config: ConnectionConfig, options: Options | None = None) -> None:
+    def __init__(self, store: AckStore, config: ConnectionConfig, options: Options | None = None,
+                 metrics: ConnectorMetrics | None = None) -> None:
         options = options or Options()
-        super().__init__(store, config, MqttTransport(config, options), options)
+        metrics = metrics or ConnectorMetrics(config.id, config.connection_type)
+        super().__init__(store, config, MqttTransport(config, options, metrics), options, metrics)
 
 
 class MqttTransport(Transport):
     lost = (MqttLost, OSError)
     unencodable = UNENCODABLE
 
-    def __init__(self, config: ConnectionConfig, options: Options) -> None:
+    def __init__(self, config: ConnectionConfig, options: Options, metrics: ConnectorMetrics | None = None) -> None:
         if config.mqtt is None:
             raise ValueError("not an MQTT connection")
         self.config = config
         self.settings: MqttSettings = config.mqtt
         self.options = options
-        self.drops = DropWatch(config.id)  # across sessions: drops while reconnecting are said too
+        # across sessions: drops while reconnecting are said too
+        self.drops = DropWatch(config.id, metrics.broker_dropped if metrics is not None else None)
         self._connected_before = False
 
     def connect(self, deliver: Callable[[Message], None]) -> Session:
@@ -131,11 +135,11 @@ class MqttTransport(Transport):
                          "message (decisions #99)")
         return found
 
-    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, published: Callable[[int], None],
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         if not self.config.targets:
             return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, published=published,
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
                           dropped=dropped)
         return MqttTargets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
                            stop=stop).run
@@ -347,7 +351,7 @@ class MqttSession(Session):
         arrives from now on is neither stored nor PUBACKed, and comes again next session."""
         self._consuming = False
 
-    def reply(self, reply_to: str, message: dict[str, Any]) -> None:
+    def reply(self, reply_to: str, message: dict[str, Any]) -> bool:
         """Best effort, as in Ditto: an answer MQTT cannot carry (a reply-to that is no topic name,
         a sender's correlation id past its limit) is :class:`Unencodable`, never published."""
         payload = json_payload(message)
@@ -357,6 +361,8 @@ class MqttSession(Session):
         if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             log.warning("connector %s: the reply to %s was not sent (%s)", self.config.id, shown(reply_to),
                         paho.error_string(info.rc))
+            return False
+        return True
 
     def close(self) -> None:
         _disconnect(self.client)
@@ -452,8 +458,9 @@ class DropWatch:
     """Mosquitto's count of the messages its limits dropped (``$SYS/broker/publish/messages/dropped``,
     broker-wide), watched across the connector's sessions: every growth is said as an error."""
 
-    def __init__(self, connection_id: str) -> None:
+    def __init__(self, connection_id: str, counted: Callable[[int], None] | None = None) -> None:
         self.connection_id = connection_id
+        self._counted = counted  # told each count the broker says (the metrics)
         self._count: int | None = None
         self._refused_said = False
 
@@ -468,6 +475,8 @@ class DropWatch:
             count = int(payload)
         except ValueError:
             return
+        if self._counted is not None:
+            self._counted(count)
         before = self._count if self._count is not None else 0
         if count > before:
             log.error("connector %s: the broker has dropped %d messages (%d since it started), for this or another "

@@ -52,12 +52,12 @@ class TargetFeed:
     and the target's label issued from the broker's answer to their publish."""
 
     def __init__(self, store: AckStore, config: ConnectionConfig, *, lease: str, outage: Outage,
-                 published: Callable[[int], None], dropped: Callable[[str, BaseException], None]) -> None:
+                 answered: Callable[[int, bool], None], dropped: Callable[[str, BaseException], None]) -> None:
         self.store = store
         self.config = config
         self.lease = lease
         self.outage = outage  # the database, as the targets' thread sees it
-        self.published = published  # told how many publishes the broker confirmed
+        self.told = answered  # told of the broker's answers: how many publishes, whether it confirmed them
         self.dropped = dropped  # told of each message the protocol cannot carry
 
     def pull(self) -> tuple[list[tuple[Target, Published]], float]:
@@ -78,8 +78,7 @@ class TargetFeed:
 
     def answered(self, items: list[Published], *, confirmed: bool) -> None:
         """The broker confirmed (200) or refused (503) these publishes: issue their labels."""
-        if confirmed:
-            self.published(len(items))
+        self.told(len(items), confirmed)
         self._issue(items, connectivity.issued_ack_status(confirmed))
 
     def unsendable(self, address: str, item: Published, problem: BaseException) -> None:

@@ -51,6 +51,7 @@ class Stored:
     signal_id: int | None = None  # the stored signal (new or retransmitted); None after an error
     awaits_decision: bool = False  # its current attempt requested acknowledgements and is not decided
     decision: str | None = None  # the settlement decision its current attempt already has
+    retransmitted: bool = False  # its message was stored before (a connector counts it a duplicate)
 
     @property
     def ok(self) -> bool:
@@ -412,10 +413,10 @@ def resubmitted(conn: Connection, source: str, message_id: str, correlation_id: 
     answer = accepted(first.correlation_id)
     if first.decision == settlement.Settlement.REDELIVER.value:
         _open_next_attempt(conn, first)
-        return Stored(answer, first.id, awaits_decision=True)
+        return Stored(answer, first.id, awaits_decision=True, retransmitted=True)
     if first.decision is not None:
-        return Stored(answer, first.id, decision=first.decision)
-    return Stored(answer, first.id, awaits_decision=bool(first.requested_acks))
+        return Stored(answer, first.id, decision=first.decision, retransmitted=True)
+    return Stored(answer, first.id, awaits_decision=bool(first.requested_acks), retransmitted=True)
 
 
 def _open_next_attempt(conn: Connection, current: Any) -> None:

@@ -47,6 +47,8 @@ CONCEPTS = (
     "carrying_out",
     "sealing",
     "archiving",
+    "metrics",
+    "connection_log",
     "timeline",
     "reports/window",
     "reports/settlement",

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -351,6 +352,9 @@ settlements = Table(
     CheckConstraint("(seq IS NULL) = (carried_out_at IS NULL)", name="seq"),
 )
 Index("ix_settlements_not_carried_out", settlements.c.signal_id, postgresql_where=text("carried_out_at IS NULL"))
+# A connection's settlements carried out in the last day (connection_metrics): they are carried out
+# in time order, so a block range index finds them (setting seq already makes the update not HOT).
+Index("ix_settlements_carried_out_at", settlements.c.carried_out_at, postgresql_using="brin")
 
 pipeline_runs = Table(
     "pipeline_runs",
@@ -363,6 +367,8 @@ pipeline_runs = Table(
     Column("stats", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     UniqueConstraint("run_id", "step"),
 )
+# Each step's last run, for the metrics (the view ledger_gauges): a key, not a scan of every run.
+Index(None, pipeline_runs.c.step, pipeline_runs.c.id)
 
 # One row per signal handed (or, for live signals, to be handed) to a subscriber (A.3). The
 # pending ones (done_at IS NULL) are what a pull reads; each hand-out increments handouts, and
@@ -528,6 +534,24 @@ connections = Table(
     CheckConstraint("id <> ''", name="id"),
 )
 
+# What a connector could not do, per connection (issue 38, decisions #109): messages dropped or
+# refused by enforcement, answers no protocol carries, outages. Written through log_connection_event
+# alone, which keeps each connection's newest 1 000.
+CONNECTION_EVENTS = ("dropped", "enforced", "unsendable", "outage")
+connection_log = Table(
+    "connection_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("connection", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("message_id", Text, nullable=True),  # the broker message it is about, if one
+    _timestamp("happened_at"),
+    CheckConstraint(_in("kind", CONNECTION_EVENTS), name="kind"),
+    CheckConstraint("length(detail) <= 2000 AND length(message_id) <= 1000", name="sizes"),
+)
+Index(None, connection_log.c.connection, connection_log.c.id)
+
 # The locks writers and steps wait for, as rows no role may lock but through the functions of
 # sql/objects/locking.sql (issue 37: an advisory lock is anyone's to take, and so to stall with).
 # One row per bucket of things (per-thing ingestion order, decisions #19), seeded by tables.sql.
@@ -542,6 +566,21 @@ ledger_locks = Table(
     "ledger_locks",
     metadata,
     Column("name", Text, primary_key=True),
+)
+
+# The counters of the facts the seals cover (issue 38, decisions #108), per metric, source and
+# labels ('' where a metric has none): each seal adds its interval's (the function metric_facts)
+# in its own transaction, so a scrape adds only what came after the last seal (the view
+# ledger_counters), and archiving, which moves only sealed facts, never lowers a counter.
+metric_totals = Table(
+    "metric_totals",
+    metadata,
+    Column("metric", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("label", Text, nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("value", Float(precision=53), nullable=False),
+    PrimaryKeyConstraint("metric", "source", "label", "detail"),
 )
 
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
@@ -681,6 +720,8 @@ LEDGER_TABLES = (
     seals,
     seal_leaves,
     archives,
+    metric_totals,
+    connection_log,
 )
 
 

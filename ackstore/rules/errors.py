@@ -176,6 +176,16 @@ def connection_not_yours(connection: str) -> DittoError:
     )
 
 
+def connection_not_found(connection: str) -> DittoError:
+    return DittoError(
+        404,
+        "connectivity:connection.notfound",
+        f"The Connection with ID '{shown(connection)}' could not be found or requester had insufficient permissions to access it.",
+        "Check if the ID of your requested Connection was correct: the ledger knows a connection once its "
+        "connector started, a subscriber was declared into it, or a message of it was stored.",
+    )
+
+
 def live_response_forbidden(subscriber: str) -> DittoError:
     return DittoError(
         403,

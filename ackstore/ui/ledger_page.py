@@ -1,7 +1,10 @@
 """The Ledger page: the QoS-1 audit inside Airflow's UI (a FastAPI app mounted by the plugin).
 
-It reads the ledger through the Airflow connection the DAG uses (``ackstore_ledger``), and every
-number on it comes from the reports of ackstore.reporting.registry, in their columns and cells: the
+It reads the ledger through the Airflow connection the DAG uses (``ackstore_ledger``). At the top, a
+health strip: backlog, oldest unsettled, last pass, last seal and the validation gate, summarised
+(ackstore.reporting.health) from the rows a scrape of ``ackstore metrics`` reads
+(ackstore.ledger.metrics.read), so the page and Prometheus say the same. Every other number comes
+from the reports of ackstore.reporting.registry, in their columns and cells: the
 settlement status per source, the watermarks of the last 24 hours and what is not settled after
 them, the open-work audit (oldest first), the latency per source and hour, and one signal's
 timeline found by its correlation id. Stored text is shown as the terminal shows it (text.shown;
@@ -23,9 +26,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from ackstore.ledger.database import make_engine
+from ackstore.ledger import metrics as ledger_metrics
 from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.asked import DEFAULT_WINDOW, Asked
+from ackstore.reporting.health import figures, health
 from ackstore.reporting.registry import AUDIT, LATENCY, SETTLEMENT, UNSETTLED, WATERMARKS
 from ackstore.reporting.tables import PAGE, Cell, Table, on
 from ackstore.reporting.text import shown, unshown
@@ -88,6 +93,7 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
             "unsettled": UNSETTLED.table(UNSETTLED.query(conn, replace(day, limit=AUDIT_ROWS))),
             "audit": AUDIT.table(AUDIT.query(conn, Asked(limit=AUDIT_ROWS))),
         }
+    page["health"] = figures(health(ledger_metrics.read(store.engine)), now)  # what a scrape reads
     sources = list(dict.fromkeys(row["source"] for row in latency))
     page["charts"] = [{"source": source, "rows": [r for r in latency if r["source"] == source]} for source in sources]
     for chart in page["charts"]:

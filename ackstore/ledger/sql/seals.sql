@@ -48,6 +48,13 @@ COPY (SELECT l.leaf FROM fact_leaves l WHERE l.seq > %(after_seq)s AND l.seq <= 
 SELECT l.fact_table, count(*) AS facts FROM fact_leaves l
 WHERE l.seq > :after_seq AND l.seq <= :upto_seq GROUP BY l.fact_table
 
+-- name: roll_up_metrics
+-- What the facts numbered (after_seq, upto_seq] add to the counters (metric_facts), added to the
+-- totals in the seal's transaction: the totals are always those of the facts the seals cover.
+INSERT INTO metric_totals (metric, source, label, detail, value)
+SELECT f.metric, f.source, f.label, f.detail, f.value FROM metric_facts(:after_seq, :upto_seq) f
+ON CONFLICT (metric, source, label, detail) DO UPDATE SET value = metric_totals.value + EXCLUDED.value
+
 -- name: store_leaves
 -- A seal's leaf hashes, chunk by chunk (a binary COPY: seal, chunk, the hashes).
 COPY seal_leaves (seal, chunk, leaves) FROM STDIN (FORMAT binary)

@@ -37,7 +37,9 @@ GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand
                           lease_ready, lock_event_position, move_event_position, hand_out_events, close_handouts,
                           declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest;
 -- Who owns a connection (migration 0020).
-GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection TO ackstore_ingest
+GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection TO ackstore_ingest;
+-- A connector's failures, in its connection's log (migration 0022).
+GRANT EXECUTE ON FUNCTION log_connection_event TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.
@@ -60,6 +62,8 @@ GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
 GRANT SELECT, INSERT ON seals, seal_leaves TO ackstore_pipeline;
 GRANT SELECT ON fact_leaves TO ackstore_pipeline;
 GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline;
+-- and adds what it sealed to the metrics' totals (migration 0021).
+GRANT SELECT, INSERT, UPDATE ON metric_totals TO ackstore_pipeline;
 -- The step, facts and sealer locks, and the staging rows a committed COPY left (migration 0020).
 GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline
 
@@ -75,7 +79,13 @@ GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, bu
 -- What `ackstore verify` and `prove` read (migration 0018): every fact table and the seals.
 GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter;
 -- and which seals were archived, and where (migration 0019).
-GRANT SELECT ON archives TO ackstore_reporter
+GRANT SELECT ON archives TO ackstore_reporter;
+-- What `ackstore metrics` serves and the Ledger page's health strip shows (migration 0021).
+GRANT SELECT ON ledger_counters, ledger_gauges TO ackstore_reporter;
+-- `ackstore connection metrics|logs` (migration 0022): a connection's log, and which connections
+-- exist (not which login owns each).
+GRANT SELECT ON connection_log TO ackstore_reporter;
+GRANT SELECT (id, claimed_at) ON connections TO ackstore_reporter
 
 -- name: ackstore_archive
 -- The archive job (migration 0019, decisions #102): it reads the facts and their seals, records

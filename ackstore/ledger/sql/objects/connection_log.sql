@@ -1,0 +1,65 @@
+-- A connection's metrics and recent failures, as Ditto answers `GET /connections/{id}/metrics` and
+-- `…/logs` (issue 38, decisions #109): counts for the last minute, hour and day from the ledger's
+-- own facts, and a log of what its connector could not do, kept to its newest entries.
+
+-- name: log_connection_event
+-- A connector's failure, in its connection's log: a message dropped (the ledger refused it for
+-- good, or it was answered 4xx), refused by the source's enforcement, an answer or a target's
+-- message the protocol cannot carry, an outage (logged when it ended, at the time it began). Only
+-- the connection's login writes its log (act_for_connection); the text is clipped, a time in the
+-- future is now's; the log keeps the newest 1 000 entries of each connection, so it never grows
+-- with the history.
+-- version: 0022
+CREATE OR REPLACE FUNCTION log_connection_event(connection text, kind text, detail text, message_id text,
+                                                happened_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  PERFORM act_for_connection(log_connection_event.connection);
+  INSERT INTO connection_log (connection, kind, detail, message_id, happened_at)
+  VALUES (log_connection_event.connection, log_connection_event.kind, left(log_connection_event.detail, 2000),
+          left(log_connection_event.message_id, 1000),
+          LEAST(COALESCE(log_connection_event.happened_at, now()), now()));
+  DELETE FROM connection_log l
+  WHERE l.connection = log_connection_event.connection
+    AND l.id <= (SELECT x.id FROM connection_log x WHERE x.connection = log_connection_event.connection
+                 ORDER BY x.id DESC OFFSET 1000 LIMIT 1);
+END $$;
+
+-- name: connection_metrics
+-- A connection's counts for the last minute, hour and day: messages stored (signals received),
+-- dropped and enforced (its log), consumed (all three), and settlements carried out — acknowledged,
+-- rejected, redelivered, dead-lettered, as the transport carried them out — read by the signals'
+-- and the settlements' time indexes: a day's work at most, never the history.
+-- version: 0022
+CREATE OR REPLACE FUNCTION connection_metrics(connection text)
+RETURNS TABLE (measure text, last_minute bigint, last_hour bigint, last_day bigint)
+LANGUAGE sql STABLE AS $$
+WITH spans AS (SELECT now() - interval '1 minute' AS minute, now() - interval '1 hour' AS hour,
+                      now() - interval '1 day' AS day),
+events AS (
+    SELECT 'stored'::text AS measure, s.received_at AS happened_at FROM signals s, spans
+    WHERE s.received_at > spans.day AND s.source = connection_metrics.connection
+    UNION ALL
+    SELECT CASE COALESCE(st.carried_out_as, st.decision) WHEN 'ack' THEN 'acknowledged' WHEN 'reject' THEN 'rejected'
+                WHEN 'redeliver' THEN 'redelivered' ELSE 'dead_lettered' END, st.carried_out_at
+    FROM settlements st CROSS JOIN spans
+    CROSS JOIN LATERAL (SELECT x.source FROM signals x WHERE x.id = st.signal_id LIMIT 1) s
+    WHERE st.carried_out_at > spans.day AND s.source = connection_metrics.connection
+    UNION ALL
+    SELECT l.kind, l.happened_at FROM connection_log l, spans
+    WHERE l.connection = connection_metrics.connection AND l.happened_at > spans.day
+)
+SELECT m.measure,
+       count(e.happened_at) FILTER (WHERE e.happened_at > spans.minute),
+       count(e.happened_at) FILTER (WHERE e.happened_at > spans.hour),
+       count(e.happened_at)
+FROM spans
+CROSS JOIN (VALUES (1, 'consumed'), (2, 'stored'), (3, 'dropped'), (4, 'enforced'), (5, 'acknowledged'),
+                   (6, 'rejected'), (7, 'redelivered'), (8, 'dead_lettered'), (9, 'unsendable'),
+                   (10, 'outage')) AS m(n, measure)
+LEFT JOIN events e ON e.measure = m.measure
+                      OR (m.measure = 'consumed' AND e.measure IN ('stored', 'dropped', 'enforced'))
+GROUP BY m.n, m.measure
+ORDER BY m.n
+$$;
