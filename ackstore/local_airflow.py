@@ -235,21 +235,14 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
 
 @contextmanager
 def _ledger_exporter(local: LocalAirflow) -> Iterator[str]:
-    """The ledger's metrics (``ackstore metrics``, docs/metrics.md) served from this process at
-    http://127.0.0.1:PORT/metrics, its URL given; shut down, its engine disposed, at the end."""
-    from prometheus_client import start_http_server
-
-    from ackstore.reporting.metrics import registry_for
+    """The ledger's metrics (``ackstore metrics``, docs/metrics.md) served from this process on
+    127.0.0.1, its URL given; shut down, its engine disposed, at the end."""
+    from ackstore.reporting.metrics import serving
 
     engine = make_engine(local.ledger_url)
     try:
-        server, thread = start_http_server(local.metrics_port, addr="127.0.0.1", registry=registry_for(engine))
-        try:
-            yield f"http://127.0.0.1:{server.server_port}/metrics"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(10)
+        with serving(engine, local.metrics_port) as url:
+            yield url
     finally:
         engine.dispose()
 

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ackstore.ledger import reports
 from ackstore.ledger.database import database_url, drop_database, make_engine, scratch_database
@@ -40,6 +39,7 @@ from jobs.spark import free_port
 from tests.browser import Browser
 from tests.conftest import ADMIN_URL
 from tests.ledger import comparable_ledger, load_workload
+from tests.scraped import scrape
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -137,12 +137,9 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
 
 def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     """The exporter's samples: by name, then by sorted labels."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as answer:
-        exposition = answer.read().decode()
     found: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(exposition):
-        for sample in family.samples:
-            found.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    for (name, labels), value in scrape(f"http://127.0.0.1:{port}/metrics", timeout=60).items():
+        found.setdefault(name, {})[labels] = value
     return found
 
 

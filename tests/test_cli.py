@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ackstore.ledger.store import AckStore
 from tests.ledger import ack_message, snapshot, twin_command
+from tests.scraped import samples as exposition_samples
 from tests.test_roles import as_login, logins  # noqa: F401  (logins: a fixture, a login per group role)
 
 
@@ -142,9 +142,7 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     # last, the metric lines that matter, as a scrape of the ledger's exporter serves them
     scraped = output.split("== what Prometheus would scrape (ackstore metrics)\n")[1].split("\n(all of them:")[0]
     assert "== ackstore report late-acks" in output.split("== what Prometheus would scrape")[0]
-    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-               for family in text_string_to_metric_families("\n".join(line.strip() for line in scraped.splitlines()) + "\n")
-               for sample in family.samples}
+    samples = exposition_samples("\n".join(line.strip() for line in scraped.splitlines()) + "\n")
     assert {name for name, _ in samples} == {
         "ackstore_signals_received_total", "ackstore_requests_decided_total", "ackstore_settlement_decisions_total",
         "ackstore_oldest_unsettled_age_seconds", "ackstore_queue_pending", "ackstore_seal_last_number",

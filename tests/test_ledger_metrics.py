@@ -25,17 +25,11 @@ from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.reporting import metrics
 from tests.ledger import empty
 from tests.metrics_doc import documented as documented_metrics
+from tests.scraped import Samples, samples
 from tests.test_reports_windowed import ALL, STANDINGS, Attempt, Signal, _ack, seed
 from tests.test_roles import as_login, logins  # noqa: F401 — the fixture
 
 BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 1800, 3600)
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def samples(exposition: str) -> Samples:
-    """Every sample of a Prometheus text exposition, by name and sorted labels."""
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(exposition) for sample in family.samples}
 
 
 def scraped(engine: Engine) -> Samples:

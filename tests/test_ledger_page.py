@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
 from ackstore.ledger import reports
@@ -26,6 +25,7 @@ from ackstore.local_airflow import LocalAirflow
 from ackstore.reporting.metrics import registry_for
 from ackstore.rules.settings import Settings
 from tests.conftest import ADMIN_URL
+from tests.scraped import samples
 from tests.test_reports_windowed import seed
 
 pytestmark = pytest.mark.slow
@@ -164,9 +164,7 @@ def test_the_health_strip_reads_what_the_exporter_serves(probed, engine: Engine)
     of the same ledger (Prometheus's text, parsed), and what the seed holds by hand."""
     answers, _ = probed
     strip = Strip(answers["page"])
-    scraped = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-               for family in text_string_to_metric_families(generate_latest(registry_for(engine)).decode())
-               for sample in family.samples}
+    scraped = samples(generate_latest(registry_for(engine)).decode())
     pending = {dict(labels)["queue"]: value for (name, labels), value in scraped.items() if name == "ackstore_queue_pending"}
     # By hand: a2's second attempt is settled (ack) but not carried out; the gate passed none of
     # the 8 decided attempts; the seed queued nothing else.

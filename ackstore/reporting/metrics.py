@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -164,14 +165,26 @@ def registry_for(engine: Engine) -> CollectorRegistry:
     return registry
 
 
+@contextmanager
+def serving(engine: Engine, port: int, host: str = "127.0.0.1") -> Iterator[str]:
+    """The ledger's metrics served at http://host:port/metrics (port 0: any free one) while the
+    block runs, its URL given; the server shut down after (``ackstore metrics``, ``ackstore
+    airflow``). OSError when the port cannot be had."""
+    server, thread = start_http_server(port, addr=host, registry=registry_for(engine))
+    try:
+        yield f"http://{host}:{server.server_port}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
 def serve(engine: Engine, port: int, host: str = "127.0.0.1") -> int:
     """Serve the ledger's metrics at http://host:port/metrics until SIGINT or SIGTERM."""
-    server, thread = start_http_server(port, addr=host, registry=registry_for(engine))
-    print(json.dumps({"status": 200, "serving": f"http://{host}:{server.server_port}/metrics"}), flush=True)
     stopped = threading.Event()
     for each in (signal.SIGINT, signal.SIGTERM):
         signal.signal(each, lambda *_: stopped.set())
-    stopped.wait()
-    server.shutdown()
-    thread.join()
+    with serving(engine, port, host) as url:
+        print(json.dumps({"status": 200, "serving": url}), flush=True)
+        stopped.wait()
     return 0
