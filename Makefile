@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
 PYTHON_VENV := .venv/bin/python
 
-.PHONY: demo test fuzz bench bench-history airflow lock clean
+.PHONY: demo test test-unit fuzz bench bench-history airflow lock clean
 
 demo:  ## install, create the ledger, submit sample signals, run the DAG once through Airflow, print the report
 	scripts/bootstrap.sh
@@ -19,10 +19,14 @@ test:  ## install, make sure PostgreSQL and RabbitMQ run and Mosquitto is instal
 	.venv/bin/lint-imports
 	$(PYTHON_VENV) -m pytest -n 2 --dist loadfile
 
+test-unit:  ## the loop for people: tests/unit, pure Python (no PostgreSQL, broker or Spark), in seconds
+	test -x $(PYTHON_VENV) || scripts/bootstrap.sh
+	$(PYTHON_VENV) -m pytest tests/unit -q
+
 fuzz:  ## every entry that takes user text, on 100 000 generated cases each (FUZZ_EXAMPLES=…); about an hour
 	scripts/bootstrap.sh
 	scripts/ensure-postgres.sh
-	ACKSTORE_FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),100000) $(PYTHON_VENV) -m pytest tests/test_fuzz.py \
+	ACKSTORE_FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),100000) $(PYTHON_VENV) -m pytest tests/ledger/test_fuzz.py \
 		--hypothesis-show-statistics -q
 
 bench:  ## the pipeline against a raw-SQL baseline, 100 000 commands (COMMANDS=1000000 for more)

@@ -15,7 +15,7 @@ from ackstore.ledger.database import URL_VARIABLE, make_engine, resolve_url
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.registry import REPORTS, described
-from ackstore.reporting.text import json_text
+from ackstore.reporting.shown_text import json_text
 from ackstore.rules import errors
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
@@ -38,7 +38,7 @@ examples:
   ackstore declare my-app my-app:processed
   ackstore submit command.json          # {"status": 202, "correlationId": "..."}
   ackstore ack my-app ack.json          # {"status": 204}
-  ackstore pipeline run                 # apply, index, decide, validate, settle (local Spark)
+  ackstore pipeline run                 # the seven steps, apply_twin … seal (local Spark)
   ackstore result 3f0c…                 # {"status": 200, "body": …, "headers": …}
   ackstore search 'eq(attributes/on,true)'   # {"status": 200, "items": ["org.acme:lamp"]}
   ackstore report audit                 # what is not answered or settled yet, oldest first
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ackstore", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--database-url", help="SQLAlchemy URL of the ledger's PostgreSQL database")
+    parser.add_argument("--database-url", help="libpq URL (or SQLAlchemy URL) of the ledger's PostgreSQL database")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     db = commands.add_parser("db", help="manage the ledger's schema")

@@ -1,5 +1,5 @@
 """``ackstore demo``: set up the ledger, submit sample signals that between them meet every kind
-of outcome, run the Airflow DAG once through Airflow (``airflow dags test``: its task runs the six
+of outcome, run the Airflow DAG once through Airflow (``airflow dags test``: its task runs the seven
 steps in-process, on local Spark), and show what each step did, what the requesters are told, one
 signal's timeline, and the audit: the settlement status, latency, watermarks and late acks; and
 last, the handful of lines of the ledger's metrics an operator watches (docs/metrics.md).

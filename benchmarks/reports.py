@@ -38,7 +38,7 @@ def _reports(bucket: timedelta) -> dict[str, Callable[[Any, Window], Any]]:
     """What each windowed ``ackstore report NAME`` reads (watermarks: with the unsettled after them)."""
 
     def reader(report: Report) -> Callable[[Any, Window], Any]:
-        return lambda conn, window: report.read(conn, Asked(LIMIT, window.source, window.since, window.until, bucket))
+        return lambda conn, window: report.read(conn, Asked(LIMIT, window.source, window, bucket))
 
     return {name: reader(REPORTS[name]) for name in WINDOWED_NAMES}
 

@@ -3,7 +3,7 @@ and an MQTT broker — publishing a backlog, the bare consumer the ledger is com
 the connector's command. Everything else in the benchmark is the same for both.
 
 The MQTT broker is, unless ``--mqtt URL`` names one, a Mosquitto of the benchmark's own with the
-project's configuration (``tests/own_mosquitto.py``, ``docker/mosquitto.conf``). An MQTT
+project's configuration (``tests/support/own_mosquitto.py``, ``docker/mosquitto.conf``). An MQTT
 connector's messages are only kept for its persistent session once that session has subscribed,
 so :meth:`Mqtt.prepare` runs each connector once (``--once``) before the backlog is published.
 """
@@ -231,7 +231,7 @@ def _published(infos: list[Any]) -> None:
 @contextmanager
 def own_mosquitto() -> Iterator[tuple[str, int | None]]:
     """A Mosquitto of the benchmark's own, with the project's configuration: (URL, PID)."""
-    from tests.own_mosquitto import OwnMosquitto
+    from tests.support.own_mosquitto import OwnMosquitto
 
     with OwnMosquitto() as broker:
         yield broker.url, broker.pid

@@ -13,7 +13,7 @@ the archive (`archives`) and delete its rows from the hot tables (decisions #102
 **Why a re-run or a retried task is safe.** Nothing is deleted before the read-back matched every
 seal; the delete and its record are one transaction; a re-run overwrites exactly the partitions of
 the prefix it archives. Killed at any point, every row is hot or archived, once
-(`tests/test_archive.py`).
+(`tests/pipeline/test_archive.py`).
 
 **Where.** The ledger is the Airflow connection `ackstore_ledger`, else `$ACKSTORE_DATABASE_URL`;
 its login must be a member of `ackstore_archive` (docs/roles.md).

@@ -7,7 +7,7 @@ validation gate, from a broker connection) and applies
 dead-letter once the attempts are used up (A.2.10). Each transaction writes one ``settlements``
 row per attempt, empties the queue of what it decided, and sends ``NOTIFY
 ackstore_settlements, '<source>'`` so that the connector holding those deliveries wakes up and
-carries the decisions out. Where both can decide, both decide alike (tests/test_settle.py).
+carries the decisions out. Where both can decide, both decide alike (tests/pipeline/test_settle.py).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Step 4, sweep: decide requests (B.5, A.2.1, A.2.7) and store what the requester is told.
 
 First SQL decides the common case — every label in and 2xx, or nothing asked — and takes those
-requests out of the decision queue. Then Spark reads the rest of ``queue_decide`` (one attempt of
-a signal each) with its command response and the acks of that attempt that arrived by its
-deadline, and applies :func:`ackstore.rules.aggregation.decide` to each. Decided ones are staged;
-one transaction writes ``request_results``, counts the acks that came too late (shown late by
-``decided_disposition``, never changed), and takes the decided
+requests out of the decision queue (the sweep step's queue: the table ``queue_decide``). Then Spark
+reads the rest of the queue (one attempt of a signal each) with its command response and the acks
+of that attempt that arrived by its deadline, and applies :func:`ackstore.rules.aggregation.decide`
+to each. Decided ones are staged; one transaction writes ``request_results``, counts the acks that
+came too late (shown late by ``decided_disposition``, never changed), and takes the decided
 requests out of the queue. Both paths give the same answer for a request both can decide
-(tests/test_sweep_decisions.py). Each transaction is a sweep batch (``ledger_batches``): the
-validation gate reads the results of the batches it has not passed yet.
+(tests/ledger/test_aggregation_python_and_sql.py). Each transaction is a sweep batch
+(``ledger_batches``): the validation gate reads the results of the batches it has not passed yet.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """What the migrations share about the least-privilege roles of migration 0006 (docs/roles.md).
 
 Frozen like the migrations that call it: a role added later is a new migration's, not a new
-name here (``roles_exist`` would then be false for every earlier migration on a new database)."""
+name here (``roles_exist`` would then be false for every earlier migration on a new database).
+So these are the roles of 0006, not the current ones: those are grants.sql's
+(``ackstore.ledger.objects.group_roles``), which everything but the old migrations reads."""
 
 from __future__ import annotations
 

@@ -28,10 +28,10 @@ apt_install() {
 
 jar=/usr/share/java/postgresql.jar
 [ -f "$jar" ] || apt_install libpostgresql-jdbc-java "$jar"
-# Debian's docker-compose checks docker/compose.yaml offline (tests/test_docker.py); no engine runs here.
+# Debian's docker-compose checks docker/compose.yaml offline (tests/system/test_docker.py); no engine runs here.
 command -v docker-compose >/dev/null || apt_install docker-compose "to validate docker/compose.yaml"
-# Debian's Chromium, headless, looks at the Ledger page inside Airflow's UI (tests/test_airflow_running.py).
+# Debian's Chromium, headless, looks at the Ledger page inside Airflow's UI (tests/system/test_airflow_running.py).
 command -v chromium >/dev/null || apt_install chromium "the browser test of the Ledger page"
 # Debian's Prometheus (and promtool): the alert rules' unit tests and the end-to-end test that
-# scrapes a real `ackstore metrics` (tests/own_prometheus.py starts one of its own per test).
+# scrapes a real `ackstore metrics` (tests/support/own_prometheus.py starts one of its own per test).
 command -v promtool >/dev/null || apt_install prometheus "promtool and a Prometheus for the metrics tests"

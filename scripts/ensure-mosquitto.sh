@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure Debian's Mosquitto (/usr/sbin/mosquitto) is installed. It does not start the
-# machine's broker: the MQTT tests start brokers of their own (tests/own_mosquitto.py) with
+# machine's broker: the MQTT tests start brokers of their own (tests/support/own_mosquitto.py) with
 # docker/mosquitto.conf, each on a free port with its own persistence folder.
 set -euo pipefail
 

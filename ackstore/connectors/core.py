@@ -46,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from sqlalchemy.exc import DBAPIError
 
@@ -216,6 +216,27 @@ class _Settle:
 class _Reply:
     reply_to: str | None
     message: dict[str, Any]
+
+
+class _Settled(NamedTuple):
+    """Deliveries of a batch settled without waiting for a decision (those held for one are not
+    here): how each is settled, how many of them carry a settlement out (acked at once, or from the
+    decision their signal already had) and how many are refused as client errors."""
+
+    dispositions: dict[int, Disposition]  # delivery tag -> how
+    acknowledged: int = 0
+    rejected: int = 0
+
+
+def _joined(parts: Iterable[_Settled]) -> _Settled:
+    """The parts as one, their deliveries in order."""
+    dispositions: dict[int, Disposition] = {}
+    acknowledged = rejected = 0
+    for part in parts:
+        dispositions.update(part.dispositions)
+        acknowledged += part.acknowledged
+        rejected += part.rejected
+    return _Settled(dispositions, acknowledged, rejected)
 
 
 class Connector:
@@ -572,45 +593,53 @@ class Connector:
         return batch.session == self._live_session
 
     def _store_batch(self, batch: _Batch) -> None:
+        """Store a batch, hand what is settled now to the broker's thread, hold the rest; counted
+        in the metrics, what it refused in the connection's log."""
         if not self._current(batch):  # its session closed: the broker has these deliveries back
             return
-        started, rejected, at_once = time.perf_counter(), self.counts.rejected, self.counts.settled_at_once
-        signals: list[tuple[Message, Any]] = []
-        settle: dict[int, Disposition] = {}
-        for message in batch.messages:
-            envelope = self._envelope(message)
-            refusal = _enforcement_refusal(message, envelope)
-            if refusal is not None:
-                self._reject(message, envelope, refusal, settle, kind="enforced")
-            elif connectivity.is_acknowledgement(envelope):
-                self._acknowledgement(message, envelope, settle)
-            else:
-                signals.append((message, envelope))
+        started = time.perf_counter()
+        unstored, signals = self._settle_unstored(batch.messages)
         results = self._ingest_waiting_out_outages(batch, signals) if signals else []
         if results is None:  # its session closed or the connector stops: the broker has them back
             return
         faults.checkpoint("connector:stored")
-        decided = self._settle_stored(batch, signals, results, settle)
-        # the two counts only this thread changes: what this batch refused and settled at once
-        self._outbox.put(_Settle(batch.session, settle, self.counts.settled_at_once - at_once + decided))
+        settled = _joined((unstored, self._settle_stored(batch, signals, results)))
+        self._outbox.put(_Settle(batch.session, settled.dispositions, settled.acknowledged))
         new, duplicate = _new_and_duplicate(results)
         self.metrics.stored(len(batch.messages), time.perf_counter() - started, new=new, duplicate=duplicate,
-                            dropped=self.counts.rejected - rejected)
+                            dropped=settled.rejected)
         refusals, self._refusals = self._refusals, []
         if refusals:  # what the batch refused, in the connection's log: one transaction, after the batch
             self._log_all(refusals)
 
-    def _settle_stored(self, batch: _Batch, signals: list[tuple[Message, Any]], results: list[Stored | None],
-                       settle: dict[int, Disposition]) -> int:
-        """Settle (in ``settle``) or hold what the ledger stored; how many were settled from a
-        decision their signal already had."""
+    def _settle_unstored(self, messages: list[Message]) -> tuple[_Settled, list[tuple[Message, Any]]]:
+        """What of a batch is settled without storing it (refused by its source's enforcement, an
+        acknowledgement), and the signals to store, in order."""
+        parts: list[_Settled] = []
+        signals: list[tuple[Message, Any]] = []
+        for message in messages:
+            envelope = self._envelope(message)
+            refusal = _enforcement_refusal(message, envelope)
+            if refusal is not None:
+                parts.append(self._reject(message, envelope, refusal, kind="enforced"))
+            elif connectivity.is_acknowledgement(envelope):
+                parts.append(self._acknowledgement(message, envelope))
+            else:
+                signals.append((message, envelope))
+        return _joined(parts), signals
+
+    def _settle_stored(self, batch: _Batch, signals: list[tuple[Message, Any]],
+                       results: list[Stored | None]) -> _Settled:
+        """What the ledger stored: settled now (given back, refused, acked, or from a decision its
+        signal already had), or held until its decision."""
+        parts: list[_Settled] = []
         hold: list[tuple[int, Delivery]] = []
         decided: list[tuple[Message, Stored]] = []
         for (message, envelope), stored in zip(signals, results):
             if stored is None:  # a transient failure while isolating: back to the broker
-                settle[message.tag] = GIVE_BACK
+                parts.append(_Settled({message.tag: GIVE_BACK}))
             elif not stored.ok:
-                self._reject(message, envelope, stored.answer, settle)
+                parts.append(self._reject(message, envelope, stored.answer))
             else:
                 self.counts.stored += 1
                 self.counts.redelivered += int(message.redelivered)
@@ -619,13 +648,17 @@ class Connector:
                 elif stored.awaits_decision:
                     hold.append((stored.signal_id, Delivery(batch.session, message.tag)))
                 else:
-                    settle[message.tag] = ACK
-                    self.counts.settled_at_once += 1
+                    parts.append(self._acked_at_once(message))
         if self._current(batch):
             self._held.hold(hold)
         if decided:
-            self._settle_from_decisions(decided, settle)
-        return len(decided)
+            parts.append(self._settle_from_decisions(decided))
+        return _joined(parts)
+
+    def _acked_at_once(self, message: Message) -> _Settled:
+        """A message that waits for no decision: acked now (QoS 0, an acknowledgement stored)."""
+        self.counts.settled_at_once += 1
+        return _Settled({message.tag: ACK}, acknowledged=1)
 
     def _ingest_waiting_out_outages(self, batch: _Batch,
                                     signals: list[tuple[Message, Any]]) -> list[Stored | None] | None:
@@ -688,35 +721,32 @@ class Connector:
             envelope = {**envelope, "headers": headers}
         return envelope
 
-    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], settle: dict[int, Disposition],
-                kind: str = "dropped") -> None:
+    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], kind: str = "dropped") -> _Settled:
         """A client error: never redelivered (B.9), answered on reply-to, and in the connection's
         log (``kind``: dropped, or refused by the source's enforcement)."""
-        settle[message.tag] = connectivity.CLIENT_ERROR
         self.counts.rejected += 1
         self._refusals.append((kind, f"{error.get('status')} {error.get('error')}: {error.get('message')}", message.key,
                                None))
         log.info("connector %s: rejected message %r: %s %r", self.config.id,
                  message.properties.get("message_id") or "(no id)", error.get("error"), error.get("message"))
         self._outbox.put(_Reply(_answer_address(message, envelope), error_reply(error, envelope, message.correlation_id)))
+        return _Settled({message.tag: connectivity.CLIENT_ERROR}, rejected=1)
 
-    def _acknowledgement(self, message: Message, envelope: dict[str, Any], settle: dict[int, Disposition]) -> None:
+    def _acknowledgement(self, message: Message, envelope: dict[str, Any]) -> _Settled:
         """An ack the connection sends through its source, checked against its declared labels."""
         subscriber = self.config.subscriber_id(0 if self.config.targets else None)
         answer = self.store.acknowledge(subscriber, envelope)
         if answer["status"] == 204:
-            settle[message.tag] = ACK
-            self.counts.settled_at_once += 1
-        else:
-            self._reject(message, envelope, answer, settle)
+            return self._acked_at_once(message)
+        return self._reject(message, envelope, answer)
 
-    def _settle_from_decisions(self, items: list[tuple[Message, Stored]], settle: dict[int, Disposition]) -> None:
+    def _settle_from_decisions(self, items: list[tuple[Message, Stored]]) -> _Settled:
         """Copies of messages whose signal is decided: settled at once from that decision."""
         with self.store.engine.begin() as conn:
             settlements.record_latest(conn, {stored.signal_id for _, stored in items})
-        for message, stored in items:
-            settle[message.tag] = self.transport.disposition(stored.decision)
+        dispositions = {message.tag: self.transport.disposition(stored.decision) for message, stored in items}
         self._count_carried_out(stored.decision for _, stored in items)
+        return _Settled(dispositions, acknowledged=len(items))
 
     def _count_carried_out(self, decisions: Iterable[str]) -> None:
         """Settlements carried out, counted once per decision (the storing and the deciding thread both count)."""

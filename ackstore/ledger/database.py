@@ -7,6 +7,7 @@ demo works on a machine with no PostgreSQL at all.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import tempfile
@@ -70,6 +71,9 @@ def private_server() -> Iterator[str]:
         finally:
             if server is not None:
                 server.cleanup()
+                # Its exit handler would run again at exit, logging to streams the caller may
+                # have closed by then (pytest's), and each read would leave one more behind.
+                atexit.unregister(server._cleanup)
 
 
 def ackstore_home() -> Path:

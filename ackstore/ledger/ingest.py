@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import deliveries
+from ackstore.ledger import handouts
 from ackstore.ledger.copying import copy_in
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
 from ackstore.rules import envelopes, errors, headers, jsontext, limits, settlement
@@ -160,7 +160,7 @@ class Intake:
     @property
     def alone(self) -> bool:
         """A single twin command: its one statement may be a transaction of its own (a live
-        signal's deliveries are written with it; a retransmission's answer is read after it)."""
+        signal's hand-outs are written with it; a retransmission's answer is read after it)."""
         return self.one is not None and self.one.signal.channel == "twin"
 
     def store_alone(self, conn: Connection) -> bool:
@@ -310,7 +310,7 @@ def _answer(
     for item in decisions.clashes:
         results[item.index] = Stored(errors.duplicate_correlation_id(item.request.correlation_id).to_json())
     if live:
-        deliveries.fan_out_live(conn, live)
+        handouts.fan_out_live(conn, live)
     if retransmitted:
         conn.execute(ledger_statement("ingest", "lock_retransmitted"),
                      {"source": source, "message_ids": text_array(sorted({item.message_id for item in retransmitted}))})
@@ -379,7 +379,7 @@ def _store_one(conn: Connection, item: _Valid, api: str, source: str, results: l
         return
     results[item.index] = _accepted(item, signal_id)
     if item.signal.channel == "live":
-        deliveries.fan_out_live(conn, [(signal_id, item.signal)])
+        handouts.fan_out_live(conn, [(signal_id, item.signal)])
 
 
 def _insert_one(conn: Connection, item: _Valid, api: str, source: str) -> int | None:

@@ -1,15 +1,15 @@
 """The ledger's views, functions and triggers: their SQL lives in ``sql/objects/``, never in Python.
 
 ``sql/objects/<concept>.sql`` holds the **current** definition of each object (one concept per
-file: attempts, built-in facts, answers, signal state, timeline, each report), as named blocks
-(``-- name: <object>``, a comment saying what it is, ``-- version: <revision>``: the migration
+file: attempts, built-in facts, request answers, signal state, timeline, each report), as named
+blocks (``-- name: <object>``, a comment saying what it is, ``-- version: <revision>``: the migration
 that made this definition, then its ``CREATE OR REPLACE`` statement). When a migration replaces
-a definition, the one it replaces moves to ``sql/objects/history/<object>/<revision>.sql``, so
+a definition, the one it replaces moves to ``sql/objects/superseded/<object>/<revision>.sql``, so
 each version is stored once (Alembic's "replaceable objects"): a migration asks for an object
 *as of its own revision* (:func:`definition`), and gets the same text however the files move on.
 
 The tables are SQLAlchemy declarations (``schema.py``): Alembic's autogenerate compares them
-with a migrated database. ``tests/test_migrations.py`` proves that a database migrated from
+with a migrated database. ``tests/ledger/test_migrations.py`` proves that a database migrated from
 empty equals one declared from the current files (:func:`declare`), catalog against catalog.
 """
 
@@ -27,7 +27,7 @@ from ackstore.ledger.named_sql import LEDGER_SQL, load
 from ackstore.ledger.schema import metadata
 
 OBJECTS = LEDGER_SQL / "objects"
-HISTORY = OBJECTS / "history"
+SUPERSEDED = OBJECTS / "superseded"
 
 # The concept files in the order their objects are created (each uses only those before it).
 CONCEPTS = (
@@ -37,7 +37,7 @@ CONCEPTS = (
     "attempts",
     "builtin_facts",
     "events",
-    "answers",
+    "request_answers",
     "signal_state",
     "pipeline",
     "intake",
@@ -63,9 +63,23 @@ TABLE_SETTINGS = OBJECTS / "tables.sql"
 GRANTS = OBJECTS / "grants.sql"
 # A digest of every stored version: a released version never changes (a change is a new version).
 VERSIONS_LOCK = OBJECTS / "versions.lock"
+# The blocks of grants.sql that are no role's: each other block is named by the role it grants to.
+_NOT_ROLES = ("schema", "definers")
 
 _VERSION = re.compile(r"^-- version: ([0-9]{4})$", re.MULTILINE)
 _KIND = re.compile(r"^CREATE OR REPLACE (VIEW|FUNCTION|TRIGGER) ", re.MULTILINE)
+
+
+def component_roles() -> tuple[str, ...]:
+    """The group roles a component's logins are members of (docs/roles.md), as grants.sql names
+    its blocks, in its order: the one list of them."""
+    return tuple(name for name in load(GRANTS) if name not in _NOT_ROLES)
+
+
+def group_roles() -> tuple[str, ...]:
+    """Every group role the migrations create: the components' and the admin role, which owns
+    every object and runs the migrations."""
+    return (*component_roles(), ADMIN_ROLE)
 
 
 def views() -> tuple[str, ...]:
@@ -118,7 +132,7 @@ def current() -> dict[str, Definition]:
 def versions(name: str) -> dict[str, Definition]:
     """Every stored version of one object, by revision: the superseded ones and the current one."""
     stored = {path.stem: Definition(name, path.stem, path.read_text().strip().rstrip(";"))
-              for path in sorted((HISTORY / name).glob("*.sql"))}
+              for path in sorted((SUPERSEDED / name).glob("*.sql"))}
     now = current().get(name)
     if now is not None:
         stored[now.version] = now
@@ -127,7 +141,7 @@ def versions(name: str) -> dict[str, Definition]:
 
 def stored() -> dict[tuple[str, str], Definition]:
     """Every stored version of every object, current and superseded, by (object, revision)."""
-    names = {*current(), *(folder.name for folder in HISTORY.iterdir() if folder.is_dir())}
+    names = {*current(), *(folder.name for folder in SUPERSEDED.iterdir() if folder.is_dir())}
     return {(name, version): item for name in sorted(names) for version, item in versions(name).items()}
 
 

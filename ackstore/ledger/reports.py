@@ -1,4 +1,4 @@
-"""The SQL reports (README, "Reports"): settlement and audit are views; the windowed ones
+"""The SQL reports (docs/reports.md): settlement and audit are views; the windowed ones
 (latency, watermarks, late acks, labels) functions of a window — all in ``sql/objects/reports/``,
 read by the statements of ``sql/reports.sql``. Every reader of a report (the CLI, the Ledger page)
 reads it here."""
@@ -16,16 +16,29 @@ from ackstore.rules.acks import Ack
 from ackstore.rules.aggregation import Request, decide_with_late_ack
 
 
+@dataclass(frozen=True)
+class Window:
+    """The signals received in [since, until), from ``source`` or any: what a windowed report reads
+    (and the audit may), and what history gathers. The one window type: every reader asks with it."""
+
+    since: datetime
+    until: datetime
+    source: str | None = None
+
+    def params(self, limit: int) -> dict[str, Any]:
+        return {"since": self.since, "until": self.until, "source": self.source, "limit": limit}
+
 
 def settlement(conn: Connection, source: str | None = None) -> list[dict[str, Any]]:
     """Per source: requests pending a settlement decision, decided, carried out — by decision."""
     return [dict(row) for row in conn.execute(ledger_statement("reports", "settlement"), {"source": source}).mappings()]
 
 
-def audit(conn: Connection, limit: int = 50, source: str | None = None, since: datetime | None = None,
-          until: datetime | None = None) -> list[dict[str, Any]]:
-    """Signals received (in [since, until), when given) but not yet answered or settled, oldest
+def audit(conn: Connection, limit: int = 50, source: str | None = None,
+          window: Window | None = None) -> list[dict[str, Any]]:
+    """Signals received (in ``window``, when given) but not yet answered or settled, oldest
     first, with where they are stuck."""
+    since, until = (window.since, window.until) if window is not None else (None, None)
     params = {"source": source, "limit": limit, "since": since, "until": until}
     return [dict(row) for row in conn.execute(ledger_statement("reports", "audit"), params).mappings()]
 
@@ -50,18 +63,6 @@ LATE_ACK_COLUMNS = ("signal_id", "correlation_id", "source", "attempt", "label",
                     "late_by", "answered", "would_have_answered", "changes_outcome")
 # What the late-acks statement reads for the counterfactual decision, not shown.
 _DECISION_INPUTS = ("weak", "cause", "api", "requested_acks", "response_required", "timeout_ms", "counted")
-
-
-@dataclass(frozen=True)
-class Window:
-    """The signals a windowed report reads: received in [since, until), from ``source`` or any."""
-
-    since: datetime
-    until: datetime
-    source: str | None = None
-
-    def params(self, limit: int) -> dict[str, Any]:
-        return {"since": self.since, "until": self.until, "source": self.source, "limit": limit}
 
 
 def _rows(conn: Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ackstore.ledger import deliveries
+from ackstore.ledger import handouts
 from ackstore.ledger.named_sql import ledger_statement
 
 
@@ -39,7 +39,7 @@ def show(conn: Connection, correlation_id: str) -> dict[str, Any] | None:
     shown = {k: _jsonable(v) for k, v in row.items() if k not in SHOWN}
     shown["acks"] = [dict(a) for a in conn.execute(_sql("acks_of"), {"signal_id": row["id"]}).mappings()]
     shown["attempts"] = _attempts(conn, row["id"])
-    shown["deliveries"] = deliveries.handouts_of(conn, row["id"])
+    shown["deliveries"] = handouts.handouts_of(conn, row["id"])
     shown["state"] = row["shown_state"]
     shown["result"] = None if row["shown_status"] is None else {
         "status": row["shown_status"], "body": row["shown_body"], "headers": row["shown_headers"]}

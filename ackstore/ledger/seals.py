@@ -29,7 +29,6 @@ from ackstore.rules import merkle
 
 LEAVES_PER_CHUNK = 65_536  # 2 MiB of hashes per seal_leaves row
 log = logging.getLogger("ackstore.seal")
-FACT_TABLES = tuple(table.name for table in SEALED_TABLES)
 
 
 def column_types(table: Table) -> dict[str, str]:
@@ -127,7 +126,7 @@ def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False) -> 
         interval = {"after_seq": after, "upto_seq": upto}
         hashes = _binary_column(copy_out(conn, ledger_sql("seals", "leaves_in_order"), interval))
         found = conn.execute(ledger_statement("seals", "counts"), interval)
-        counts = {table: 0 for table in FACT_TABLES} | {row.fact_table: row.facts for row in found}
+        counts = {table.name: 0 for table in SEALED_TABLES} | {row.fact_table: row.facts for row in found}
         if sum(counts.values()) != len(hashes):
             raise RuntimeError(f"seal {number}: {len(hashes)} leaves, {sum(counts.values())} facts counted")
         faults.checkpoint("seal:leaves_computed")

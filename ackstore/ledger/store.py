@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import acks, declarations, deliveries, failures, history, results, search
+from ackstore.ledger import acks, declarations, failures, archive_lookups, handouts, results, search
 from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions
@@ -193,51 +193,48 @@ class AckStore:
         """Store a live response to a live command or message; 204, or a 4xx error.
 
         The first response fulfils ``live-response`` (and is the plain response the requester
-        gets when that is all it asked for); later ones are kept as duplicates (A.2.8).
+        gets when that is all it asked for); later ones are kept as duplicates (A.2.8). One that
+        does not answer its signal is refused, and kept as invalid all the same.
         """
         try:
-            declarations.check_subscriber_id(subscriber)
-            loaded = envelopes.load_envelope(response, self.settings.max_envelope_bytes)
-            answer = envelopes.parse_live_response(loaded)
+            answer = self._live_response(subscriber, response)
         except errors.DittoError as error:
             return error.to_json()
         with self.engine.begin() as conn:
-            channels = declarations.channels_of(conn, subscriber)
-            if channels is None:
-                return errors.subscriber_not_found(subscriber).to_json()
-            if not declarations.may_act_for(conn, subscriber):
-                return errors.subscriber_not_yours(subscriber).to_json()
-            if "live" not in channels:
-                return errors.live_response_forbidden(subscriber).to_json()
-            target = acks.lock_request(conn, answer.correlation_id)
-            if target is None:
-                return errors.request_not_found(answer.correlation_id).to_json()
-            if target.channel != "live":
-                return errors.live_response_invalid(
-                    answer.correlation_id, "its correlation-id belongs to a twin command").to_json()
-            ack = Ack(labels.LIVE_RESPONSE, answer.status, answer.value, answer.headers)
-            try:  # decisions #40: only a subscriber that was handed the signal may answer it
-                if answer.token is not None:
-                    deliveries.checked_handout(conn, subscriber, target.id, answer.token)
-                elif not deliveries.was_handed(conn, subscriber, target.id):
-                    return errors.live_response_not_handed(subscriber, answer.correlation_id).to_json()
-            except errors.DittoError as error:
-                return error.to_json()
-            signal = live_responses.LiveSignal(target.thing_id, target.kind, target.action, target.path)
-            mismatch = live_responses.mismatch(signal, answer)
-            if mismatch is not None:  # refused, and kept for the audit (and a 408's description)
-                acks.store_ack(conn, target, ack, subscriber, decided=False, invalid=mismatch)
-                return errors.live_response_invalid(answer.correlation_id, mismatch).to_json()
             try:
-                to_store = self._answer_handout(conn, subscriber, target.id, answer.token, (ack,))
-            except errors.DittoError as error:
+                self._take_live_response(conn, subscriber, answer)
+            except errors.DittoError as error:  # the transaction commits: an invalid response stays kept
                 return error.to_json()
-            decided = acks.is_decided(conn, target.id, target.attempt)
-            if to_store:
-                acks.store_ack(conn, target, ack, subscriber, decided)
-                if not decided:
-                    acks.store_live_response(conn, target.id)
         return dict(NO_CONTENT)
+
+    def _live_response(self, subscriber: str, response: dict[str, Any] | str | bytes) -> envelopes.LiveResponse:
+        """The subscriber id checked and the response parsed, before any transaction (400 / 413)."""
+        declarations.check_subscriber_id(subscriber)
+        loaded = envelopes.load_envelope(response, self.settings.max_envelope_bytes)
+        return envelopes.parse_live_response(loaded)
+
+    def _take_live_response(self, conn: Connection, subscriber: str, answer: envelopes.LiveResponse) -> None:
+        """Store ``subscriber``'s live response in ``conn``'s transaction, or raise why it is refused."""
+        _check_live_responder(conn, subscriber)
+        target = _live_signal(conn, answer.correlation_id)
+        _check_handed(conn, subscriber, target.id, answer)
+        ack = Ack(labels.LIVE_RESPONSE, answer.status, answer.value, answer.headers)
+        signal = live_responses.LiveSignal(target.thing_id, target.kind, target.action, target.path)
+        mismatch = live_responses.mismatch(signal, answer)
+        if mismatch is not None:  # refused, and kept for the audit (and a 408's description)
+            acks.store_ack(conn, target, ack, subscriber, decided=False, invalid=mismatch)
+            raise errors.live_response_invalid(answer.correlation_id, mismatch)
+        self._store_live_ack(conn, subscriber, target, answer.token, ack)
+
+    def _store_live_ack(self, conn: Connection, subscriber: str, target: Any, token: str | None, ack: Ack) -> None:
+        """Record that ``subscriber`` answered its hand-out; store the response unless that hand-out
+        answered already, and while the attempt is undecided make it the signal's response."""
+        to_store = self._answer_handout(conn, subscriber, target.id, token, (ack,))
+        decided = acks.is_decided(conn, target.id, target.attempt)
+        if to_store:
+            acks.store_ack(conn, target, ack, subscriber, decided)
+            if not decided:
+                acks.store_live_response(conn, target.id)
 
     def _answer_handout(
         self, conn: Connection, subscriber: str, signal_id: int, token: str | None, answered: Sequence[Ack]
@@ -245,9 +242,9 @@ class AckStore:
         """Record that ``subscriber`` answered its hand-out of the signal; the acks to store."""
         now = self._clock_now()  # None: the statements use the database's clock (no extra round trip)
         if token is None:
-            deliveries.close_without_token(conn, subscriber, signal_id, now)
+            handouts.close_without_token(conn, subscriber, signal_id, now)
             return list(answered)
-        new = deliveries.answer(conn, subscriber, signal_id, token, [a.label for a in answered], now)
+        new = handouts.answer(conn, subscriber, signal_id, token, [a.label for a in answered], now)
         return [a for a in answered if a.label in new]
 
     def _clock_now(self) -> datetime | None:
@@ -269,8 +266,8 @@ class AckStore:
         limit = subscriptions.pull_size(max)
         lease_ms = subscriptions.lease_ms(lease)
         with self.engine.begin() as conn:
-            now = deliveries.transaction_now(conn, self._clock_now())
-            return deliveries.pull(conn, subscriber, limit=limit, lease_ms=lease_ms, now=now)
+            now = handouts.transaction_now(conn, self._clock_now())
+            return handouts.pull(conn, subscriber, limit=limit, lease_ms=lease_ms, now=now)
 
     # --- results ----------------------------------------------------------------------
 
@@ -309,8 +306,8 @@ class AckStore:
             return None
         with self.engine.connect() as conn, conn.begin():
             shown = results.show(conn, correlation_id)
-            archived = shown is None and history.reaches_archive(conn, history.Asked(correlation_id))
-        return history.show(self.engine, correlation_id) if archived else shown
+            archived = shown is None and archive_lookups.reaches_archive(conn, correlation_id)
+        return archive_lookups.show(self.engine, correlation_id) if archived else shown
 
     @staticmethod
     def unknown(correlation_id: str) -> dict[str, Any]:
@@ -328,6 +325,37 @@ class AckStore:
         if shown is not None:
             del shown["timeline"]
         return shown
+
+
+def _check_live_responder(conn: Connection, subscriber: str) -> None:
+    """Who may respond: a declared subscriber (404), this login's (403), that consumes the live
+    channel (403)."""
+    channels = declarations.channels_of(conn, subscriber)
+    if channels is None:
+        raise errors.subscriber_not_found(subscriber)
+    declarations.check_acting_for(conn, subscriber)
+    if "live" not in channels:
+        raise errors.live_response_forbidden(subscriber)
+
+
+def _live_signal(conn: Connection, correlation_id: str) -> Any:
+    """The current attempt of the live signal a response names, share-locked (``acks.lock_request``):
+    404 for an unknown correlation id, 400 for a twin command's."""
+    target = acks.lock_request(conn, correlation_id)
+    if target is None:
+        raise errors.request_not_found(correlation_id)
+    if target.channel != "live":
+        raise errors.live_response_invalid(correlation_id, "its correlation-id belongs to a twin command")
+    return target
+
+
+def _check_handed(conn: Connection, subscriber: str, signal_id: int, answer: envelopes.LiveResponse) -> None:
+    """Decisions #40: only a subscriber that was handed the signal may answer it. With a token, the
+    hand-out it names (400 never issued, 412 superseded); without one, any hand-out (403)."""
+    if answer.token is not None:
+        handouts.checked_handout(conn, subscriber, signal_id, answer.token)
+    elif not handouts.was_handed(conn, subscriber, signal_id):
+        raise errors.live_response_not_handed(subscriber, answer.correlation_id)
 
 
 def _could_be_stored(correlation_id: str) -> bool:

@@ -21,10 +21,8 @@ from sqlalchemy import Connection, Engine, func, select
 
 from ackstore.ledger import archive_reader, heads, seals
 from ackstore.ledger.named_sql import ledger_statement
-from ackstore.ledger.schema import SEALED_TABLES, archives
+from ackstore.ledger.schema import SEALED_TABLES, archives, metadata
 from ackstore.rules import canonical, merkle
-
-TABLES = {table.name: table for table in SEALED_TABLES}
 
 
 @dataclass(frozen=True)
@@ -130,10 +128,10 @@ def _check_seal(conn: Connection, seal: seals.Seal, previous_hash: bytes, previo
         return findings + [Finding(f"its archived rows cannot be read: {error}", seal.number, error.table)]
     found.facts += len(facts)
     counts = Counter(fact.table for fact in facts)
-    for table in TABLES:
-        if counts[table] != seal.counts.get(table, 0):
-            findings.append(Finding(f"holds {counts[table]} rows now, {seal.counts.get(table, 0)} when sealed",
-                                    seal.number, table))
+    for name in (table.name for table in SEALED_TABLES):
+        if counts[name] != seal.counts.get(name, 0):
+            findings.append(Finding(f"holds {counts[name]} rows now, {seal.counts.get(name, 0)} when sealed",
+                                    seal.number, name))
     if merkle.root([fact.leaf for fact in facts]) == seal.root and len(facts) == seal.leaves:
         return findings
     if not trusted:
@@ -177,7 +175,7 @@ def facts_in_order(conn: Connection, seal: seals.Seal, archive: str | None = Non
 def facts_of(conn: Connection, after_seq: int, upto_seq: int, archive: str | None = None) -> Iterator[Fact]:
     """Every row numbered (after_seq, upto_seq] — in the hot tables, or in ``archive`` when its
     seals were moved out — its leaf rebuilt in Python."""
-    for name in TABLES:
+    for name in (table.name for table in SEALED_TABLES):
         rows = (archive_reader.archived_rows(archive, name, after_seq, upto_seq) if archive
                 else conn.execute(_rows(name, after_seq, upto_seq)).mappings())
         for row in rows:
@@ -190,12 +188,12 @@ def encode(table: str, row: Any) -> bytes:
 
 
 def key_of(table: str, row: Any) -> str:
-    return ", ".join(f"{column.name}={row[column.name]}" for column in TABLES[table].primary_key.columns)
+    return ", ".join(f"{column.name}={row[column.name]}" for column in metadata.tables[table].primary_key.columns)
 
 
 def _rows(name: str, after_seq: int, upto_seq: int) -> Any:
     """The rows of a fact table numbered (after_seq, upto_seq], jsonb as its text (canonical)."""
-    table = TABLES[name]
+    table = metadata.tables[name]
     return select(*seals.canonical_columns(table)).where(table.c.seq > after_seq, table.c.seq <= upto_seq)
 
 

@@ -1,5 +1,6 @@
-"""What a report is asked for (``Asked``), and the times and durations a user types for it
-(--since, --until, --bucket), each refused in Ditto's shape when it is no time or span."""
+"""What a report is asked for (``Asked``: its window is ackstore.ledger.reports.Window, the one
+window type), and the times and durations a user types for it (--since, --until, --bucket), each
+refused in Ditto's shape when it is no time or span."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
 from ackstore.ledger.reports import Window
-from ackstore.reporting.values import instant
+from ackstore.reporting.shown_values import instant
 from ackstore.rules import errors
 from ackstore.rules.durations import parse_duration_ms
 from ackstore.rules.limits import MAX_SOURCE_BYTES, utf8_size
@@ -20,19 +21,17 @@ MAX_LIMIT = 1_000_000_000
 
 @dataclass(frozen=True)
 class Asked:
-    """At most ``limit`` rows, of ``source`` or any, of the signals received in [since, until)
-    (a windowed report always has one; the audit may), latency in buckets of ``bucket``."""
+    """At most ``limit`` rows, of ``source`` or any, of the signals ``window`` holds (a windowed
+    report always has one, of the same source; the audit may), latency in buckets of ``bucket``."""
 
     limit: int = 50
     source: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
+    window: Window | None = None
     bucket: timedelta = timedelta(hours=1)
 
-    @property
-    def window(self) -> Window:
-        assert self.since is not None and self.until is not None, "a windowed report is asked for a window"
-        return Window(self.since, self.until, self.source)
+    def __post_init__(self) -> None:
+        if self.window is not None and self.window.source != self.source:
+            raise ValueError(f"a window of source {self.window.source!r} asked for source {self.source!r}")
 
 
 _AGO = re.compile(r"[0-9]+(ms|mo|s|m|h|d|w|y)")

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from ackstore.ledger import connection_log, reports
 from ackstore.reporting.tables import Column, Table
 from ackstore.reporting.terminal import print_table
-from ackstore.reporting.text import json_text, shown
+from ackstore.reporting.shown_text import json_text, shown
 from ackstore.rules import errors
 
 MAX_LOGS = 1000  # what the ledger keeps of a connection's log (log_connection_event)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from ackstore.ledger.metrics import Reading
-from ackstore.reporting.values import instant, seconds
+from ackstore.reporting.shown_values import instant, seconds
 
 QUEUES = ("apply", "index", "decide", "validate", "settle", "carry_out")  # the pipeline's order
 OUTAGES = "no outage gauge here: a connector's ackstore_connector_outage says"

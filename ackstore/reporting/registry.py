@@ -13,13 +13,14 @@ from typing import Any, Callable
 from rich.console import Console
 from sqlalchemy import Connection
 
-from ackstore.ledger import history, reports
+from ackstore.ledger import archive_lookups, reports
+from ackstore.ledger.reports import Window
 from ackstore.ledger.store import AckStore
 from ackstore.reporting import terminal
 from ackstore.reporting.asked import DEFAULT_BUCKET, Asked, check_limit_and_source, parse_bucket, window_of
 from ackstore.reporting.tables import PAGE, TERMINAL, Column, Table, on
-from ackstore.reporting.text import json_text, shown
-from ackstore.reporting.values import instant, span
+from ackstore.reporting.shown_text import json_text, shown
+from ackstore.reporting.shown_values import instant, span
 from ackstore.rules import errors
 
 Rows = list[dict[str, Any]]
@@ -58,7 +59,7 @@ class Report:
         """Its title as shown: the window and bucket it was asked for filled in."""
         if self.window != WINDOWED:
             return self.title
-        window = asked.window
+        window = _window(asked)
         described = f"signals received {instant(window.since)} to {instant(window.until)} UTC" + (
             f", from {shown(window.source)}" if window.source else "")
         return self.title.format(window=described, span=span(asked.bucket))
@@ -79,16 +80,15 @@ class Report:
             return Asked(limit, source)
         window = window_of(since, until, source, now)
         if self.window == OPTIONAL:
-            return Asked(limit, source, window.since, window.until)
-        return Asked(limit, source, window.since, window.until, parse_bucket(bucket))
+            return Asked(limit, source, window)
+        return Asked(limit, source, window, parse_bucket(bucket))
 
     def run(self, store: AckStore, *, as_json: bool, console: Console | None = None, **typed: Any) -> int:
         """``ackstore report NAME``: its rows as JSON (the stored text exact), or as the terminal's tables."""
         asked = self.asked(now=datetime.now(timezone.utc), **typed)
         # A windowed report reaching into the archive reads history; the others read open work or
         # the whole ledger, which are hot.
-        window = history.Asked(since=asked.since, until=asked.until) if self.window == WINDOWED else None
-        with history.answering(store.engine, window) as conn:
+        with archive_lookups.answering(store.engine, _window(asked) if self.window == WINDOWED else None) as conn:
             rows = self.read(conn, asked)
         if as_json:
             print(json_text([reports.jsonable(row) for row in rows]))
@@ -102,15 +102,21 @@ def _settlement(conn: Connection, asked: Asked) -> Rows:
 
 
 def _audit(conn: Connection, asked: Asked) -> Rows:
-    return reports.audit(conn, asked.limit, asked.source, asked.since, asked.until)
+    return reports.audit(conn, asked.limit, asked.source, asked.window)
 
 
-def _windowed(query: Callable[[Connection, reports.Window, int], Rows]) -> Callable[[Connection, Asked], Rows]:
-    return lambda conn, asked: query(conn, asked.window, asked.limit)
+def _window(asked: Asked) -> Window:
+    """The window of a windowed report, which always has one."""
+    assert asked.window is not None, "a windowed report is asked for a window"
+    return asked.window
+
+
+def _windowed(query: Callable[[Connection, Window, int], Rows]) -> Callable[[Connection, Asked], Rows]:
+    return lambda conn, asked: query(conn, _window(asked), asked.limit)
 
 
 def _latency(conn: Connection, asked: Asked) -> Rows:
-    return reports.latency(conn, asked.window, asked.bucket, asked.limit)
+    return reports.latency(conn, _window(asked), asked.bucket, asked.limit)
 
 
 TERMINAL_ONLY, PAGE_ONLY = (TERMINAL,), (PAGE,)

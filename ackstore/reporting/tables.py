@@ -1,13 +1,13 @@
 """The table model the terminal and the Ledger page both render: a report's columns and rows,
-each cell formatted (``values``) and shown (``text.shown``) once, for either surface."""
+each cell formatted (``shown_values``) and shown (``shown_text.shown``) once, for either surface."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ackstore.reporting.text import shown
-from ackstore.reporting.values import FORMATS
+from ackstore.reporting.shown_text import shown
+from ackstore.reporting.shown_values import FORMATS
 
 TERMINAL, PAGE = "terminal", "page"  # the surfaces a column may be shown on
 
@@ -46,7 +46,7 @@ class Cell:
 @dataclass(frozen=True)
 class Table:
     """Rows in the columns of one surface, under a title (already shown: whoever writes stored
-    text into a title passes it through ``text.shown``)."""
+    text into a title passes it through ``shown_text.shown``)."""
 
     columns: tuple[Column, ...]
     rows: Sequence[dict[str, Any]]

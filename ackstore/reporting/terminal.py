@@ -2,15 +2,15 @@
 
 Tables stay whole: a header is never folded (its column is at least as wide as it); a value may
 fold within its column; and a report whose headers alone do not fit is printed one record per
-block instead. Every cell and title is a rich ``Text`` of shown text (``tables``, ``text.shown``):
-never parsed as markup, its width measured on what is shown.
+block instead. Every cell and title is a rich ``Text`` of shown text (``tables``,
+``shown_text.shown``): never parsed as markup, its width measured on what is shown.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from rich import box
 from rich.console import Console
@@ -18,11 +18,8 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from ackstore.reporting.tables import TERMINAL, Cell, Column, Table, on
-from ackstore.reporting.text import shown
+from ackstore.reporting.shown_text import shown
 from ackstore.reporting.timeline import TIMELINE, described
-
-if TYPE_CHECKING:
-    from ackstore.reporting.registry import Report
 
 GAP = 2  # the space between two columns of a report's table
 NOTHING = "(nothing)"
@@ -81,12 +78,32 @@ def _print_blocks(console: Console, table: Table, cells: list[list[Cell]]) -> No
 
 # --- how each report prints (registry.Report.render) ----------------------------------------------
 
-def print_rows(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
+class Printed(Protocol):
+    """What the terminal reads of a report: ``registry.Report`` is one, and this module imports no
+    registry (the registry names these functions as its reports' ``render``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...  # the key its rows are nested under when another report carries it
+
+    @property
+    def columns(self) -> tuple[Column, ...]: ...
+
+    @property
+    def carries(self) -> Printed | None: ...
+
+
+def print_rows(report: Printed, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
     """One table of the report's rows."""
     print_table(Table(on(TERMINAL, report.columns), rows, heading), console)
 
 
-def print_per_source(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
+def print_per_source(report: Printed, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
     """One table per source (latency: each bucket's measures in order)."""
     if not rows:
         console.print(Text(heading))
@@ -96,7 +113,7 @@ def print_per_source(report: Report, heading: str, rows: list[dict[str, Any]], c
         print_table(Table(on(TERMINAL, report.columns), ours, f"{heading}\nsource {shown(source)}"), console)
 
 
-def print_with_carried(report: Report, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
+def print_with_carried(report: Printed, heading: str, rows: list[dict[str, Any]], console: Console) -> None:
     """The report's table, then each source's carried rows (watermarks: the unsettled after it, with why)."""
     print_rows(report, heading, rows, console)
     carried = report.carries

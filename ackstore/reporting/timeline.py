@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ackstore.reporting.tables import PAGE, Column
-from ackstore.reporting.text import shown
+from ackstore.reporting.shown_text import shown
 
 TIMELINE = (Column("at", "at", "moment"), Column("attempt", "attempt", "count"), Column("checkpoint", "checkpoint"),
             Column("label", "label", on=(PAGE,)), Column("status", "status", "count"), Column("detail", "detail"))

@@ -1,7 +1,16 @@
 """Aggregation of acknowledgements into what the requester is told (B.5, B.4.3, A.2.4, A.2.7).
 
-:func:`decide` is the one rule the sweep applies to a request: it returns ``None`` while
-the request is undecided, else the :class:`Result` to store in ``request_results``.
+:func:`decide` states the rule for a request: it returns ``None`` while the request is
+undecided, else the :class:`Result` to store in ``request_results``.
+
+The rule is stated twice, and the sweep applies both halves. SQL decides the common case
+(jobs/sql/sweep.sql: ``decide_builtin`` and ``decide_common``, every label in and 2xx or nothing
+asked); the rest (the built-in-only shortcut, a created thing's location, a failed twin command,
+a request still waiting or past its deadline) goes through :func:`decide`, in Spark
+(``jobs.sweep.decide_row``). The late-acks report asks :func:`decide_with_late_ack` what an
+attempt would have answered (``ackstore.ledger.reports``).
+tests/ledger/test_aggregation_python_and_sql.py keeps the halves equal: on generated ledgers,
+every request SQL decides gets exactly the answer :func:`decide` gives.
 """
 
 from __future__ import annotations

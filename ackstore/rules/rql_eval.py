@@ -5,7 +5,7 @@ they are evaluated here over :func:`ackstore.rules.index_rows.flatten` of the si
 with exactly the rules :mod:`ackstore.ledger.search` compiles: an array's elements share the
 array's path (any element may match), comparisons never convert between types, strings compare
 by code point (the search's ``COLLATE "C"``), ``ne`` and ``not`` match an absent property.
-``tests/test_rql_eval.py`` checks the two against each other on generated documents.
+``tests/ledger/test_rql_python_and_sql.py`` checks the two against each other on generated documents.
 """
 
 from __future__ import annotations

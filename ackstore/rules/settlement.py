@@ -1,7 +1,19 @@
 """The settlement decision for a consumed broker message (B.9, A.2.10).
 
-Only AMQP 0.9.1 is carried out for now: ack → ``basic.ack``, reject → ``basic.nack(requeue=False)``,
-redeliver → ``basic.nack(requeue=True)``; dead-letter is a reject recorded as the attempts' end.
+:func:`decide_settlement` states B.9's decision table. The settle step applies it in two halves:
+SQL acks what succeeded (jobs/sql/settle.sql: ``settle_common``, a 2xx result whose entries are
+all 2xx), and the rest goes through :func:`decide_settlement` (``jobs.settle.decide_row``, in
+Spark). tests/pipeline/test_settle.py
+(``test_sql_acks_exactly_the_successes_and_as_python_would``) keeps them equal: SQL acks exactly
+the successes from a connection, and the decision here for each of them is ack too.
+
+Each transport carries a decision out as its protocol can. AMQP 0.9.1
+(``ackstore.rules.connectivity.amqp_disposition``): ack → ``basic.ack``, reject and dead-letter →
+``basic.nack(requeue=False)``, redeliver → ``basic.nack(requeue=True)``. MQTT 3.1.1 and 5
+(``ackstore.rules.mqtt.disposition``, the connector ackstore/connectors/mqtt.py): every decision is
+a PUBACK, except a redeliver with ``reconnectForRedelivery``, which withholds it and reconnects; a
+redeliver without it is PUBACKed and recorded as carried out as ack (:func:`carried_out_as_allowed`).
+Dead-letter is a reject recorded as the attempts' end.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Wire shapes of acknowledgements (B.4): single ack, aggregated acks, the HTTP body."""
+"""Wire shapes (B.4): the Ditto Protocol messages as they go out on the wire — a thing's topics, a
+single ack, aggregated acks, the HTTP body, an error, a decided result — and Ditto's content type."""
 
 from __future__ import annotations
 

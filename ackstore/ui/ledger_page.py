@@ -7,8 +7,8 @@ health strip: backlog, oldest unsettled, last pass, last seal and the validation
 from the reports of ackstore.reporting.registry, in their columns and cells: the
 settlement status per source, the watermarks of the last 24 hours and what is not settled after
 them, the open-work audit (oldest first), the latency per source and hour, and one signal's
-timeline found by its correlation id. Stored text is shown as the terminal shows it (text.shown;
-Jinja escapes HTML), and long values wrap. Every route requires an authenticated Airflow user:
+timeline found by its correlation id. Stored text is shown as the terminal shows it
+(shown_text.shown; Jinja escapes HTML), and long values wrap. Every route requires an authenticated Airflow user:
 plugin routes are not authenticated by Airflow by default.
 """
 
@@ -28,14 +28,15 @@ from markupsafe import Markup
 from ackstore.ledger.database import make_engine
 from ackstore.ledger import metrics as ledger_metrics
 from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
+from ackstore.ledger.reports import Window
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.asked import DEFAULT_WINDOW, Asked
 from ackstore.reporting.health import figures, health
 from ackstore.reporting.registry import AUDIT, LATENCY, SETTLEMENT, UNSETTLED, WATERMARKS
 from ackstore.reporting.tables import PAGE, Cell, Table, on
-from ackstore.reporting.text import shown, unshown
+from ackstore.reporting.shown_text import shown, unshown
 from ackstore.reporting.timeline import TIMELINE, described
-from ackstore.reporting.values import MEASURES, instant
+from ackstore.reporting.shown_values import MEASURES, instant
 from ackstore.rules.settings import Settings
 from ackstore.ui.chart import latency_svg
 
@@ -82,8 +83,8 @@ def create_app() -> FastAPI:
 
 def gather(store: AckStore, now: datetime, correlation_id: str | None = None) -> dict[str, Any]:
     """What the page shows, each part read by its report: its tables in the page's columns."""
-    day = Asked(since=now - DEFAULT_WINDOW, until=now)
-    window = day.window
+    window = Window(now - DEFAULT_WINDOW, now)
+    day = Asked(window=window)
     with store.engine.connect() as conn:
         latency = LATENCY.query(conn, replace(day, limit=10_000, bucket=timedelta(hours=1)))
         page = {

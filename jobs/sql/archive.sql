@@ -12,7 +12,9 @@ WHERE z.number > archived_through() AND z.sealed_at < now() - make_interval(secs
 -- name: blocked_from
 -- The first fact number of a signal with a fact numbered (after_seq, upto_seq] that may not leave
 -- yet: not settled and validated (signal_archivable), a fact not final, or one past upto_seq (its
--- facts leave together). NULL: none. The prefix must end before it.
+-- facts leave together). NULL: none. The prefix must end before it. ``touched`` finds the signals
+-- by their own row and the fact tables that name their signal (ackstore.ledger.schema.SIGNAL_FACT_TABLES,
+-- a branch each: tests/ledger/test_migrations.py); signal_facts gives the rest of their facts.
 WITH touched AS (
     SELECT s.id AS signal_id FROM signals s WHERE s.seq > :after_seq AND s.seq <= :upto_seq
     UNION SELECT a.signal_id FROM attempts a WHERE a.seq > :after_seq AND a.seq <= :upto_seq

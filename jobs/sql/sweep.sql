@@ -75,7 +75,7 @@ DELETE FROM queue_decide q USING stored x WHERE q.signal_id = x.signal_id AND q.
 -- applies (one built-in label with response-required: the plain response) or an entry needs the
 -- location of a created thing (a 201 twin-persisted over HTTP): those, and every request still
 -- waiting or past its deadline, go to Python (aggregation.decide). What this writes is what
--- aggregation.decide gives (tests/test_sweep_decisions.py proves it on generated ledgers).
+-- aggregation.decide gives (tests/ledger/test_aggregation_python_and_sql.py proves it on generated ledgers).
 -- Bind parameter: :shortcut_labels.
 WITH entries AS (  -- each requested label with its counted ack in time (derived or stored), if any
     SELECT q.signal_id, q.attempt, s.correlation_id, cardinality(a.requested_acks) AS labels, l.label,

@@ -77,6 +77,8 @@ FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 
 -- name: acks_deleted_once_archived
 -- A sealed acks row leaves only with its archive.
+-- One such trigger per table of schema.SEALED_TABLES, and no other (tests/ledger/test_migrations.py:
+-- the fact tables are listed once, in Python; these released versions name them by hand).
 -- version: 0019
 CREATE OR REPLACE TRIGGER acks_deleted_once_archived AFTER DELETE ON acks
 REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_unarchived_delete();

@@ -1,7 +1,16 @@
 -- What each group role may do on the ledger, as the migrations leave it (docs/roles.md maps login
--- roles onto them; tests/test_roles.py shows each grant in use). Every object is the admin role's:
+-- roles onto them; tests/pipeline/test_roles.py shows each grant in use). Every object is the admin role's:
 -- its members run the migrations. EXECUTE on a function is everyone's unless revoked here.
--- tests/test_migrations.py proves a migrated database grants exactly this.
+-- tests/ledger/test_migrations.py proves a migrated database grants exactly this.
+--
+-- The one list of the group roles: every block but ``schema`` and ``definers`` is named by the role
+-- it grants to (ackstore.ledger.objects.component_roles reads the names; with the admin role,
+-- ackstore.ledger.migrate.ADMIN_ROLE, they are every group role: objects.group_roles). The tests
+-- read them from here, and hold docs/roles.md to them (tests/unit/test_docs.py);
+-- tests/pipeline/test_roles.py fails on a block that grants to another role, or a role a migrated
+-- database grants to that is not here. The fact tables
+-- named below (the archive's, the reporter's for verify) are schema.SEALED_TABLES:
+-- tests/ledger/test_migrations.py holds them to it.
 
 -- name: schema
 -- The schema: the admin role creates in it, the others only reach into it.

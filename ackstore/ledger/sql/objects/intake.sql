@@ -121,7 +121,7 @@ END $$;
 -- transaction's start: one of a transaction that began in the same microsecond would pass too),
 -- never handed out yet, to a live subscriber of the signal's namespace, under a token key drawn
 -- here. The subscriber's RQL filter is applied again when its own login leases
--- the hand-out (ackstore.ledger.deliveries.pull).
+-- the hand-out (ackstore.ledger.handouts.pull).
 -- version: 0020
 CREATE OR REPLACE FUNCTION hand_out_live(rows json) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$

@@ -2,7 +2,7 @@
 -- labels, which decisions a deadline judged. Constants as IMMUTABLE SQL functions: PostgreSQL
 -- inlines and folds each into its literal when it plans, so the partial index over counted acks
 -- still serves `disposition = counted()`, and ON CONFLICT still finds it. Python has the same words (ackstore.rules.acks.Disposition, ackstore.rules.labels);
--- tests/test_sql_rules.py compares them.
+-- tests/ledger/test_rules_python_and_sql.py compares them.
 
 -- name: counted
 -- The disposition of the ack an attempt counts: the first in time per label (A.2.8, A.2.10).
@@ -50,7 +50,7 @@ $$;
 
 -- name: awaits_command_response
 -- Whether a request certainly cannot be decided yet for want of its command's response, so the
--- sweep need not read it (aggregation.decide answers None for it; tests/test_sweep_decisions.py
+-- sweep need not read it (aggregation.decide answers None for it; tests/ledger/test_aggregation_python_and_sql.py
 -- proves it): its deadline has not passed, no response is stored, and it asked for a built-in
 -- ack of the command — twin-persisted and search-persisted are facts of that response
 -- (command_facts), and nobody else may issue them — or, asking for no ack, for the response

@@ -2,6 +2,13 @@
 -- the canonical bytes of its rows (ackstore.rules.canonical), chained to the seal before. A fact
 -- is numbered (``seq``, the sequence ledger_seq) once final; a seal covers an interval of numbers,
 -- and a sealed row never changes.
+--
+-- The fact tables are listed once, in Python: ackstore.ledger.schema.SEALED_TABLES. The objects
+-- below that name each table by hand — fact_leaves (each table's own columns), signal_facts, and
+-- the triggers <table>_numbered_under_lock, <table>_sealed_stay and <table>_sealed_not_truncated,
+-- each a released version that migrations 0018 and 0019 create by name — are held to that list by
+-- tests/ledger/test_migrations.py (test_the_sql_names_every_fact_table_and_no_other): a fact
+-- table added there fails it until a migration adds its branch and triggers here.
 
 -- name: fact_leaf
 -- The Merkle leaf hash of a row's canonical bytes (RFC 6962: SHA-256 of 0x00 and the data).
@@ -11,8 +18,10 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT sha256('\x00'::bytea ||
 
 -- name: fact_leaves
 -- Every numbered fact with its table and leaf hash: its canonical bytes are the binary form of
--- ROW(table, its columns in name order) (ackstore.rules.canonical; tests/test_sealing.py holds
--- this list to the tables' columns and to the Python encoding). A seal reads its interval of it.
+-- ROW(table, its columns in name order) (ackstore.rules.canonical). A branch per table of
+-- schema.SEALED_TABLES, its columns those the table declares (tests/ledger/test_migrations.py);
+-- tests/pipeline/test_sealing.py holds the leaves to the Python encoding. A seal reads its
+-- interval of it.
 -- version: 0018
 CREATE OR REPLACE VIEW fact_leaves (seq, fact_table, leaf) AS
 SELECT k.seq, 'acks'::text, fact_leaf(record_send(ROW('acks'::text, k.attempt, k.disposition, k.headers, k.id, k.issuer, k.label, k.payload, k.reason, k.received_at, k.seq, k.signal_id, k.status, k.weak)))
@@ -46,7 +55,10 @@ FROM validation_passes v WHERE v.seq IS NOT NULL;
 -- The facts of one signal, by table and number (NULL: a settlement not carried out yet, not
 -- final): the signal, its attempts, acks, response, results, settlements, the search mark that
 -- indexed its change, the batches those were written in, and the validation pass that passed
--- each result. What `prove` proves, and what archiving moves out together.
+-- each result. What `prove` proves, and what archiving moves out together. A branch per fact
+-- table (schema.SEALED_TABLES), by the signal's id for those that name it
+-- (schema.SIGNAL_FACT_TABLES): tests/ledger/test_migrations.py; archive_lookups.facts_of spells it as
+-- look-ups over the archive too, and tests/pipeline/test_archive_lookups.py holds the two together.
 -- version: 0019
 CREATE OR REPLACE FUNCTION signal_facts(signal bigint) RETURNS TABLE (fact_table text, seq bigint)
 LANGUAGE sql STABLE AS $$
@@ -147,6 +159,7 @@ FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_change();
 
 -- name: acks_numbered_under_lock
 -- Statements writing acks take the numbering lock (a row's number is drawn when it is written).
+-- One such trigger per table of schema.SEALED_TABLES, and no other (tests/ledger/test_migrations.py).
 -- version: 0018
 CREATE OR REPLACE TRIGGER acks_numbered_under_lock BEFORE INSERT ON acks
 FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
@@ -201,6 +214,7 @@ FOR EACH STATEMENT EXECUTE FUNCTION ackstore_numbering_writer();
 
 -- name: acks_sealed_stay
 -- A sealed acks row is never updated (its deletion: acks_deleted_once_archived).
+-- One such trigger per table of schema.SEALED_TABLES, and no other (tests/ledger/test_migrations.py).
 -- version: 0019
 CREATE OR REPLACE TRIGGER acks_sealed_stay BEFORE UPDATE ON acks
 FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
@@ -255,6 +269,7 @@ FOR EACH ROW EXECUTE FUNCTION ackstore_refuse_sealed_change();
 
 -- name: acks_sealed_not_truncated
 -- TRUNCATE passes row triggers by: refused once anything is sealed.
+-- One such trigger per table of schema.SEALED_TABLES, and no other (tests/ledger/test_migrations.py).
 -- version: 0018
 CREATE OR REPLACE TRIGGER acks_sealed_not_truncated BEFORE TRUNCATE ON acks
 FOR EACH STATEMENT EXECUTE FUNCTION ackstore_refuse_sealed_truncate();

@@ -5,7 +5,7 @@
 -- transaction), each attempt opened, applied (its apply batch's commit), indexed, each ack with
 -- its disposition, decided, validated (the gate's pass), settlement decided, carried out.
 -- ``stage`` orders checkpoints of the same time as a signal lives them. Read per signal: every
--- branch is reached through the signal's keys (tests/test_bounded.py).
+-- branch is reached through the signal's keys (tests/ledger/test_bounded.py).
 -- version: 0009
 CREATE OR REPLACE VIEW signal_timeline AS
 SELECT t.signal_id, t.attempt, t.at, t.stage, t.checkpoint, t.label, t.status, t.detail

@@ -1,4 +1,4 @@
--- The settlement report (README, "Reports"): per source, pending, decided and carried out.
+-- The settlement report (docs/reports.md): per source, pending, decided and carried out.
 
 -- name: report_settlement_status
 -- Per source: requests waiting for a settlement decision, decisions not carried out yet,

@@ -1,6 +1,6 @@
 -- The window every windowed report reads, and each signal's path through it. A windowed report
 -- reads the signals received in [since, until) by received_at's BRIN index and reaches each one's
--- facts by its keys, so its cost follows the window, never the history (tests/test_bounded.py):
+-- facts by its keys, so its cost follows the window, never the history (tests/ledger/test_bounded.py):
 -- by LATERAL sub-selects (a LIMIT or OFFSET keeps PostgreSQL from turning one into a join, which
 -- it plans over a window of thousands as a hash join over a whole table). Functions, not views: a
 -- view cannot take the window. LANGUAGE sql and STABLE, so PostgreSQL inlines each into the

@@ -1,0 +1,198 @@
+"""The schema module, the SQL object files and the Alembic migrations describe the same database."""
+
+import re
+from typing import Any
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, text
+
+from ackstore.ledger import migrate, objects
+from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.schema import SEALED_TABLES, SIGNAL_FACT_TABLES, metadata
+from jobs.sql import statements
+from tests.support.catalog import catalog, differences
+from tests.conftest import ADMIN_URL
+
+
+def test_migrations_reach_head(migrated_engine: Engine) -> None:
+    assert migrate.current_revision(migrated_engine) == migrate.head_revision()
+
+
+def test_replayed_migrations_equal_the_schema_module(migrated_engine: Engine) -> None:
+    with migrated_engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+        assert compare_metadata(context, metadata) == []
+
+
+def test_upgrade_is_idempotent(migrated_engine: Engine) -> None:
+    migrate.upgrade(migrated_engine)
+    assert migrate.current_revision(migrated_engine) == migrate.head_revision()
+
+
+def test_a_database_migrated_from_empty_equals_the_declared_one(migrated_engine: Engine) -> None:
+    """Replaying every migration gives the schema the current files declare — tables, columns,
+    constraints, indexes, triggers, views, functions, owners and privileges, read from the
+    catalog: so the migrations' versioned definitions end at the current ones."""
+    with migrated_engine.connect() as conn:
+        migrated = catalog(conn)
+    with scratch_database(ADMIN_URL, "declared") as url:
+        engine = make_engine(url)
+        try:
+            with engine.begin() as conn:
+                objects.declare(conn)
+            with engine.connect() as conn:
+                declared = catalog(conn)
+        finally:
+            engine.dispose()
+    assert differences(migrated, declared) == []
+    kinds = [item.kind for item in objects.current().values()]  # every file's object is there: not vacuous
+    assert (len(declared["views"]), len(declared["functions"]), len(declared["triggers"])) == (
+        kinds.count("view"), kinds.count("function"), kinds.count("trigger"))
+
+
+def test_every_stored_version_belongs_to_a_migration() -> None:
+    """Each stored version belongs to a migration that exists, and the current definition of an
+    object is its newest version (a definition edited without a migration would be one a
+    migrated database does not have: the catalog test above catches that for the newest)."""
+    revisions = {path.name[:4] for path in migrate.MIGRATIONS_DIR.glob("versions/0*.py")}
+    for name, item in objects.current().items():
+        stored = objects.versions(name)
+        assert set(stored) <= revisions, name
+        assert max(stored) == item.version, name
+    for folder in objects.SUPERSEDED.iterdir():
+        assert {path.stem for path in folder.glob("*.sql")} <= revisions, folder.name
+
+
+def test_no_python_holds_a_view_or_function_body() -> None:
+    """The ledger's SQL lives in .sql files: no Python file of the project creates a view or a
+    function itself (the migrations ask ackstore.ledger.objects for a version)."""
+    root = migrate.MIGRATIONS_DIR.parent
+    pattern = re.compile(r"CREATE\s+(OR\s+REPLACE\s+)?(VIEW|FUNCTION|TRIGGER)\b", re.IGNORECASE)
+    found = [str(path.relative_to(root)) for folder in ("ackstore", "jobs", "migrations", "dags")
+             for path in (root / folder).rglob("*.py") if pattern.search(path.read_text())]
+    assert found == []
+
+
+def test_a_released_version_never_changes() -> None:
+    """Every stored version is in versions.lock with its digest: editing a definition a migration
+    has released (instead of adding a migration and a new version) fails here, as would a version
+    nobody locked."""
+    lines = [line.split() for line in objects.VERSIONS_LOCK.read_text().splitlines() if line and line[0] != "#"]
+    locked = {(name, version): digest for name, version, digest in lines}
+    found = {key: objects.digest(item) for key, item in objects.stored().items()}
+    changed = sorted(f"{name} {version}" for (name, version), digest in found.items() if locked.get((name, version)) != digest)
+    assert changed == [], "changed or new versions: add a migration and a versions.lock line, never edit a released one"
+    assert locked.keys() == found.keys()
+
+
+def _revisions() -> list[str]:
+    return sorted(path.name[:4] for path in migrate.MIGRATIONS_DIR.glob("versions/0*.py"))
+
+
+def _unowned(described: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A catalog without who owns what: a downgrade leaves the admin role what it owns (0006 made
+    it the owner, and 0011 of what a superuser had made; giving objects back would serve nobody)."""
+    def plain(item: Any) -> Any:
+        if not isinstance(item, dict) or "owner" not in item:
+            return item
+        acl = [entry for entry in item.get("acl") or [] if not entry.startswith(f"{item['owner']}=")]
+        return {**{k: v for k, v in item.items() if k != "owner"}, "acl": acl or None}
+    return {kind: {name: plain(item) for name, item in objects_.items()} for kind, objects_ in described.items()}
+
+
+def test_each_downgrade_undoes_its_upgrade() -> None:
+    """Up one revision at a time from empty, then down one at a time: at each revision the
+    catalog is the same on the way down as on the way up, owners aside (a downgrade that forgets
+    or leaves anything shows here, not hidden by the upgrade after it)."""
+    with scratch_database(ADMIN_URL, "steps") as url:
+        engine = make_engine(url)
+        try:
+            up = {}
+            for revision in _revisions():
+                migrate.upgrade(engine, revision)
+                with engine.connect() as conn:
+                    up[revision] = catalog(conn)
+            for revision in reversed(_revisions()[:-1]):
+                migrate.downgrade(engine, revision)
+                with engine.connect() as conn:
+                    assert differences(_unowned(up[revision]), _unowned(catalog(conn))) == [], revision
+        finally:
+            engine.dispose()
+
+
+def test_a_ledger_migrated_in_two_runs_reaches_head() -> None:
+    """A database a superuser migrated from empty to 0010 in one run (its later objects are that
+    user's, not the admin role's), then to head in another (as the admin role): the second run
+    takes the objects over first, and ends at the declared schema's owners."""
+    with scratch_database(ADMIN_URL, "two_runs") as url:
+        engine = make_engine(url)
+        try:
+            migrate.upgrade(engine, "0010")
+            with engine.connect() as conn:
+                owners = {name: item["owner"] for name, item in catalog(conn)["functions"].items()}
+            assert set(owners.values()) > {migrate.ADMIN_ROLE}  # not vacuous: some were the superuser's
+            migrate.upgrade(engine)
+            with engine.connect() as conn:
+                functions = catalog(conn)["functions"]
+            assert migrate.current_revision(engine) == migrate.head_revision()
+            assert {item["owner"] for item in functions.values()} == {migrate.ADMIN_ROLE}
+        finally:
+            engine.dispose()
+
+
+# --- the fact tables: listed once (schema.SEALED_TABLES); the SQL that names each by hand is held to it
+
+FACTS = {table.name for table in SEALED_TABLES}
+# The functions of the per-table triggers (sealing.sql, archiving.sql): each fires on every fact table.
+PER_FACT_TABLE = ("ackstore_numbering_writer", "ackstore_refuse_sealed_change", "ackstore_refuse_sealed_truncate",
+                  "ackstore_refuse_unarchived_delete")
+
+
+def test_fact_leaves_has_a_branch_per_fact_table_with_its_columns_in_name_order() -> None:
+    view = objects.current()["fact_leaves"].statement
+    branches = re.findall(r"SELECT (\w+)\.seq, '(\w+)'::text, fact_leaf\(record_send\(ROW\('(\w+)'::text, ([^)]*)\)\)\)"
+                          r"\s+FROM (\w+) (\w+) WHERE (\w+)\.seq IS NOT NULL", view)
+    assert len(branches) == view.count("record_send")  # every branch read
+    found = {}
+    for alias, named, in_row, columns, table, from_alias, where_alias in branches:
+        assert named == in_row == table and alias == from_alias == where_alias, table
+        found[table] = [column.removeprefix(f"{alias}.") for column in columns.split(", ")]
+    assert found == {table.name: sorted(column.name for column in table.columns) for table in SEALED_TABLES}
+
+
+def test_a_signals_facts_are_spelled_over_the_fact_tables() -> None:
+    """signal_facts has a branch per fact table, by the signal's id where the table names it
+    (schema.SIGNAL_FACT_TABLES, which history.facts_of looks up); blocked_from (jobs/sql/archive.sql)
+    finds the signals of an interval by their own rows and those tables."""
+    by_id = {table.name for table in SIGNAL_FACT_TABLES}
+    function = objects.current()["signal_facts"].statement
+    assert set(re.findall(r"SELECT '(\w+)'", function)) == FACTS
+    assert {m[1] for m in re.finditer(r"FROM (\w+) (\w+) WHERE \2\.signal_id = signal\b", function)} == by_id
+    touched = statements("archive")["blocked_from"].split("SELECT min(f.first_seq)")[0]
+    assert {m[1] for m in re.finditer(r"FROM (\w+) (\w+) WHERE \2\.seq > :after_seq AND \2\.seq <= :upto_seq",
+                                      touched)} == {"signals", *by_id}
+
+
+def test_the_sql_names_every_fact_table_and_no_other(migrated_engine: Engine) -> None:
+    """Each per-table trigger fires on every fact table and no other; only the archive role may
+    delete a fact, from every fact table; the reporter reads each (verify, prove, export)."""
+    with migrated_engine.connect() as conn:
+        fired = conn.execute(text(
+            "SELECT p.proname, c.relname, t.tgname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+            "JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND p.proname = ANY (:f)"),
+            {"f": list(PER_FACT_TABLE)}).all()
+        privileges = conn.execute(text(
+            "SELECT r.role, c.relname, p.privilege FROM unnest(CAST(:roles AS text[])) r(role) "
+            "CROSS JOIN pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "CROSS JOIN unnest(ARRAY['SELECT', 'DELETE']) p(privilege) "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r' AND has_table_privilege(r.role, c.oid, p.privilege)"),
+            {"roles": list(objects.component_roles())}).all()
+    for function in PER_FACT_TABLE:
+        tables = [table for name, table, _ in fired if name == function]
+        assert sorted(tables) == sorted(FACTS), function
+    assert all(trigger.startswith(f"{table}_") for _, table, trigger in fired)
+    deleting = {role: {table for who, table, privilege in privileges if who == role and privilege == "DELETE"} & FACTS
+                for role in objects.component_roles()}
+    assert deleting == {role: FACTS if role == "ackstore_archive" else set() for role in objects.component_roles()}
+    assert FACTS <= {table for who, table, privilege in privileges if who == "ackstore_reporter" and privilege == "SELECT"}

@@ -1,0 +1,123 @@
+"""The alert rules (deploy/prometheus/alerts.yml) and the sample scrape configuration, checked by
+the machine's ``promtool`` (Debian's ``prometheus`` package, scripts/bootstrap.sh), and their
+unit tests (alerts.test.yml) run by it: every rule has a case where it fires and one where it
+must not — and each rule, made to fire always or never, fails those tests.
+
+``promtool`` missing fails these tests: a skipped test would count as passing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.metrics_doc import series_names
+from tests.support.paths import ROOT
+
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+ALERTS = PROMETHEUS / "alerts.yml"
+ALERTS_TEST = PROMETHEUS / "alerts.test.yml"
+CONFIG = PROMETHEUS / "prometheus.yml"
+
+
+def promtool() -> str:
+    found = shutil.which("promtool") or ("/usr/bin/promtool" if Path("/usr/bin/promtool").exists() else None)
+    assert found, "no promtool: install Debian's prometheus package (scripts/bootstrap.sh does)"
+    return found
+
+
+def run_promtool(*args: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([promtool(), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def rules() -> list[dict]:
+    return [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]
+
+
+def rule_names() -> list[str]:
+    return [rule["alert"] for rule in rules()]
+
+
+def unit_cases() -> list[dict]:
+    """Every ``alert_rule_test`` entry of alerts.test.yml."""
+    tests = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
+    return [case for test in tests for case in test.get("alert_rule_test", [])]
+
+
+def test_promtool_checks_the_rules() -> None:
+    result = run_promtool("check", "rules", ALERTS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in result.stdout
+
+
+def test_promtool_checks_the_sample_configuration() -> None:
+    result = run_promtool("check", "config", CONFIG)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = yaml.safe_load(CONFIG.read_text())
+    assert config["rule_files"] == ["alerts.yml"]
+    assert {job["job_name"] for job in config["scrape_configs"]} == {"ackstore-ledger", "ackstore-connector"}
+
+
+def test_the_unit_tests_of_the_rules_pass() -> None:
+    result = run_promtool("test", "rules", ALERTS_TEST)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_the_expected_rules_are_there() -> None:
+    assert set(rule_names()) >= {
+        "AckstorePipelineNotSucceeding", "AckstoreOldestUnsettledTooOld", "AckstoreDeadLettersRising",
+        "AckstoreConnectorDown", "AckstoreConnectorInOutage", "AckstoreValidationFailing",
+        "AckstoreSealingBehind", "AckstoreArchiveBehind", "AckstoreLedgerExporterDown",
+    }
+    assert len(rule_names()) == len(set(rule_names())), "two rules of one name"
+
+
+def test_every_rule_has_a_severity_a_summary_and_a_description() -> None:
+    for rule in rules():
+        assert rule.get("labels", {}).get("severity") in {"critical", "warning"}, rule["alert"]
+        assert set(rule.get("annotations", {})) >= {"summary", "description"}, rule["alert"]
+
+
+def test_every_rule_has_a_case_where_it_fires_and_one_where_it_does_not() -> None:
+    cases = unit_cases()
+    for name in rule_names():
+        fires = [case for case in cases if case["alertname"] == name and case.get("exp_alerts")]
+        silent = [case for case in cases if case["alertname"] == name and not case.get("exp_alerts")]
+        assert fires, f"no case of alerts.test.yml expects {name} to fire"
+        assert silent, f"no case of alerts.test.yml expects {name} not to fire"
+
+
+def test_the_rules_use_only_documented_metrics() -> None:
+    documented = series_names()
+    assert "ackstore_dead_letters_total" in documented and "ackstore_received_to_decided_seconds_bucket" in documented
+    for rule in rules():
+        used = set(re.findall(r"\backstore_[a-z_]+\b", rule["expr"]))
+        assert used or re.search(r'\bup\{job="ackstore-(ledger|connector)"\}', rule["expr"]), rule["alert"]
+        assert used <= documented, f"{rule['alert']} uses {sorted(used - documented)}, not in docs/metrics.md"
+
+
+@pytest.mark.parametrize("broken_as", ["vector(1)", "vector(1) == 0"], ids=["always", "never"])
+def test_each_rule_made_to_fire_always_or_never_fails_its_unit_tests(tmp_path: Path, broken_as: str) -> None:
+    """The unit tests can fail: with any one rule's expression replaced by one that always fires
+    (its negative case catches it) or never does (its positive case), promtool fails them."""
+    shutil.copy(ALERTS_TEST, tmp_path / ALERTS_TEST.name)
+    document = yaml.safe_load(ALERTS.read_text())
+    unnoticed = []
+    for group in document["groups"]:
+        for rule in group["rules"]:
+            original = rule["expr"]
+            rule["expr"] = broken_as
+            (tmp_path / ALERTS.name).write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+            rule["expr"] = original
+            if run_promtool("test", "rules", tmp_path / ALERTS_TEST.name).returncode == 0:
+                unnoticed.append(rule["alert"])
+    assert not unnoticed, f"made to fire {'always' if broken_as == 'vector(1)' else 'never'}, these still pass: {unnoticed}"
+    (tmp_path / ALERTS.name).write_text(ALERTS.read_text())  # and the copy as it is passes
+    result = run_promtool("test", "rules", tmp_path / ALERTS_TEST.name)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,36 @@
+"""The benchmarks still run (tiny sizes): a benchmark that rots is found by `make test`, not by
+the next person who needs a figure. Their numbers are not checked here — that is their job. The
+ones that run a broker, a connector or Airflow's schedule are in test_benchmarks_live.py, so that
+the two halves can run on the two workers at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from tests.support.paths import ROOT
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def runs(module: str, args: list[str], expected: str) -> None:
+    """``python -m module args`` ends well and prints ``expected``."""
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert expected in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "expected"),
+    [
+        ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], "CPU, yardstick:"),
+        ("benchmarks.archive", ["--commands", "300"], "hot fact tables"),
+        ("benchmarks.history", ["--history", "2000", "--commands", "50", "--repeat", "1"], "(b) end to end history/empty"),
+        ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
+        ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),
+        ("benchmarks.reports", ["--history", "2000", "--repeat", "1"], "(b) all the history"),
+    ],
+)
+def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:
+    runs(module, args, expected)

@@ -1,0 +1,27 @@
+"""The benchmarks that run a broker, connectors or Airflow's schedule still run (tiny sizes); the
+others: test_benchmarks.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.system.test_benchmarks import runs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "expected"),
+    [
+        ("benchmarks.broker", ["--messages", "300", "--batch", "100"], "ratio end-to-end/raw"),
+        # MQTT 5 through a Mosquitto of its own, two connectors sharing the subscription
+        ("benchmarks.broker", ["--protocol", "mqtt", "--messages", "300", "--batch", "100", "--sessions", "2"],
+         "in flight: 2 session(s)"),
+        # ackstore airflow on its schedule, a connector, 15 s of publishing (about 4 minutes): all
+        # 300 messages modify existing things and end acked on the broker
+        ("benchmarks.sustained", ["--rates", "20", "--minutes", "0.25", "--things", "200", "--drain-minutes", "4"],
+         "carried out 300 (ack 300)"),
+    ],
+)
+def test_the_live_benchmark_runs(module: str, args: list[str], expected: str) -> None:
+    runs(module, args, expected)
