@@ -59,6 +59,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 ADMIN_URL = os.environ.get("ACKSTORE_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 
 
+# The fixtures below that start or reach a server: a test in tests/unit may use none of them.
+SERVER_FIXTURES = frozenset({"database_url", "migrated_engine", "engine", "store", "spark", "spark_remote",
+                             "run_pipeline", "own_mosquitto"})
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     with scratch_database(ADMIN_URL, "test") as url:
@@ -98,7 +103,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def spark_remote(tmp_path_factory) -> Iterator[str]:
-    """One Spark Connect server per test worker (about 15 s to start; ``make airflow`` runs the
+    """One Spark Connect server per test worker (about 20 s to start; ``make airflow`` runs the
     pipeline this way): tests that start many pipeline or archive processes of their own hand it
     their ``--spark-remote``, so each process is not a JVM of its own (a local session costs a
     process ~15 s more)."""

@@ -218,7 +218,7 @@ class _Reply:
     message: dict[str, Any]
 
 
-class _Settled(NamedTuple):
+class _SettledNow(NamedTuple):
     """Deliveries of a batch settled without waiting for a decision (those held for one are not
     here): how each is settled, how many of them carry a settlement out (acked at once, or from the
     decision their signal already had) and how many are refused as client errors."""
@@ -228,7 +228,7 @@ class _Settled(NamedTuple):
     rejected: int = 0
 
 
-def _joined(parts: Iterable[_Settled]) -> _Settled:
+def _joined(parts: Iterable[_SettledNow]) -> _SettledNow:
     """The parts as one, their deliveries in order."""
     dispositions: dict[int, Disposition] = {}
     acknowledged = rejected = 0
@@ -236,7 +236,7 @@ def _joined(parts: Iterable[_Settled]) -> _Settled:
         dispositions.update(part.dispositions)
         acknowledged += part.acknowledged
         rejected += part.rejected
-    return _Settled(dispositions, acknowledged, rejected)
+    return _SettledNow(dispositions, acknowledged, rejected)
 
 
 class Connector:
@@ -612,10 +612,10 @@ class Connector:
         if refusals:  # what the batch refused, in the connection's log: one transaction, after the batch
             self._log_all(refusals)
 
-    def _settle_unstored(self, messages: list[Message]) -> tuple[_Settled, list[tuple[Message, Any]]]:
+    def _settle_unstored(self, messages: list[Message]) -> tuple[_SettledNow, list[tuple[Message, Any]]]:
         """What of a batch is settled without storing it (refused by its source's enforcement, an
         acknowledgement), and the signals to store, in order."""
-        parts: list[_Settled] = []
+        parts: list[_SettledNow] = []
         signals: list[tuple[Message, Any]] = []
         for message in messages:
             envelope = self._envelope(message)
@@ -629,15 +629,15 @@ class Connector:
         return _joined(parts), signals
 
     def _settle_stored(self, batch: _Batch, signals: list[tuple[Message, Any]],
-                       results: list[Stored | None]) -> _Settled:
+                       results: list[Stored | None]) -> _SettledNow:
         """What the ledger stored: settled now (given back, refused, acked, or from a decision its
         signal already had), or held until its decision."""
-        parts: list[_Settled] = []
+        parts: list[_SettledNow] = []
         hold: list[tuple[int, Delivery]] = []
         decided: list[tuple[Message, Stored]] = []
         for (message, envelope), stored in zip(signals, results):
             if stored is None:  # a transient failure while isolating: back to the broker
-                parts.append(_Settled({message.tag: GIVE_BACK}))
+                parts.append(_SettledNow({message.tag: GIVE_BACK}))
             elif not stored.ok:
                 parts.append(self._reject(message, envelope, stored.answer))
             else:
@@ -655,10 +655,10 @@ class Connector:
             parts.append(self._settle_from_decisions(decided))
         return _joined(parts)
 
-    def _acked_at_once(self, message: Message) -> _Settled:
+    def _acked_at_once(self, message: Message) -> _SettledNow:
         """A message that waits for no decision: acked now (QoS 0, an acknowledgement stored)."""
         self.counts.settled_at_once += 1
-        return _Settled({message.tag: ACK}, acknowledged=1)
+        return _SettledNow({message.tag: ACK}, acknowledged=1)
 
     def _ingest_waiting_out_outages(self, batch: _Batch,
                                     signals: list[tuple[Message, Any]]) -> list[Stored | None] | None:
@@ -721,7 +721,7 @@ class Connector:
             envelope = {**envelope, "headers": headers}
         return envelope
 
-    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], kind: str = "dropped") -> _Settled:
+    def _reject(self, message: Message, envelope: Any, error: dict[str, Any], kind: str = "dropped") -> _SettledNow:
         """A client error: never redelivered (B.9), answered on reply-to, and in the connection's
         log (``kind``: dropped, or refused by the source's enforcement)."""
         self.counts.rejected += 1
@@ -730,9 +730,9 @@ class Connector:
         log.info("connector %s: rejected message %r: %s %r", self.config.id,
                  message.properties.get("message_id") or "(no id)", error.get("error"), error.get("message"))
         self._outbox.put(_Reply(_answer_address(message, envelope), error_reply(error, envelope, message.correlation_id)))
-        return _Settled({message.tag: connectivity.CLIENT_ERROR}, rejected=1)
+        return _SettledNow({message.tag: connectivity.CLIENT_ERROR}, rejected=1)
 
-    def _acknowledgement(self, message: Message, envelope: dict[str, Any]) -> _Settled:
+    def _acknowledgement(self, message: Message, envelope: dict[str, Any]) -> _SettledNow:
         """An ack the connection sends through its source, checked against its declared labels."""
         subscriber = self.config.subscriber_id(0 if self.config.targets else None)
         answer = self.store.acknowledge(subscriber, envelope)
@@ -740,13 +740,13 @@ class Connector:
             return self._acked_at_once(message)
         return self._reject(message, envelope, answer)
 
-    def _settle_from_decisions(self, items: list[tuple[Message, Stored]]) -> _Settled:
+    def _settle_from_decisions(self, items: list[tuple[Message, Stored]]) -> _SettledNow:
         """Copies of messages whose signal is decided: settled at once from that decision."""
         with self.store.engine.begin() as conn:
             settlements.record_latest(conn, {stored.signal_id for _, stored in items})
         dispositions = {message.tag: self.transport.disposition(stored.decision) for message, stored in items}
         self._count_carried_out(stored.decision for _, stored in items)
-        return _Settled(dispositions, acknowledged=len(items))
+        return _SettledNow(dispositions, acknowledged=len(items))
 
     def _count_carried_out(self, decisions: Iterable[str]) -> None:
         """Settlements carried out, counted once per decision (the storing and the deciding thread both count)."""

@@ -34,7 +34,7 @@ from ackstore.rules.canonical import UNIX_EPOCH, micros
 # hand-outs, which go with it; and the tables read whole (positions: a row per name).
 BY_SIGNAL = (*(table.name for table in schema.SIGNAL_FACT_TABLES), schema.deliveries.name)
 WHOLE = (schema.pipeline_watermarks,)
-# Columns no reader of history may read (a hand-out's token key: with it one could mint tokens;
+# Columns no archive lookup may read (a hand-out's token key: with it one could mint tokens;
 # the reporter holds no SELECT of it), loaded with a stand-in no statement reads.
 WITHHELD = {"deliveries": {"token_key": ""}}
 TYPES = {**FACT_TYPES, "deliveries": column_types(schema.deliveries)}  # as the archive holds them
@@ -57,11 +57,11 @@ _AS_LOADED = _as_loaded()
 
 # The signals asked about: one correlation id's (the id), or those a window holds (of every source:
 # the private ledger holds them all, each report picks its source).
-Asked = Window | str
+Lookup = Window | str
 
 
 class Rowsource(Protocol):
-    def signals(self, asked: Asked) -> Rows: ...
+    def signals(self, asked: Lookup) -> Rows: ...
     def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows: ...
     def marks(self, revisions: dict[str, tuple[int, int]]) -> Rows: ...
     def passes(self, first_batch: int, last_batch: int) -> Rows: ...
@@ -73,7 +73,7 @@ class Hot:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def signals(self, asked: Asked) -> Rows:
+    def signals(self, asked: Lookup) -> Rows:
         return [dict(row) for row in self.conn.execute(self.signals_query(asked)).mappings()]
 
     def rows(self, table: str, column: str, values: Iterable[Any], from_seq: int) -> Rows:
@@ -83,7 +83,7 @@ class Hot:
         return [dict(row) for row in self.conn.execute(self.rows_query(table, column, values, from_seq)).mappings()]
 
     @staticmethod
-    def signals_query(asked: Asked) -> Select:
+    def signals_query(asked: Lookup) -> Select:
         """The signals asked about: by correlation id, or by the received_at index."""
         s = schema.signals
         if isinstance(asked, str):
@@ -117,7 +117,7 @@ class Archived:
     def __init__(self, locations: list[str]) -> None:
         self.locations = locations
 
-    def signals(self, asked: Asked) -> Rows:
+    def signals(self, asked: Lookup) -> Rows:
         import pyarrow.dataset as ds
 
         if isinstance(asked, str):
@@ -167,7 +167,7 @@ class Archived:
 LOOKUPS = (*((table, "signal_id") for table in BY_SIGNAL), ("ledger_batches", "id"))
 
 
-def facts_of(source: Rowsource, asked: Asked) -> dict[str, Rows]:
+def facts_of(source: Rowsource, asked: Lookup) -> dict[str, Rows]:
     """The facts of the signals asked about, by table, from one source of rows."""
     found: dict[str, Rows] = {"signals": source.signals(asked)}
     if not found["signals"]:
@@ -212,7 +212,7 @@ class Gathered:
     whole: dict[str, Rows]
 
 
-def gather(engine: Engine, asked: Asked) -> Gathered:
+def gather(engine: Engine, asked: Lookup) -> Gathered:
     with engine.connect() as conn, conn.begin():
         conn.execute(ledger_statement("results", "snapshot"))
         locations = [row.location for row in conn.execute(ledger_statement("archive_lookups", "locations"))]
@@ -263,8 +263,8 @@ def show(engine: Engine, correlation_id: str) -> dict[str, Any] | None:
 
 
 @contextmanager
-def answering(engine: Engine, asked: Asked | None) -> Iterator[Connection]:
-    """A connection that answers what is ``asked``: the history's when it holds archived signals
+def answering(engine: Engine, asked: Lookup | None) -> Iterator[Connection]:
+    """A connection that answers what is ``asked``: the private ledger's when it holds archived signals
     asked about, else the ledger's own (None: the whole ledger, which is the hot one)."""
     if asked is not None:
         with engine.connect() as conn:
@@ -278,7 +278,7 @@ def answering(engine: Engine, asked: Asked | None) -> Iterator[Connection]:
         yield conn
 
 
-def reaches_archive(conn: Connection, asked: Asked) -> bool:
+def reaches_archive(conn: Connection, asked: Lookup) -> bool:
     """Whether what is asked may be archived: an unknown correlation id once anything is, or a
     window from before the last signal archived."""
     horizon = conn.execute(ledger_statement("archive_lookups", "archived_horizon")).one()

@@ -70,10 +70,21 @@ def private_server() -> Iterator[str]:
             yield server.get_uri()
         finally:
             if server is not None:
-                server.cleanup()
-                # Its exit handler would run again at exit, logging to streams the caller may
-                # have closed by then (pytest's), and each read would leave one more behind.
-                atexit.unregister(server._cleanup)
+                _stop(server)
+
+
+def stop_embedded(data: Path) -> None:
+    """Stop the embedded PostgreSQL :func:`embedded_url` started for ``data`` now, not at exit."""
+    server = _embedded_servers.pop(data, None)
+    if server is not None:
+        _stop(server)
+
+
+def _stop(server: Any) -> None:
+    """Stop an embedded server and forget its exit handler: run at exit it would log to streams
+    the caller may have closed by then (pytest's), and each private server would leave one more."""
+    server.cleanup()
+    atexit.unregister(server._cleanup)  # the library's own handler, registered when it started
 
 
 def ackstore_home() -> Path:

@@ -19,7 +19,7 @@ from ackstore.rules.aggregation import Request, decide_with_late_ack
 @dataclass(frozen=True)
 class Window:
     """The signals received in [since, until), from ``source`` or any: what a windowed report reads
-    (and the audit may), and what history gathers. The one window type: every reader asks with it."""
+    (and the audit may), and what archive_lookups gathers. The one window type: every reader asks with it."""
 
     since: datetime
     until: datetime

@@ -452,7 +452,7 @@ pipeline_watermarks = Table(
 # --- seals (issue 28, decisions #101): the proof that no fact was changed after it was sealed ----
 
 # The tables whose rows are facts, each row one leaf of the Merkle tree of the seal that covers it:
-# the one list of them. Python reads it (seals, verify, history, jobs/archive.py); the SQL that must
+# the one list of them. Python reads it (seals, verify, archive_lookups, jobs/archive.py); the SQL that must
 # name each table — fact_leaves (each table's columns differ), the triggers of sealing.sql and
 # archiving.sql, signal_facts, grants.sql — is held to it by tests/ledger/test_migrations.py.
 SEALED_TABLES = (acks, attempts, command_responses, ledger_batches, request_results, search_marks, settlements,
@@ -462,7 +462,7 @@ for _table in SEALED_TABLES:
 
 # The fact tables whose rows name their signal: with the signal's own row, the facts that are one
 # signal's alone, found by its id (signal_facts in sealing.sql; the rest of a signal's facts are
-# shared: the search mark that indexed its change, the batches, the validation pass). history
+# shared: the search mark that indexed its change, the batches, the validation pass). archive_lookups
 # looks them up by it, blocked_from (jobs/sql/archive.sql) finds the signals of an interval by them.
 SIGNAL_FACT_TABLES = tuple(table for table in SEALED_TABLES if "signal_id" in table.c)
 

@@ -50,7 +50,7 @@ FACT_TYPES = {table.name: column_types(table) for table in SEALED_TABLES}
 
 def canonical_columns(table: Table, leave_out: Sequence[str] = ()) -> list[Any]:
     """A table's columns as their canonical values read them (ackstore.rules.canonical): jsonb as
-    its text — what verify rebuilds leaves from, what the archive holds, and what history loads."""
+    its text — what verify rebuilds leaves from, what the archive holds, and what archive_lookups loads."""
     return [cast(column, Text).label(column.name) if isinstance(column.type, JSONB) else column
             for column in table.columns if column.name not in leave_out]
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import acks, declarations, failures, archive_lookups, handouts, results, search
+from ackstore.ledger import acks, archive_lookups, declarations, failures, handouts, results, search
 from ackstore.ledger import ingest as ingestion
 from ackstore.ledger.database import autocommitting, make_engine, resolve_url
 from ackstore.rules import envelopes, errors, headers, labels, limits, live_responses, subscriptions

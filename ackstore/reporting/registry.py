@@ -41,7 +41,7 @@ class Report:
     title: str  # a windowed one names its window ({window}), latency its bucket ({span})
     query: Callable[[Connection, Asked], Rows]
     columns: tuple[Column, ...]
-    window: str = WHOLE
+    reads: str = WHOLE  # which window: WHOLE, OPTIONAL or WINDOWED
     render: Callable[["Report", str, Rows, Console], None] = terminal.print_rows  # in the terminal
     carries: "Report | None" = None  # a report read with this one, its rows nested in each row by source
     key: str = ""  # the key this report's rows are nested under when carried
@@ -57,7 +57,7 @@ class Report:
 
     def heading(self, asked: Asked) -> str:
         """Its title as shown: the window and bucket it was asked for filled in."""
-        if self.window != WINDOWED:
+        if self.reads != WINDOWED:
             return self.title
         window = _window(asked)
         described = f"signals received {instant(window.since)} to {instant(window.until)} UTC" + (
@@ -72,14 +72,14 @@ class Report:
               until: str | None = None, bucket: str = DEFAULT_BUCKET, now: datetime) -> Asked:
         """What a user typed for this report, checked (Ditto's 400 report:option.invalid when not)."""
         check_limit_and_source(limit, source)
-        if self.window == WHOLE and (since is not None or until is not None):
+        if self.reads == WHOLE and (since is not None or until is not None):
             raise errors.report_option_invalid(
                 "window", since if since is not None else until, f"taken by the {self.name} report: it counts "
                 f"the whole ledger (the windowed reports are {_listed(WINDOWED_NAMES)})")
-        if self.window == WHOLE or (self.window == OPTIONAL and since is None and until is None):
+        if self.reads == WHOLE or (self.reads == OPTIONAL and since is None and until is None):
             return Asked(limit, source)
         window = window_of(since, until, source, now)
-        if self.window == OPTIONAL:
+        if self.reads == OPTIONAL:
             return Asked(limit, source, window)
         return Asked(limit, source, window, parse_bucket(bucket))
 
@@ -88,7 +88,7 @@ class Report:
         asked = self.asked(now=datetime.now(timezone.utc), **typed)
         # A windowed report reaching into the archive reads history; the others read open work or
         # the whole ledger, which are hot.
-        with archive_lookups.answering(store.engine, _window(asked) if self.window == WINDOWED else None) as conn:
+        with archive_lookups.answering(store.engine, _window(asked) if self.reads == WINDOWED else None) as conn:
             rows = self.read(conn, asked)
         if as_json:
             print(json_text([reports.jsonable(row) for row in rows]))
@@ -134,7 +134,7 @@ AUDIT = Report(
      Column("source", "source"), Column("source_message_id", "message", on=TERMINAL_ONLY),
      Column("attempt", "attempt", "count"), Column("stuck_at", "stuck at"), Column("detail", "detail"),
      Column("received_at", "received", "time", TERMINAL_ONLY), Column("age", "age", "seconds")),
-    window=OPTIONAL)
+    reads=OPTIONAL)
 
 LATENCY = Report(
     "latency", "per source and bucket: p50/p95/p99 of received → decided → settlement → carried out",
@@ -142,7 +142,7 @@ LATENCY = Report(
     (Column("bucket_start", "from", "bucket"), Column("measure", "measure", "measure"),
      Column("measured", "n", "count"), Column("signals", "of", "count"), Column("p50", "p50", "seconds"),
      Column("p95", "p95", "seconds"), Column("p99", "p99", "seconds")),
-    window=WINDOWED, render=terminal.print_per_source)
+    reads=WINDOWED, render=terminal.print_per_source)
 
 UNSETTLED = Report(
     "unsettled", "the signals not settled, after their source's watermark, with why",
@@ -150,7 +150,7 @@ UNSETTLED = Report(
     (Column("source", "source", on=PAGE_ONLY), Column("correlation_id", "correlation id"),
      Column("source_message_id", "message"), Column("attempt", "attempt", "count"), Column("why", "why"),
      Column("received_at", "received", "time")),
-    window=WINDOWED, key="unsettled_signals")
+    reads=WINDOWED, key="unsettled_signals")
 
 WATERMARKS = Report(
     "watermarks", "per source: every signal settled up to which one, and those after it that are not (why)",
@@ -160,7 +160,7 @@ WATERMARKS = Report(
      Column("settled", "settled", "count"), Column("unsettled", "unsettled", "count"),
      Column("watermark_message_id", "up to message", absent="(none yet)"),
      Column("watermark_received_at", "received", "time")),
-    window=WINDOWED, render=terminal.print_with_carried, carries=UNSETTLED)
+    reads=WINDOWED, render=terminal.print_with_carried, carries=UNSETTLED)
 
 LATE_ACKS = Report(
     "late-acks", "acks that came after their request was decided: how late, and what they would have changed",
@@ -168,7 +168,7 @@ LATE_ACKS = Report(
     (Column("correlation_id", "correlation id"), Column("label", "label"), Column("status", "status", "count"),
      Column("issuer", "issuer"), Column("late_by", "late by", "seconds"), Column("answered", "answered", "count"),
      Column("would_have_answered", "if in time", "count"), Column("changes_outcome", "changed")),
-    window=WINDOWED)
+    reads=WINDOWED)
 
 LABELS = Report(
     "labels", "per label and issuer: 2xx / weak / 4xx / 408 / 5xx, and the p95 time to ack",
@@ -177,11 +177,11 @@ LABELS = Report(
      Column("ok", "2xx", "count"), Column("weak", "weak", "count"), Column("client_errors", "4xx", "count"),
      Column("timeouts", "408", "count"), Column("server_errors", "5xx", "count"),
      Column("p95_seconds", "p95 to ack", "seconds")),
-    window=WINDOWED)
+    reads=WINDOWED)
 
 REPORTS: dict[str, Report] = {report.name: report for report in
                               (SETTLEMENT, AUDIT, LATENCY, WATERMARKS, LATE_ACKS, LABELS)}
-WINDOWED_NAMES = tuple(name for name, report in REPORTS.items() if report.window == WINDOWED)
+WINDOWED_NAMES = tuple(name for name, report in REPORTS.items() if report.reads == WINDOWED)
 
 
 def _listed(names: tuple[str, ...]) -> str:
@@ -191,7 +191,7 @@ def _listed(names: tuple[str, ...]) -> str:
 def described() -> str:
     """The reports as ``ackstore report --help`` lists them."""
     lines = [f"{name:<12} {report.summary}" for name, report in REPORTS.items()]
-    optional = [name for name, report in REPORTS.items() if report.window == OPTIONAL]
+    optional = [name for name, report in REPORTS.items() if report.reads == OPTIONAL]
     return "\n".join(lines) + (
         f"\n\n{_listed(WINDOWED_NAMES)} read the signals received in a window (--since,\n--until; the last 24 hours "
         f"by default); {_listed(tuple(optional))} reads all unless a window is given.\n")

@@ -7,28 +7,16 @@ carried out on the channel that received it, and recorded.
 from __future__ import annotations
 
 import json
-from typing import Iterator
 
 import pytest
 from sqlalchemy import Engine, text
 
 from ackstore.connectors import config
+from tests.support.amqp_connector import broker, stop_when_done, thing_modify  # noqa: F401 (fixture)
 from tests.support.broker import Broker, connector, publish_all, stop, wait_for
 from tests.support.ledger import count, settled, twin_command
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-@pytest.fixture
-def broker() -> Iterator[Broker]:
-    broker = Broker()
-    yield broker
-    broker.close()
-
-
-def thing_modify(n: int, thing: str = "org.acme/t", **headers) -> dict:
-    return twin_command("modify", thing=f"{thing}{n}", path="/", value={"attributes": {"n": n}},
-                        correlation_id=f"c-{n}", **headers)
 
 
 def test_a_qos1_message_is_held_until_decided_then_acked_and_its_result_published(
@@ -76,11 +64,6 @@ def test_a_held_delivery_returns_to_the_queue_when_the_connector_stops_before_th
     assert settled(engine) == {"ack": 5}
     assert count(engine, "SELECT max(revision) FROM things") == 1, "applied once"
     assert broker.depth(source) == 0
-
-
-def stop_when_done(process, timeout: float = 120) -> tuple[int, str]:
-    _, log = process.communicate(timeout=timeout)
-    return process.returncode, log
 
 
 def test_qos0_is_settled_as_soon_as_it_is_stored(engine: Engine, database_url: str, broker: Broker) -> None:

@@ -19,7 +19,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 import pika
 import pika.compat
@@ -28,9 +27,10 @@ from sqlalchemy import Engine, text
 
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules import connectivity, jsontext
+from tests.support.amqp_connector import broker, stop_when_done, thing_modify  # noqa: F401 (fixture)
 from tests.support.broker import Broker, connector, publish_all, stop, wait_for
-from tests.support.ledger import settled, twin_command
-from tests.connectors.test_amqp_connector import broker, count, stop_when_done, thing_modify  # noqa: F401 (fixture)
+from tests.support.ledger import count, settled, twin_command
+from tests.support.poison import held_command, refused_command, refusing, without_correlation_id  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow]
 
@@ -64,17 +64,6 @@ def test_a_client_error_is_rejected_and_the_good_message_beside_it_stored(engine
     (reply,) = broker.drain_json(replies)  # its correlation id may be too long for the AMQP property
     assert reply["value"]["error"] == error
     assert broker.depth(source) == 0 and "rejected 1" in log and "Traceback" not in log
-
-
-@pytest.fixture
-def refusing(engine: Engine):
-    """The ledger refuses one thing for good (a CHECK constraint on ``signals``): a stand-in for
-    any value PostgreSQL refuses that validation did not foresee."""
-    with engine.begin() as conn:
-        conn.execute(text("ALTER TABLE signals ADD CONSTRAINT test_poison CHECK (thing_id <> 'org.acme:poison')"))
-    yield
-    with engine.begin() as conn:
-        conn.execute(text("ALTER TABLE signals DROP CONSTRAINT IF EXISTS test_poison"))
 
 
 def _batch_with_poison(broker: Broker, source: str, replies: str) -> None:
@@ -207,22 +196,6 @@ def _get(broker: Broker, queue: str):
 
 
 # --- every AMQP property and header at and past its limit (issue 37) -----------------------------
-
-def held_command(name: str, **headers: Any) -> dict:
-    """A command stored and held until decided; ``name`` is its correlation id unless given."""
-    return twin_command("modify", thing=f"org.acme/{name}", path="/", value={"attributes": {"x": 1}},
-                        **{"correlation_id": name, **headers})
-
-
-def refused_command(name: str, **headers: Any) -> dict:
-    """Refused by the ledger (an invalid label): answered at once with 400."""
-    return held_command(name, **{"requested_acks": ["not a label!"], **headers})
-
-
-def without_correlation_id(envelope: dict) -> dict:
-    """The correlation id then comes from the transport (AMQP's correlation_id, MQTT 5's correlation data)."""
-    del envelope["headers"]["correlation-id"]
-    return envelope
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -26,28 +24,13 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.support.broker import AMQP_URL, ROOT, Broker, connector, publish_all, stop, wait_for
-from tests.support.ledger import count, settled, twin_command
+from tests.support.connector_metrics import scrape, served, thing_modify
+from tests.support.ledger import count, settled
 from tests.support.mqtt_clients import Collector, mqtt_connector, publish
 from tests.support.own_postgres import OwnPostgres, free_port
 from tests.support.scraped import Samples
-from tests.support.scraped import scrape as scraped
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-def scrape(port: int) -> Samples:
-    """Every sample the connector serves, by name and labels."""
-    return scraped(f"http://127.0.0.1:{port}/metrics", timeout=10)
-
-
-def served(port: int, process: subprocess.Popen) -> Samples:
-    """The first scrape that answers (the connector opens its port as it starts)."""
-    def attempt() -> Samples | None:
-        assert process.poll() is None, "the connector exited"
-        try:
-            return scrape(port)
-        except (urllib.error.URLError, ConnectionError):
-            return None
-    return wait_for(attempt, timeout=30, what="the metrics served")
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -59,11 +42,6 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 def messages(samples: Samples, category: str) -> float:
     return value(samples, "ackstore_connection_messages_total", category=category)
-
-
-def thing_modify(n: int, **headers) -> dict:
-    return twin_command("modify", thing=f"org.acme/metrics-{n}", path="/", value={"attributes": {"n": n}},
-                        correlation_id=f"c-{n}", message_id=f"m-{n}", **headers)
 
 
 GOOD = 3

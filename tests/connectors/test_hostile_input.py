@@ -20,7 +20,7 @@ from ackstore.connectors import config
 from ackstore.ledger.store import AckStore
 from ackstore.rules import errors, index_rows, limits, numbers, rql, subscriptions
 from tests.support.ledger import snapshot, twin_command
-from tests.pipeline.test_pull import LABEL, live_message, live_response, with_token
+from tests.support.live_signals import LABEL, live_message, live_response, with_token
 
 HUGE = "9" * 5000  # past Python's integer-string limit (4 300 digits)
 OUT_OF_RANGE = "9" * 310  # within Python's limit, past the largest double: no JSON number Ditto holds

@@ -15,9 +15,9 @@ import pytest
 
 from ackstore.connectors.amqp import send
 from ackstore.connectors.tags import DeliveryTags, Frame
-from tests.connectors.test_amqp_connector import broker  # noqa: F401 (fixture)
+from tests.support.amqp_connector import broker  # noqa: F401 (fixture)
 from tests.support.broker import AMQP_URL, Broker
-from tests.unit.test_tags import ACK, REJECT
+from tests.support.dispositions import ACK, REJECT
 
 HELD = 30_000
 

@@ -416,7 +416,7 @@ def test_verify_reads_a_seals_interval_alone(ledger, table: str) -> None:
     assert not scanned & HISTORY_TABLES, f"verify's read of {table} scans {sorted(scanned & HISTORY_TABLES)}"
 
 
-# What history reads of the hot ledger (ackstore/ledger/archive_lookups.py): the signals asked about, and
+# What the archive lookups read of the hot ledger (ackstore/ledger/archive_lookups.py): the signals asked about, and
 # their facts by their keys — a window's cost, never the history's.
 @pytest.mark.parametrize("asked", ["window", "correlation id"])
 def test_archive_lookups_find_the_signals_asked_about_alone(ledger, asked: str) -> None:
@@ -425,7 +425,7 @@ def test_archive_lookups_find_the_signals_asked_about_alone(ledger, asked: str) 
         datetime(2026, 11, 22, 12, tzinfo=timezone.utc), datetime(2026, 11, 22, 13, tzinfo=timezone.utc))
     query = archive_lookups.Hot.signals_query(wanted).compile(engine, compile_kwargs={"literal_binds": True})
     scanned = set(_scans(_plan(engine, str(query))))
-    assert not scanned & HISTORY_TABLES, f"history's signals by {asked} scan {sorted(scanned & HISTORY_TABLES)}"
+    assert not scanned & HISTORY_TABLES, f"archive lookups' signals by {asked} scan {sorted(scanned & HISTORY_TABLES)}"
 
 
 @pytest.mark.parametrize("table, column", list(archive_lookups.LOOKUPS))

@@ -18,8 +18,8 @@ from sqlalchemy.exc import DBAPIError
 from ackstore.ledger import connection_log
 from ackstore.ledger.database_url import DatabaseUrl
 from tests.support.ledger import count
-from tests.ledger.test_reports_windowed import Attempt, Signal, seed
-from tests.pipeline.test_roles import as_login, logins  # noqa: F401 — the fixture
+from tests.support.logins import as_login, logins  # noqa: F401 — the fixture
+from tests.support.seeded_ledger import Attempt, Signal, seed
 
 CONNECTION = "plant-log"
 

@@ -17,11 +17,10 @@ from sqlalchemy import Engine, text
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.store import AckStore
 from tests.support.ledger import ack_message, snapshot, twin_command
-from tests.pipeline.test_pull import live_message, live_response
-from tests.pipeline.test_roles import as_login, logins  # noqa: F401 — logins is a fixture
-from tests.ledger.test_subscriber_identity import two_logins  # noqa: F401 — a fixture
-from tests.pipeline.test_write_refusals import REFUSALS, refusal
+from tests.support.live_signals import live_message, live_response
+from tests.support.logins import as_login, logins, two_logins  # noqa: F401 — logins and two_logins are fixtures
 from tests.support.paths import ROOT
+from tests.support.refusals import REFUSALS, refusal
 
 CONNECTION = "plantx"  # a's connection
 LABEL = "plantx:checked"

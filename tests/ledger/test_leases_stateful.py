@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
 from tests.support.ledger import ack_message, empty
-from tests.pipeline.test_pull import Clock, live_message, with_token
+from tests.support.live_signals import Clock, live_message, with_token
 
 LABEL = "app:done"
 

@@ -25,9 +25,9 @@ from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.reporting import metrics
 from tests.support.ledger import empty
 from tests.support.metrics_doc import documented as documented_metrics
+from tests.support.logins import as_login, logins  # noqa: F401 — the fixture
 from tests.support.scraped import Samples, samples
-from tests.ledger.test_reports_windowed import ALL, STANDINGS, Attempt, Signal, _ack, seed
-from tests.pipeline.test_roles import as_login, logins  # noqa: F401 — the fixture
+from tests.support.seeded_ledger import ALL, STANDINGS, Attempt, Signal, ack, seed
 
 BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 1800, 3600)
 
@@ -150,11 +150,11 @@ def test_each_late_and_weak_ack_is_counted_once_whenever_it_is_sealed(engine: En
     as report late-acks counts them, whether the seal came between or not."""
     late_by_deadline = Signal("d1", "plant-a", 0, [Attempt(
         ["app:done"], 0, 10, 12, 408, "deadline", {"app:done": 408}, None,
-        [_ack("app:done", 200, "app", 11)])])
+        [ack("app:done", 200, "app", 11)])])
     decided_then_acked = Signal("d2", "plant-a", 1, [Attempt(
         ["app:done"], 1, 60, 5, 200, "acks", {"app:done": 200}, None,
-        [_ack("app:done", 200, "app", 4), _ack("app:done", 500, "other", 8, disposition="late"),
-         _ack("app:weak", 200, "app", 3, weak=True)])])
+        [ack("app:done", 200, "app", 4), ack("app:done", 500, "other", 8, disposition="late"),
+         ack("app:weak", 200, "app", 3, weak=True)])])
     seed(engine, signals=[late_by_deadline])
     seals.seal(engine)
     seed(engine, signals=[decided_then_acked])

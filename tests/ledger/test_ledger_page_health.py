@@ -17,8 +17,8 @@ from ackstore.reporting.health import figures, health
 from ackstore.reporting.shown_text import shown
 from ackstore.rules.settings import Settings
 from ackstore.ui.ledger_page import gather, render
-from tests.system.test_ledger_page import Strip
-from tests.ledger.test_reports_windowed import Attempt, Signal, seed
+from tests.support.page_html import Strip
+from tests.support.seeded_ledger import Attempt, Signal, seed
 
 HOSTILE = "<script>alert(1)</script>&amp;\u202egnp"  # a source a sender named
 

@@ -163,7 +163,7 @@ def test_fact_leaves_has_a_branch_per_fact_table_with_its_columns_in_name_order(
 
 def test_a_signals_facts_are_spelled_over_the_fact_tables() -> None:
     """signal_facts has a branch per fact table, by the signal's id where the table names it
-    (schema.SIGNAL_FACT_TABLES, which history.facts_of looks up); blocked_from (jobs/sql/archive.sql)
+    (schema.SIGNAL_FACT_TABLES, which archive_lookups.facts_of looks up); blocked_from (jobs/sql/archive.sql)
     finds the signals of an interval by their own rows and those tables."""
     by_id = {table.name for table in SIGNAL_FACT_TABLES}
     function = objects.current()["signal_facts"].statement

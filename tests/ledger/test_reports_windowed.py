@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -25,114 +24,13 @@ from ackstore.ledger.reports import Window
 from ackstore.reporting.asked import parse_bucket, parse_instant, window_of
 from ackstore.rules import errors, settlement
 from ackstore.rules.limits import MAX_SOURCE_BYTES
-
-T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-@dataclass
-class Attempt:
-    requested: list[str]
-    opened: float
-    deadline: float
-    decided: float | None = None
-    status: int | None = None
-    cause: str = "acks"
-    ack_statuses: dict[str, int] = field(default_factory=dict)
-    settlement: tuple[str, float, float | None] | None = None  # decision, decided, carried out
-    acks: list[tuple[str, int, str, float, str, bool]] = field(default_factory=list)  # label, status, issuer, at, disposition, weak
-
-
-@dataclass
-class Signal:
-    name: str
-    source: str
-    received: float
-    attempts: list[Attempt]
-    message_id: str | None = None  # the source's message id: its name when None
-
-    @property
-    def api(self) -> str:
-        return "http" if self.source == "api" else "connectivity"
-
-
-def _ack(label: str, status: int, issuer: str, seconds: float, disposition: str = "counted", weak: bool = False):
-    return (label, status, issuer, seconds, disposition, weak)
-
-
-SEED = [
-    Signal("a1", "plant-a", 0, [Attempt(["app:done"], 0, 60, 10, 200, "acks", {"app:done": 200}, ("ack", 70, 71),
-                                        [_ack("app:done", 200, "app", 4)])]),
-    Signal("p1", "api", 10, [Attempt([], 10, 70, 20, 202, "accepted")]),
-    Signal("b1", "plant-b", 30, [Attempt(["app:done"], 30, 90, 40, 200, "acks", {"app:done": 200}, ("ack", 50, 52),
-                                         [_ack("app:done", 200, "filtering", 31, weak=True)])]),
-    Signal("a2", "plant-a", 60, [
-        Attempt(["app:done"], 60, 80, 90, 408, "deadline", {"app:done": 408}, ("redeliver", 100, 101),
-                [_ack("app:done", 200, "app", 95, "late")]),
-        Attempt(["app:done"], 200, 260, 210, 200, "acks", {"app:done": 200}, ("ack", 220, None),
-                [_ack("app:done", 200, "app", 205)]),
-    ]),
-    Signal("a3", "plant-a", 120, [Attempt(["app:done"], 120, 180)]),
-    Signal("b2", "plant-b", 150, [Attempt(["app:done"], 150, 210, 160, 500, "acks", {"app:done": 500},
-                                          ("dead-letter", 170, 171), [_ack("app:done", 500, "app", 155)])]),
-    Signal("a4", "plant-a", 3700, [Attempt(["app:done", "app:more"], 3700, 3760, 3710, 424, "acks",
-                                           {"app:done": 200, "app:more": 503}, ("reject", 3715, 3720),
-                                           [_ack("app:done", 200, "app", 3702), _ack("app:more", 503, "other", 3703),
-                                            _ack("app:more", 200, "other", 3800, "late")])]),
-    Signal("p2", "api", 5000, [Attempt([], 5000, 5060, 5001, 202, "accepted")]),
-]
-ALL = Window(at(-1), at(6000))
+from tests.support.seeded_ledger import ALL, SEED, STANDINGS, T0, Attempt, Signal, at, seed
 
 
 @pytest.fixture
 def seeded(engine: Engine) -> Engine:
     seed(engine)
     return engine
-
-
-def seed(engine: Engine, origin: datetime = T0, signals: list[Signal] | None = None) -> None:
-    """Write SEED into the ledger, every fact with its own time (seconds after ``origin``)."""
-
-    def at(seconds: float) -> datetime:
-        return origin + timedelta(seconds=seconds)
-
-    with engine.begin() as conn:
-        for signal in SEED if signals is None else signals:
-            first = signal.attempts[0]
-            signal_id = conn.execute(text(
-                "INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "
-                "topic, path, value, headers, requested_acks, response_required, timeout_ms, received_at, deadline_at) "
-                "VALUES (:source, :message, :name, :api, 'twin', 'twin-command', 'modify', 'org.acme:t', "
-                "'org.acme/t/things/twin/commands/modify', '/attributes/n', '1', '{}', :requested, :required, "
-                ":timeout, :received, :deadline) RETURNING id"),
-                {"source": signal.source, "name": signal.name, "message": signal.message_id or signal.name, "api": signal.api, "requested": first.requested,
-                 "required": bool(first.requested), "timeout": int((first.deadline - first.opened) * 1000),
-                 "received": at(signal.received), "deadline": at(first.deadline)}).scalar_one()
-            for number, attempt in enumerate(signal.attempts, 1):
-                if number > 1:
-                    conn.execute(text("INSERT INTO attempts (signal_id, attempt, requested_acks, opened_at, deadline_at) "
-                                      "VALUES (:s, :n, :r, :o, :d)"),
-                                 {"s": signal_id, "n": number, "r": attempt.requested, "o": at(attempt.opened),
-                                  "d": at(attempt.deadline)})
-                for label, status, issuer, seconds, disposition, weak in attempt.acks:
-                    conn.execute(text("INSERT INTO acks (signal_id, attempt, label, status, headers, issuer, weak, "
-                                      "received_at, disposition) VALUES (:s, :n, :l, :st, '{}', :i, :w, :at, :d)"),
-                                 {"s": signal_id, "n": number, "l": label, "st": status, "i": issuer, "w": weak,
-                                  "at": at(seconds), "d": disposition})
-                if attempt.decided is not None:
-                    conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, "
-                                      "ack_statuses, decided_at, batch_id) VALUES (:s, :n, :st, '{}', :c, :a, :at, 1)"),
-                                 {"s": signal_id, "n": number, "st": attempt.status, "c": attempt.cause,
-                                  "a": json.dumps(attempt.ack_statuses), "at": at(attempt.decided)})
-                if attempt.settlement is not None:
-                    decision, decided, carried = attempt.settlement
-                    conn.execute(text("INSERT INTO settlements (signal_id, attempt, decision, decided_at, carried_out_at) "
-                                      "VALUES (:s, :n, :d, :at, :c)"),
-                                 {"s": signal_id, "n": number, "d": decision, "at": at(decided),
-                                  "c": None if carried is None else at(carried)})
 
 
 # --- the independent computation ------------------------------------------------------------------
@@ -269,17 +167,6 @@ def test_watermarks_by_hand(seeded: Engine) -> None:
         why = {row["correlation_id"]: row["why"] for row in reports.unsettled(conn, ALL, 100)}
     assert got == {"api": ("p2", 2, 0), "plant-a": ("a1", 2, 2), "plant-b": ("b1", 1, 1)}
     assert why == {"a2": "settling", "a3": "received", "b2": "dead-lettered"}
-
-
-STANDINGS = {  # how a generated signal's only attempt ends
-    "undecided": (None, None),
-    "settlement undecided": (200, None),
-    "acked": (200, ("ack", 2, 3)),
-    "rejected": (400, ("reject", 2, 3)),
-    "not carried out": (200, ("ack", 2, None)),
-    "redeliver": (503, ("redeliver", 2, 3)),
-    "dead-letter": (503, ("dead-letter", 2, 3)),
-}
 
 
 @given(st.lists(st.tuples(st.sampled_from(["api", "plant-a", "plant-b", "plant-c", "plant-d"]),

@@ -6,42 +6,22 @@ the CLI, and the write functions called directly.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import uuid
 from typing import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.rules.errors import DittoError
-from tests.conftest import ADMIN_URL
+from tests.support.cli import run
 from tests.support.ledger import ack_message
-from tests.system.test_cli import run
-from tests.pipeline.test_pull import live_message
-from tests.pipeline.test_roles import as_login
+from tests.support.live_signals import live_message
+from tests.support.logins import as_login, two_logins  # noqa: F401 — two_logins is a fixture
 
 FORBIDDEN = "acknowledgement:subscriber.forbidden"
-
-
-@pytest.fixture(scope="module")
-def two_logins() -> Iterator[tuple[str, str]]:
-    """Two logins of the ingest role, as two subscribers' applications would have."""
-    admin = create_engine(DatabaseUrl.parse(ADMIN_URL).sqlalchemy(), isolation_level="AUTOCOMMIT")
-    names = tuple(f"subscriber_{side}_{os.getpid()}_{uuid.uuid4().hex[:6]}" for side in "ab")
-    with admin.connect() as conn:
-        for login in names:
-            conn.execute(text(f'CREATE ROLE "{login}" LOGIN IN ROLE ackstore_ingest'))  # names made here, never input
-    yield names
-    with admin.connect() as conn:
-        for login in names:
-            conn.execute(text(f'DROP OWNED BY "{login}"'))
-            conn.execute(text(f'DROP ROLE "{login}"'))
-    admin.dispose()
 
 
 @pytest.fixture()

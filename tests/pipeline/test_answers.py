@@ -25,7 +25,7 @@ from ackstore.ledger.store import AckStore
 from ackstore.rules import aggregation, envelopes, errors, live_responses
 from ackstore.rules.acks import Ack
 from tests.support.ledger import ack_message, twin_command
-from tests.pipeline.test_pull import LABEL, live_message
+from tests.support.live_signals import LABEL, live_message
 
 THING = "org.acme/lamp-1"
 

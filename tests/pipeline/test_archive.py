@@ -29,6 +29,8 @@ from ackstore.ledger.store import AckStore
 from jobs import archive, pipeline
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
+from tests.support.archive_settings import settings_for
+from tests.support.auditor import independent
 from tests.support.ledger import ack_message, copy_of, twin_command
 
 FAULTS = ("archive:written", "archive:manifest", "archive:read_back", "archive:deleting")
@@ -64,11 +66,6 @@ def ledger(built: str) -> Iterator[Engine]:
     """A copy of the module's ledger, to change at will."""
     with copy_of(built, ADMIN_URL, "archive") as engine:
         yield engine
-
-
-def settings_for(engine: Engine, root: Path) -> PipelineSettings:
-    return PipelineSettings(database_url=engine.url.render_as_string(hide_password=False), partitions=2,
-                            archive_root=str(root), retention_days=0)
 
 
 def hot(engine: Engine) -> dict[str, int]:
@@ -320,8 +317,6 @@ def test_the_manifests_witness_the_archived_seals_when_the_tip_and_its_head_are_
     assert [f.line() for f in found.findings] == [
         f"seal {last}: the archive's manifest {manifest} holds the head of seal {last}, and the ledger ends at seal "
         f"{last - 1}: the seals after {last - 1} were removed"]
-    from tests.pipeline.test_sealing import independent
-
     done = independent(ledger, tmp_path, heads_path, "--witness", str(manifest))
     assert done.returncode == 1 and f"the seals after {last - 1} were removed" in done.stdout, done.stdout + done.stderr
 

@@ -30,8 +30,8 @@ from ackstore.reporting.registry import REPORTS, WINDOWED_NAMES
 from jobs import archive, pipeline
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
+from tests.support.archive_settings import settings_for
 from tests.support.ledger import ack_message, twin_command
-from tests.pipeline.test_archive import settings_for
 
 SEEDS = (7, 28)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,22 +20,7 @@ from ackstore.ledger.schema import acks, command_responses
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
 from tests.support.ledger import ack_message, twin_command
-
-LABEL = "audit:checked"
-
-
-class Clock:
-    """The store's clock: the database's now, moved on by the test."""
-
-    def __init__(self, engine: Engine) -> None:
-        with engine.connect() as conn:
-            self.now: datetime = conn.execute(select(func.now())).scalar_one()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+from tests.support.live_signals import LABEL, Clock, live_message, live_response, with_token
 
 
 @pytest.fixture
@@ -47,28 +31,6 @@ def clock(engine: Engine) -> Clock:
 @pytest.fixture
 def leased(engine: Engine, clock: Clock) -> AckStore:
     return AckStore(engine, Settings(), clock=clock)
-
-
-def live_message(cid: str, *, thing: str = "org.acme/lamp-1", subject: str = "ask", **headers: Any) -> dict:
-    return {
-        "topic": f"{thing}/things/live/messages/{subject}",
-        "headers": {"correlation-id": cid, **{k.replace("_", "-"): v for k, v in headers.items()}},
-        "path": f"/inbox/messages/{subject}",
-        "value": {"question": cid},
-    }
-
-
-def live_response(cid: str, status: int = 200, value: Any = "yes", *, thing: str = "org.acme/lamp-1",
-                  token: str | None = None) -> dict:
-    headers: dict[str, Any] = {"correlation-id": cid}
-    if token is not None:
-        headers["ack-token"] = token
-    return {"topic": f"{thing}/things/live/messages/ask", "headers": headers, "path": "/outbox/messages/ask",
-            "status": status, "value": value}
-
-
-def with_token(message: dict, token: str) -> dict:
-    return {**message, "headers": {**message["headers"], "ack-token": token}}
 
 
 def _counted(engine: Engine, cid: str, label: str = LABEL) -> list[tuple]:

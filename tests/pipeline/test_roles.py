@@ -10,7 +10,6 @@ import re
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -25,31 +24,11 @@ from ackstore.rules import errors
 from tests.support import catalog_privileges
 from tests.conftest import ADMIN_URL
 from tests.support.ledger import ack_message, twin_command
-from tests.pipeline.test_pull import live_message
+from tests.support.live_signals import live_message
+from tests.support.logins import GROUPS, as_login, logins  # noqa: F401 — logins is a fixture
 
-GROUPS = objects.group_roles()  # grants.sql's roles and the admin role: the one list of them
 COMPONENTS = objects.component_roles()  # the roles of GROUPS a component's logins are members of
 SOURCE = "plant-r"
-
-
-@pytest.fixture(scope="module")
-def logins() -> Iterator[dict[str, str]]:
-    """A LOGIN role per group, member of that group only (trust authentication: no password)."""
-    admin = create_engine(DatabaseUrl.parse(ADMIN_URL).sqlalchemy(), isolation_level="AUTOCOMMIT")
-    names = {group: f"{group}_login_{os.getpid()}_{uuid.uuid4().hex[:6]}" for group in GROUPS}
-    with admin.connect() as conn:
-        for group, login in names.items():
-            conn.execute(text(f'CREATE ROLE "{login}" LOGIN IN ROLE {group}'))  # names made here, never input
-    yield names
-    with admin.connect() as conn:
-        for login in names.values():
-            conn.execute(text(f'DROP OWNED BY "{login}"'))
-            conn.execute(text(f'DROP ROLE "{login}"'))
-    admin.dispose()
-
-
-def as_login(database_url: str, login: str) -> str:
-    return DatabaseUrl({**DatabaseUrl.parse(database_url).params, "user": login}).text()
 
 
 def refused(engine: Engine, sql: str) -> bool:

@@ -30,12 +30,10 @@ from ackstore.rules import merkle
 from ackstore.rules.errors import DittoError
 from jobs import pipeline
 from jobs.settings import PipelineSettings
+from tests.support.auditor import AUDITOR, independent
 from tests.support.broker import wait_for
 from tests.conftest import ADMIN_URL
 from tests.support.ledger import copy_of, load_workload, twin_command
-from tests.support.paths import ROOT
-
-AUDITOR = ROOT / "auditor" / "verify_export.py"
 
 # One byte of one column of a sealed row of each table, changed as a superuser would (triggers off).
 TAMPER = {
@@ -88,14 +86,6 @@ def first_row(engine: Engine, table: str) -> tuple[int, str]:
         seq = conn.execute(text(f"SELECT min(seq) FROM {table}")).scalar_one()
         row = conn.execute(verify._rows(table, seq - 1, seq)).mappings().one()
     return seq, verify.key_of(table, row)
-
-
-def independent(engine: Engine, tmp_path: Path, heads_file: Path, *key: str) -> subprocess.CompletedProcess:
-    """`ackstore export` of the ledger, then the auditor's verifier on it, in a Python of its own
-    with no path to the project (-I: isolated)."""
-    export(engine, tmp_path / "export")
-    return subprocess.run([sys.executable, "-I", str(AUDITOR), str(tmp_path / "export"), str(heads_file), *key],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
 
 def submit(engine: Engine, correlation_id: str) -> None:

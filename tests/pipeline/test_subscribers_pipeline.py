@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 
 from ackstore.ledger.store import AckStore
 from tests.support.ledger import ack_message, twin_command
-from tests.pipeline.test_pull import live_message, live_response, with_token
+from tests.support.live_signals import live_message, live_response, with_token
 
 pytestmark = pytest.mark.spark
 

@@ -9,16 +9,14 @@ from typing import Iterator
 
 import pytest
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.store import AckStore
 from tests.support.ledger import ack_message, twin_command
-from tests.pipeline.test_pull import live_message
-from tests.pipeline.test_roles import as_login, logins  # noqa: F401 — logins is a fixture
+from tests.support.live_signals import live_message
+from tests.support.logins import as_login, logins  # noqa: F401 — logins is a fixture
+from tests.support.refusals import REFUSALS, refusal
 
-# What a refusal is: no privilege, a function's or a trigger's check, a constraint.
-REFUSALS = {"42501", "23514", "23505"}
 LEDGER = ("signals", "attempts", "acks", "command_responses", "request_results", "settlements", "subscribers",
           "declared_labels", "deliveries", "queue_apply", "queue_decide", "stage_signals")
 
@@ -28,16 +26,6 @@ def ingest(database_url: str, logins) -> Iterator[Engine]:  # noqa: F811
     engine = make_engine(as_login(database_url, logins["ackstore_ingest"]))
     yield engine
     engine.dispose()
-
-
-def refusal(engine: Engine, sql: str, params: dict | None = None) -> str | None:
-    """The SQLSTATE that refused ``sql`` (None if it ran); nothing it wrote is kept."""
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(sql), params or {})
-    except DBAPIError as error:
-        return getattr(error.orig, "pgcode", None)
-    return None
 
 
 def snapshot(engine: Engine) -> dict[str, list[tuple]]:

@@ -6,7 +6,9 @@ It must run on the code of the old model (commit 5c2bad1 or any commit up to the
 migration 0007), not on today's:
 
     git worktree add /tmp/ackstore-0006 5c2bad1
-    cp tests/support/old_ledger.py tests/support/old_ledger_build.py /tmp/ackstore-0006/tests/
+    mkdir -p /tmp/ackstore-0006/tests/support/data && touch /tmp/ackstore-0006/tests/support/__init__.py
+    cp tests/support/old_ledger.py tests/support/old_ledger_build.py /tmp/ackstore-0006/tests/support/
+    cp /tmp/ackstore-0006/tests/ledger.py /tmp/ackstore-0006/tests/support/ledger.py   # that commit's helpers
     cd /tmp/ackstore-0006 && /work/main/.venv/bin/python -m tests.support.old_ledger_build
     cp /tmp/ackstore-0006/tests/support/data/ledger_0006.json <this repository>/tests/support/data/
 

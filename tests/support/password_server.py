@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from ackstore.ledger import migrate
-from ackstore.ledger.database import embedded_url, make_engine
+from ackstore.ledger.database import embedded_url, make_engine, stop_embedded
 from ackstore.ledger.database_url import DatabaseUrl
 
 SECRET_USER = "secret"
@@ -60,3 +60,8 @@ def start(folder: Path) -> PasswordServer:
     migrate.upgrade(ledger)
     ledger.dispose()
     return PasswordServer(admin_url.params["host"], int(admin_url.params["port"]))
+
+
+def stop(folder: Path) -> None:
+    """Stop the server :func:`start` started in ``folder``."""
+    stop_embedded(folder / "pgdata")

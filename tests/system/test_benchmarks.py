@@ -5,20 +5,11 @@ the two halves can run on the two workers at once."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from tests.support.paths import ROOT
+
+from tests.support.benchmark_runs import runs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-def runs(module: str, args: list[str], expected: str) -> None:
-    """``python -m module args`` ends well and prints ``expected``."""
-    done = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert expected in done.stdout
 
 
 @pytest.mark.parametrize(

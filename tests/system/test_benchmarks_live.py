@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.system.test_benchmarks import runs
+from tests.support.benchmark_runs import runs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -11,23 +11,10 @@ from pathlib import Path
 import pytest
 
 from ackstore.ledger.store import AckStore
+from tests.support.cli import run
 from tests.support.ledger import ack_message, snapshot, twin_command
+from tests.support.logins import as_login, logins  # noqa: F401  (logins: a fixture, a login per group role)
 from tests.support.scraped import samples as exposition_samples
-from tests.pipeline.test_roles import as_login, logins  # noqa: F401  (logins: a fixture, a login per group role)
-
-
-def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dict | None = None) -> tuple[int, object]:
-    command = [sys.executable, "-m", "ackstore.cli"]
-    if url:
-        command += ["--database-url", url]
-    completed = subprocess.run(
-        [*command, *args], input=stdin, capture_output=True, timeout=120, env={**os.environ, **(env or {})}
-    )
-    output = completed.stdout.decode()
-    try:
-        return completed.returncode, json.loads(output)
-    except json.JSONDecodeError:
-        return completed.returncode, output + completed.stderr.decode()
 
 
 def test_help_explains_the_commands() -> None:

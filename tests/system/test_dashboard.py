@@ -149,11 +149,11 @@ def test_every_expression_parses_in_a_real_prometheus(prometheus: OwnPrometheus)
 
 @pytest.fixture
 def ledger_with_data(engine: Engine) -> Engine:
-    """tests.ledger.test_reports_windowed's SEED (acked, redelivered, rejected, dead-lettered, late and
+    """tests.support.seeded_ledger's SEED (acked, redelivered, rejected, dead-lettered, late and
     weak acks, an undecided signal, a settlement not carried out), an undecided signal waiting in
     queue_decide, the steps' last runs recorded, and a seal."""
     from ackstore.ledger import seals
-    from tests.ledger.test_reports_windowed import seed
+    from tests.support.seeded_ledger import seed
 
     seed(engine)
     with engine.begin() as conn:

@@ -318,7 +318,9 @@ def test_the_cli_answers_a_connection_failure_with_a_503_naming_server_and_datab
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[PasswordServer]:
-    yield password_server.start(tmp_path_factory.mktemp("password-server"))
+    folder = tmp_path_factory.mktemp("password-server")
+    yield password_server.start(folder)
+    password_server.stop(folder)
 
 
 def _pgpass(tmp_path: Path, server: PasswordServer) -> str:

@@ -19,7 +19,7 @@ from ackstore.rules import limits
 from ackstore.rules.settings import Settings
 from ackstore.ui.ledger_page import gather, render
 from tests.support.browser import Browser
-from tests.system.test_shown_text import ledger, _seeded
+from tests.support.seeded_ledger import ledger, seeded
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,8 @@ def test_the_widest_table_stays_within_the_viewport_with_a_thousand_character_id
                                                                                   tmp_path: Path) -> None:
     assert len(LONG_ID) == 1000 and len(LONG_ID.encode()) <= limits.MAX_CORRELATION_ID_BYTES
     now = datetime.now(timezone.utc)
-    _seeded(engine, now - timedelta(hours=1),
-            ledger(LONG_SOURCE, "a" + LONG_ID[1:], "b" + LONG_ID[1:], LONG_ID, LABEL, "app"))
+    seeded(engine, now - timedelta(hours=1),
+           ledger(LONG_SOURCE, "a" + LONG_ID[1:], "b" + LONG_ID[1:], LONG_ID, LABEL, "app"))
     page = tmp_path / "ledger.html"
     page.write_text(render(gather(AckStore(engine, Settings()), now, LONG_ID)), encoding="utf-8")
 

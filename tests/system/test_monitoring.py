@@ -32,10 +32,10 @@ from sqlalchemy import Engine
 
 from ackstore.ledger import reports
 from tests.support.broker import AMQP_URL, ROOT, Broker, publish_all, wait_for
+from tests.support.connector_metrics import served, thing_modify
 from tests.support.ledger import count, settled, twin_command
 from tests.support.own_postgres import free_port
 from tests.support.own_prometheus import OwnPrometheus, rules_with_for
-from tests.connectors.test_connector_metrics import served, thing_modify
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

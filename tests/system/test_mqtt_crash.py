@@ -27,8 +27,8 @@ from tests.support.broker import kill_9, stop, wait_for
 from tests.support.crash import PipelineLoop, all_carried_out, assert_at_least_once_exactly, commands, scalar
 from tests.support.ledger import settled, twin_command
 from tests.support.mqtt_clients import Collector, Sent, mqtt_connector, publish, session_backlog
-from tests.connectors.test_amqp_poison import (held_command, refused_command, refusing,  # noqa: F401 (fixture)
-                                    without_correlation_id)
+from tests.support.poison import (held_command, refused_command, refusing,  # noqa: F401 (fixture)
+                                  without_correlation_id)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

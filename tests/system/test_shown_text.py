@@ -33,7 +33,7 @@ from ackstore.reporting.shown_text import UNSHOWN, json_text, shown, unshown
 from ackstore.rules import limits
 from ackstore.rules.settings import Settings
 from ackstore.ui.ledger_page import gather, render
-from tests.ledger.test_reports_windowed import Attempt, Signal, _ack, seed
+from tests.support.seeded_ledger import Attempt, Signal, ledger, seeded
 
 EXAMPLES = max(5, int(os.environ.get("ACKSTORE_FUZZ_EXAMPLES", 150)) // 10)  # each example reads 20 surfaces
 ACTED_ON = {chr(code) for code in UNSHOWN} - {"\n"}  # a line's end is the only one output may hold
@@ -57,27 +57,6 @@ def hostile(max_bytes: int) -> st.SearchStrategy[str]:
     short = st.lists(piece, min_size=1, max_size=6).map("".join)
     long = st.tuples(piece.filter(bool), st.integers(1, max_bytes)).map(lambda p: p[0] * p[1])
     return st.one_of(short, short, long).map(lambda value: _within(value, max_bytes))
-
-
-def ledger(source: str, settled: str, undecided: str, late: str, label: str, issuer: str) -> list[Signal]:
-    """Three signals from ``source``: one settled (the watermark), one undecided, one answered 408
-    at its deadline and redelivered, with a late ack from ``issuer`` (late-acks, labels)."""
-    return [
-        Signal(settled, source, 0, [Attempt([label], 0, 60, 10, 200, "acks", {label: 200}, ("ack", 20, 21),
-                                            [_ack(label, 200, "app", 5)])]),
-        Signal(undecided, source, 30, [Attempt([label], 30, 3000)]),
-        Signal(late, source, 60, [Attempt([label], 60, 70, 80, 408, "deadline", {label: 408}, ("redeliver", 90, None),
-                                          [_ack(label, 200, issuer, 85, "late")])]),
-    ]
-
-
-def _seeded(engine: Engine, origin: datetime, signals: list[Signal]) -> None:
-    """``signals`` in the ledger, each undecided attempt queued for the sweep (as ingestion queues it)."""
-    seed(engine, origin, signals)
-    with engine.begin() as conn:
-        conn.execute(text("INSERT INTO queue_decide (signal_id, attempt) SELECT a.signal_id, a.attempt FROM attempts a "
-                          "WHERE NOT EXISTS (SELECT 1 FROM request_results r "
-                          "WHERE r.signal_id = a.signal_id AND r.attempt = a.attempt)"))
 
 
 def _emptied(engine: Engine) -> None:
@@ -172,7 +151,7 @@ def test_every_surface_shows_hostile_text_literally(engine: Engine, database_url
     settled, undecided, late = "a" + cid, "b" + cid, "c" + cid
     _emptied(engine)
     now = datetime.now(timezone.utc)
-    _seeded(engine, now - timedelta(hours=1), ledger(source, settled, undecided, late, label, issuer))
+    seeded(engine, now - timedelta(hours=1), ledger(source, settled, undecided, late, label, issuer))
     window = ["--since", "2h", "--until", "now"]
     expected = {"settlement": [source], "audit": [undecided, late, source], "latency": [source],
                 "watermarks": [source, settled, undecided, late], "late-acks": [late, label, issuer],
@@ -223,7 +202,7 @@ def hostile_ledger(engine: Engine, database_url: str) -> str:
     signals = [*ledger(SOURCE, "a1", BRACKETS, ESC, LABEL, "app"), Signal(LINK, SOURCE, 40, [Attempt([LABEL], 40, 3000)])]
     for n, signal in enumerate(signals):  # short message ids: the ids themselves are what must fit
         signal.message_id = f"m{n}"
-    _seeded(engine, datetime.now(timezone.utc) - timedelta(hours=1), signals)
+    seeded(engine, datetime.now(timezone.utc) - timedelta(hours=1), signals)
     return database_url
 
 

@@ -1,7 +1,7 @@
 """tests/unit/ needs nothing but Python: no PostgreSQL, no broker, no Spark. A test here that
-asks for a server's fixture or opens a network connection fails, so the folder stays the loop that runs in seconds
-(`make test-unit`); a test that needs a server belongs in tests/ledger, tests/pipeline,
-tests/connectors or tests/system."""
+asks for a server's fixture (tests/conftest.py: SERVER_FIXTURES) or opens a network connection
+fails, so the folder stays the loop that runs in seconds (`make test-unit`); a test that needs a
+server belongs in tests/ledger, tests/pipeline, tests/connectors or tests/system."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import socket
 
 import pytest
 
-
-# The fixtures of tests/conftest.py that start or reach a server.
-SERVER_FIXTURES = {"database_url", "migrated_engine", "engine", "store", "spark", "run_pipeline", "own_mosquitto"}
+from tests.conftest import SERVER_FIXTURES
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

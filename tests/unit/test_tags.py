@@ -13,10 +13,7 @@ from hypothesis import strategies as st
 
 from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.rules.connectivity import Disposition
-
-ACK = Disposition(ack=True)
-REJECT = Disposition(ack=False, requeue=False)
-REDELIVER = Disposition(ack=False, requeue=True)
+from tests.support.dispositions import ACK, REDELIVER, REJECT
 
 
 class ModelChannel:

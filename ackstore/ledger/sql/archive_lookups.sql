@@ -36,7 +36,7 @@ WHERE z.after_seq < :seq
 
 -- name: marks
 -- Per thing, the search marks that indexed a revision in [low, high]: those ending below high,
--- and the first ending at or after it (history.covers says the same of archived marks). Two
+-- and the first ending at or after it (archive_lookups.covers says the same of archived marks). Two
 -- ranges of the primary key per thing: never a thing's whole history of marks.
 SELECT m.thing_id, m.from_revision, m.to_revision, m.batch_id, m.changed, m.seq
 FROM unnest(CAST(:things AS text[]), CAST(:low AS bigint[]), CAST(:high AS bigint[])) AS v(thing_id, low, high)
