@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from ackstore.connectors import config
-from tests.support.amqp_connector import broker, stop_when_done, thing_modify  # noqa: F401 (fixture)
+from tests.support.amqp_connector import broker, stop_when_done  # noqa: F401 (fixture)
+from tests.support.ledger import thing_modify
 from tests.support.broker import Broker, connector, publish_all, stop, wait_for
 from tests.support.ledger import count, settled, twin_command
 

@@ -27,7 +27,8 @@ from sqlalchemy import Engine, text
 
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules import connectivity, jsontext
-from tests.support.amqp_connector import broker, stop_when_done, thing_modify  # noqa: F401 (fixture)
+from tests.support.amqp_connector import broker, stop_when_done  # noqa: F401 (fixture)
+from tests.support.ledger import thing_modify
 from tests.support.broker import Broker, connector, publish_all, stop, wait_for
 from tests.support.ledger import count, settled, twin_command
 from tests.support.poison import held_command, refused_command, refusing, without_correlation_id  # noqa: F401 (fixture)

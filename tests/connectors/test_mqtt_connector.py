@@ -12,14 +12,16 @@ import json
 import shutil
 import tempfile
 import uuid
+from functools import partial
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
 from sqlalchemy import Engine, text
 
+from tests.support import ledger
 from tests.support.broker import stop, wait_for
-from tests.support.ledger import count, settled, twin_command
+from tests.support.ledger import count, settled
 from tests.support.mqtt_clients import Collector, mqtt_connector, publish, session_backlog
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -27,9 +29,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 VERSIONS = {"3.1.1": paho.MQTTv311, "5": paho.MQTTv5}
 
 
-def thing_modify(n: int, **headers) -> dict:
-    return twin_command("modify", thing=f"org.acme/m{n}", path="/", value={"attributes": {"n": n}},
-                        correlation_id=f"c-{n}", **headers)
+thing_modify = partial(ledger.thing_modify, thing="org.acme/m")
 
 
 def names() -> tuple[str, str]:

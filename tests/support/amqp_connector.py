@@ -1,6 +1,6 @@
 """What the AMQP connector's tests share: a test's own queues on the machine's RabbitMQ (the
-``broker`` fixture), the twin commands they publish, and waiting for a connector that ends by
-itself (``--once``, ``--max-messages``)."""
+``broker`` fixture) and waiting for a connector that ends by itself (``--once``,
+``--max-messages``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Iterator
 import pytest
 
 from tests.support.broker import Broker
-from tests.support.ledger import twin_command
 
 
 @pytest.fixture
@@ -17,11 +16,6 @@ def broker() -> Iterator[Broker]:
     broker = Broker()
     yield broker
     broker.close()
-
-
-def thing_modify(n: int, thing: str = "org.acme/t", **headers) -> dict:
-    return twin_command("modify", thing=f"{thing}{n}", path="/", value={"attributes": {"n": n}},
-                        correlation_id=f"c-{n}", **headers)
 
 
 def stop_when_done(process, timeout: float = 120) -> tuple[int, str]:

@@ -7,7 +7,7 @@ import subprocess
 import urllib.error
 
 from tests.support.broker import wait_for
-from tests.support.ledger import twin_command
+from tests.support import ledger
 from tests.support.scraped import Samples
 from tests.support.scraped import scrape as scraped
 
@@ -29,5 +29,5 @@ def served(port: int, process: subprocess.Popen) -> Samples:
 
 
 def thing_modify(n: int, **headers) -> dict:
-    return twin_command("modify", thing=f"org.acme/metrics-{n}", path="/", value={"attributes": {"n": n}},
-                        correlation_id=f"c-{n}", message_id=f"m-{n}", **headers)
+    """The n-th command of a metrics test, with a message id of its own."""
+    return ledger.thing_modify(n, thing="org.acme/metrics-", message_id=f"m-{n}", **headers)

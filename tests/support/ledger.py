@@ -92,6 +92,13 @@ def twin_command(
     return envelope
 
 
+def thing_modify(n: int, thing: str = "org.acme/t", **headers: Any) -> dict[str, Any]:
+    """The n-th of a test's twin commands: thing ``{thing}{n}`` set to ``{"attributes": {"n": n}}``,
+    correlation id ``c-{n}``."""
+    return twin_command("modify", thing=f"{thing}{n}", path="/", value={"attributes": {"n": n}},
+                        correlation_id=f"c-{n}", **headers)
+
+
 def ack_message(correlation_id: str, label: str, status: int = 200, value: Any = None, channel: str = "twin",
                 thing: str = "org.acme/lamp-1") -> dict:
     message: dict[str, Any] = {
