@@ -21,7 +21,6 @@ from jobs.sql import statement, with_literals
 from jobs.step import Step, expect_count
 
 JOB = "apply_twin"
-ROWS_PER_TASK = 250_000  # a task holds its commands in memory at once (tens of MB)
 PENDING_COLUMNS = (
     ("signal_id", "int64"),
     ("thing_id", "string"),
@@ -63,10 +62,10 @@ def _clear_abandoned(step: Step) -> None:
 
 def _stage(spark: Any, step: Step, found: tuple[int]) -> None:
     """Each partition's commands are read, folded and staged by one Spark task, in its Python
-    worker: the rows never pass through the JVM (5 s less at a million commands, measured). A
-    backlog gets more partitions, so that a task holds at most ROWS_PER_TASK commands."""
+    worker: the rows never pass through the JVM (5 s less at a million commands, measured). As
+    many partitions as the commands need (:meth:`Step.tasks`)."""
     max_bytes = step.settings.max_thing_bytes
-    partitions = max(step.settings.partitions, -(-found[0] // ROWS_PER_TASK))
+    partitions = step.tasks(found[0])
     reads = [with_literals(JOB, "pending", {"partition": k, "partitions": partitions}) for k in range(partitions)]
     step.stage_in_tasks(spark, reads, PENDING_COLUMNS,
                         {stage_twin_outcomes: lambda batches: fold_batches(batches, max_bytes)})

@@ -47,11 +47,11 @@ WATERMARK_COLUMNS = ("thing_id", "namespace", "old_revision", "revision", "diges
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, (stage_search_things, stage_search_rows))
-    return step.run_once(spark, "anything_changed", _stage, _merge, idle={"things": 0})
+    return step.run_once(spark, "pending_count", _stage, _merge, idle={"things": 0})
 
 
-def _stage(spark: Any, step: Step, _: tuple) -> None:
-    partitions = step.settings.partitions
+def _stage(spark: Any, step: Step, found: tuple[int]) -> None:
+    partitions = step.tasks(found[0])
     reads = [with_literals(JOB, "changed", {"partition": k, "partitions": partitions}) for k in range(partitions)]
     step.stage_in_tasks(spark, reads, CHANGED_COLUMNS,
                         {stage_search_things: watermark_batches, stage_search_rows: flatten_batches})

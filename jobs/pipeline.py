@@ -13,6 +13,7 @@ from typing import Any, Callable, TypeVar
 
 from jobs import apply_twin, index_search, seal, settle, sweep, validate, weak_acks
 from jobs.settings import PipelineSettings
+from jobs.step import shared_engines
 
 STEPS: dict[str, Callable[[Any, PipelineSettings], dict[str, Any]]] = {
     "apply_twin": apply_twin.run,
@@ -72,6 +73,11 @@ def run(spark: Any | None, settings: PipelineSettings, steps: tuple[str, ...] = 
         raise UnknownStep(unknown)
     if spark is None:
         return _on_a_lazy_session(lambda session: run(session, settings, steps))
+    with shared_engines():  # the steps reuse one pool of connections
+        return _steps(spark, settings, steps)
+
+
+def _steps(spark: Any, settings: PipelineSettings, steps: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     done: dict[str, dict[str, Any]] = {}
     early: list[seal.EarlySeal] = []
     try:
@@ -104,6 +110,11 @@ def run_while_behind(spark: Any | None, settings: PipelineSettings, within: floa
     gated by validate); pass k > 1 runs as ``<run id>#k``. The stats of every pass, by its run id."""
     if spark is None:
         return _on_a_lazy_session(lambda session: run_while_behind(session, settings, within))
+    with shared_engines():  # the passes reuse one pool of connections
+        return _passes(spark, settings, within)
+
+
+def _passes(spark: Any, settings: PipelineSettings, within: float) -> dict[str, dict[str, dict[str, Any]]]:
     started = time.monotonic()
     passes: dict[str, dict[str, dict[str, Any]]] = {}
     while True:

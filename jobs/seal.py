@@ -20,9 +20,8 @@ from typing import Any
 
 from ackstore import faults
 from ackstore.ledger import heads, seals
-from ackstore.ledger.database import make_engine
 from jobs.settings import PipelineSettings
-from jobs.step import Step
+from jobs.step import Step, engine_for
 
 JOB = "seal"
 log = logging.getLogger("ackstore.seal")
@@ -51,11 +50,11 @@ class EarlySeal:
     before (one sealer at a time)."""
 
     def __init__(self, settings: PipelineSettings) -> None:
-        self.engine = make_engine(settings.database_url)
+        self.engine, self._owns_engine = engine_for(settings.database_url)
         try:
             self.upto = seals.position(self.engine)
         except BaseException:
-            self.engine.dispose()
+            self._dispose()
             raise
         self.sealed: seals.Seal | None = None
         self.seconds = 0.0
@@ -77,10 +76,15 @@ class EarlySeal:
         """Wait for the seal; what it sealed, or None when it failed (said in the log): it is
         whole or absent, and the seal step seals what it did not."""
         self._thread.join()
-        self.engine.dispose()
+        self._dispose()
         if self.failure is not None:
             log.error("the early seal up to fact %s failed; the seal step seals it: %r", self.upto, self.failure)
         return self.sealed
+
+
+    def _dispose(self) -> None:
+        if self._owns_engine:
+            self.engine.dispose()
 
 
 def early_stats(early: list[EarlySeal]) -> dict[str, Any]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import Connection, Engine, Table, func, text
+from sqlalchemy import Connection, Engine, Table, func, select, text, true
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.dialects.postgresql import insert
 
@@ -22,6 +23,53 @@ from jobs.spark import Postgres
 from jobs.sql import statement, statements
 
 log = logging.getLogger("ackstore.pipeline")
+
+# How a step's rows are split into Spark tasks (:func:`tasks_for`). A task costs about 0.1 s of
+# CPU whatever it holds (its Python worker's set-up and connection, the JVM's scheduling:
+# benchmarks.cost_model), so small work gets one; a task holds its rows in memory at once (tens
+# of MB), so a backlog gets more.
+MIN_ROWS_PER_TASK = 20_000
+MAX_ROWS_PER_TASK = 250_000
+
+
+def tasks_for(rows: int, partitions: int) -> int:
+    """The Spark tasks ``rows`` are split into: one per MIN_ROWS_PER_TASK rows up to
+    ``partitions`` (the parallelism the settings ask for), and more only so that no task holds
+    more than MAX_ROWS_PER_TASK; at least one."""
+    return max(1, min(partitions, -(-rows // MIN_ROWS_PER_TASK)), -(-rows // MAX_ROWS_PER_TASK))
+
+
+# The engines of :func:`shared_engines`, by database URL, while a block of it runs.
+_SHARED: ContextVar[dict[str, Engine] | None] = ContextVar("ackstore_shared_engines", default=None)
+
+
+@contextmanager
+def shared_engines() -> Iterator[None]:
+    """Steps made inside share one engine per database URL: the steps of a pass, and the passes
+    of a run, reuse its pooled connections rather than each opening and closing its own (an idle
+    pass opened 16, each a backend the server starts and ends: most of the idle pass's CPU).
+    Re-entrant; the engines are disposed when the outermost block ends."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    engines: dict[str, Engine] = {}
+    token = _SHARED.set(engines)
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+        for engine in engines.values():
+            engine.dispose()
+
+
+def engine_for(database_url: str) -> tuple[Engine, bool]:
+    """The engine a step (or its early seal) uses, and whether the step owns it (and disposes of it when done)."""
+    shared = _SHARED.get()
+    if shared is None:
+        return make_engine(database_url), True
+    if database_url not in shared:
+        shared[database_url] = make_engine(database_url)
+    return shared[database_url], False
 
 
 class PipelineBusy(RuntimeError):
@@ -41,7 +89,7 @@ class Step:
         self.run_id = settings.run_id
         self.staging = staging
         self.postgres = Postgres.from_database_url(settings.database_url)
-        self.engine: Engine = make_engine(settings.database_url)
+        self.engine, self._owns_engine = engine_for(settings.database_url)
         self.stats: dict[str, Any] = {}
         self._started = time.perf_counter()
 
@@ -56,14 +104,23 @@ class Step:
                 if not lock_connection.execute(statement("batches", "lock_step"), {"step": self.name}).scalar_one():
                     raise PipelineBusy(f"another process is running the {self.name} step")
                 try:
-                    with self.engine.begin() as conn:
-                        for table in self.staging:  # only a dead run's rows can be there: we hold the lock
-                            conn.execute(text(f"TRUNCATE {table.name}"))  # a name from schema.py, not input
+                    self._clear_staging()
                     yield self
                 finally:
                     lock_connection.rollback()  # the lock ends with its transaction
         finally:
-            self.engine.dispose()
+            if self._owns_engine:
+                self.engine.dispose()
+
+    def _clear_staging(self) -> None:
+        """Empty the staging tables a dead run left rows in (we hold the lock: only such a run's
+        rows can be there). An empty one is left alone: a TRUNCATE makes new files, ~12 ms of the
+        server's time each, most of what an idle pass cost."""
+        with self.engine.begin() as conn:
+            left = [table.name for table in self.staging
+                    if conn.execute(select(true()).select_from(table).limit(1)).first() is not None]
+            if left:  # names from schema.py, not input
+                conn.execute(text(f"TRUNCATE {', '.join(left)}"))
 
     def run_once(
         self,
@@ -106,11 +163,16 @@ class Step:
             self.stats = {**committed, "deferred_by_lock": True}
 
     def read(self, spark: Any, query: str, bounds: tuple[int, int]) -> Any:
-        """The job's named read ``query``, split into partitions over ``bounds`` of its signal ids."""
+        """The job's named read ``query``, split into partitions over ``bounds`` of its signal ids
+        (as many as :meth:`tasks` gives the ids the bounds span: at most that many rows)."""
         return self.postgres.read(
             spark, statements(self.name)[query], partition_column="signal_id", bounds=bounds,
-            partitions=self.settings.partitions,
+            partitions=self.tasks(bounds[1] - bounds[0] + 1),
         )
+
+    def tasks(self, rows: int) -> int:
+        """How many Spark tasks share ``rows`` of this step's work (:func:`tasks_for`)."""
+        return tasks_for(rows, self.settings.partitions)
 
     def stage(self, frame: Any, table: Table) -> int:
         """Append ``frame``'s rows, tagged with this run's id, to the staging ``table``; how many."""

@@ -15,9 +15,9 @@ LEFT JOIN search_things w ON w.thing_id = t.thing_id
 WHERE (w.thing_id IS NULL OR w.revision < t.revision)
   AND mod(hashtext(t.thing_id) & 2147483647, :partitions) = :partition
 
--- name: anything_changed
--- Whether any thing waits for the index.
-SELECT EXISTS (SELECT 1 FROM queue_index)
+-- name: pending_count
+-- How many things wait for the index (NULL: none).
+SELECT NULLIF(count(*), 0) FROM queue_index q
 
 -- name: staged
 SELECT count(*) FROM stage_search_things WHERE run_id = :run_id

@@ -34,7 +34,7 @@ HISTORY_TABLES = {*(table.name for table in SEALED_TABLES), "thing_events", "thi
                   "deliveries"}
 READS = [
     ("apply_twin", "pending"), ("apply_twin", "pending_count"),
-    ("index_search", "changed"), ("index_search", "anything_changed"),
+    ("index_search", "changed"), ("index_search", "pending_count"),
     ("weak_acks", "candidates"), ("weak_acks", "candidate_bounds"),
     ("sweep", "decide_builtin"), ("sweep", "decide_common"), ("sweep", "undecided"), ("sweep", "undecided_bounds"),
     ("validate", "watermarks"), ("validate", "slice"), ("validate", "enqueue_settlements"),

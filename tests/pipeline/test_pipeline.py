@@ -402,3 +402,60 @@ def test_no_pass_begins_after_the_interval(store: AckStore, spark, database_url)
     passes = pipeline.run_while_behind(spark, PipelineSettings(database_url=database_url, partitions=2, run_id="short"),
                                        within=0)
     assert list(passes) == ["short"] and pipeline.found_work(passes["short"])
+
+
+def _connections_opened(work: Any) -> int:
+    """How many database connections this process opened while ``work()`` ran."""
+    from sqlalchemy import event
+    from sqlalchemy.pool import Pool
+
+    opened = []
+    listener = lambda *_: opened.append(1)  # noqa: E731
+    event.listen(Pool, "connect", listener)
+    try:
+        work()
+    finally:
+        event.remove(Pool, "connect", listener)
+    return len(opened)
+
+
+def test_the_steps_of_a_pass_and_the_passes_of_a_run_share_their_connections(store: AckStore, database_url: str) -> None:
+    """One pool for a pass, and for every pass of a run (jobs.step.shared_engines): an idle pass
+    opened 16 connections when each step had its own, each a backend the server starts and ends.
+    When the run ends, none of its connections is left open."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import LazySession
+
+    def backends() -> set[int]:
+        return {row.pid for row in rows(store, "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")}
+
+    settings = PipelineSettings(database_url=database_url, run_id="shared")
+    before = backends()
+    assert _connections_opened(lambda: pipeline.run(LazySession("never-opened"), settings)) <= 3
+    assert _connections_opened(lambda: pipeline.run_while_behind(LazySession("never-opened"), settings, within=60)) <= 3
+    assert backends() <= before
+
+
+def test_an_idle_pass_leaves_empty_staging_tables_alone_and_clears_a_dead_runs_rows(store: AckStore, engine,
+                                                                                     database_url: str) -> None:
+    """A step clears what a dead run staged before it stages anything; an empty staging table is
+    not truncated (a TRUNCATE makes new files: ~12 ms of the server's time a table, most of an idle
+    pass's cost). Its file node tells which happened."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+    from jobs.spark import LazySession
+
+    def filenodes() -> dict[str, int]:
+        found = rows(store, "SELECT relname, relfilenode FROM pg_class WHERE relname LIKE 'stage\\_%' AND relkind = 'r'")
+        return {row.relname: row.relfilenode for row in found}
+
+    pipeline.run(LazySession("never-opened"), PipelineSettings(database_url=database_url, run_id="first"))
+    before = filenodes()
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO stage_results (signal_id, attempt, status, headers, cause, ack_statuses, acks_seen, run_id) "
+                          "VALUES (1, 1, 200, '{}', 'dead', '{}', 0, 'dead')"))
+    pipeline.run(LazySession("never-opened"), PipelineSettings(database_url=database_url, run_id="second"))
+    after = filenodes()
+    assert rows(store, "SELECT count(*) AS n FROM stage_results")[0].n == 0
+    assert {name for name in before if after[name] != before[name]} == {"stage_results"}

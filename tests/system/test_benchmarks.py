@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
         ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),
         ("benchmarks.reports", ["--history", "2000", "--repeat", "1"], "(b) all the history"),
+        ("benchmarks.cost_model", ["--sizes", "0,200,600", "--repeat", "1"], "marginal µs/cmd"),
     ],
 )
 def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:
