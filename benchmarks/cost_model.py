@@ -1,6 +1,6 @@
 """Benchmark: the cost model of a pipeline pass — its fixed CPU and its CPU per command, by component.
 
-    python -m benchmarks.cost_model                          # passes of 0, 2 000, 10 000 and 40 000
+    python -m benchmarks.cost_model            # passes of 0, 2 000, 6 000, 18 000, 40 000 and 120 000
     python -m benchmarks.cost_model --sizes 0,10000,100000,400000
 
 A batch ledger's cost per message is a pass's fixed cost (Spark jobs, connections, planning,
@@ -12,9 +12,10 @@ generates them), each size in a fresh database of its own, on one local Spark se
 pass beforehand, each pass measured ``--repeat`` times (a size of 0 is an idle pass: a database
 holding only decided work, right after its pass). Then, for every component, the CPU of an idle
 pass (which opens no Spark job), and the line ``CPU seconds = fixed + marginal × commands``
-fitted by least squares over the passes that found work (:func:`fit`), printed as the fixed
-milliseconds of a pass and the marginal µs per command, with the cost per command at each size
-(``fixed / n + marginal``):
+fitted by least squares over the passes that found work (:func:`fit`) — one line for the passes
+whose work ran in the driver (up to ``in_driver_rows``, decisions #110) and one for those that ran
+Spark jobs —, printed as the fixed milliseconds of a pass and the marginal µs per command, with
+the cost per command at each size (``fixed / n + marginal``):
 
 * ``driver``: this process, which runs the steps' SQL and drives Spark;
 * ``spark``: the local session's JVM and its Python workers;
@@ -78,9 +79,11 @@ def fit(points: Sequence[tuple[float, float]]) -> Line:
 
 @dataclass(frozen=True)
 class Pass:
-    """One measured pass: its commands, CPU seconds by component, and its counters."""
+    """One measured pass: its commands, where apply_twin staged them (``driver`` or ``spark``:
+    decisions #110), CPU seconds by component, and its counters."""
 
     commands: int
+    staged_in: str
     seconds: float
     cpu: Mapping[str, float]
     counters: Mapping[str, float]
@@ -128,7 +131,7 @@ def measure_pass(spark: object, settings: object, server: Engine, roots: dict[st
     with StatementCounter() as statements:
         window = CpuWindow(roots).start()
         started = time.perf_counter()
-        pipeline.run(spark, settings)  # type: ignore[arg-type]
+        stats = pipeline.run(spark, settings)  # type: ignore[arg-type]
         wall = time.perf_counter() - started
         window.stop()
     time.sleep(STATS_FLUSH_SECONDS)
@@ -138,7 +141,8 @@ def measure_pass(spark: object, settings: object, server: Engine, roots: dict[st
     counters = {name: after[name] - before[name] for name in before}
     # the server's own look at its counters is one transaction of another database: not counted
     counters["statements"] = float(statements.count)
-    return Pass(commands=commands, seconds=wall, cpu={**cpu, "ours": sum(cpu.values())}, counters=counters)
+    return Pass(commands=commands, staged_in=stats["apply_twin"].get("staged_in", "idle"), seconds=wall,
+                cpu={**cpu, "ours": sum(cpu.values())}, counters=counters)
 
 
 def passes(args: argparse.Namespace) -> Iterator[Pass]:
@@ -172,34 +176,38 @@ def passes(args: argparse.Namespace) -> Iterator[Pass]:
 
 
 def report(measured: Sequence[Pass]) -> list[str]:
-    """The passes, then each component's and counter's line fitted over the passes that found
-    work (an idle pass opens no Spark job: it is its own figure, the mean of the idle passes)."""
-    working = [each for each in measured if each.commands]
+    """The passes, then, for each place the work was staged (the driver below
+    ``in_driver_rows``, Spark above: two lines, not one), each component's and counter's line
+    fitted over the passes that found work there. An idle pass opens no Spark job: it is its own
+    figure, the mean of the idle passes."""
     idle = [each for each in measured if not each.commands]
-    sizes = sorted({each.commands for each in working})
-    lines = [f"{'commands':>10} {'wall s':>8} " + " ".join(f"{name + ' s':>10}" for name in (*COMPONENTS, "ours"))
+    lines = [f"{'commands':>10} {'staged in':>9} {'wall s':>8} "
+             + " ".join(f"{name + ' s':>10}" for name in (*COMPONENTS, "ours"))
              + " " + " ".join(f"{name:>12}" for name in COUNTERS)]
     for each in sorted(measured, key=lambda p: p.commands):
-        lines.append(f"{each.commands:>10,} {each.seconds:8.2f} "
+        lines.append(f"{each.commands:>10,} {each.staged_in:>9} {each.seconds:8.2f} "
                      + " ".join(f"{each.cpu[name]:10.2f}" for name in (*COMPONENTS, "ours"))
                      + " " + " ".join(f"{each.counters[name]:12,.0f}" for name in COUNTERS))
-    if not working:
-        return lines
-    per_size = "".join(f"{'at ' + format(n, ','):>12}" for n in sizes)
-    lines.append("")
-    lines.append(f"{'CPU':<10} {'idle ms':>8} {'fixed ms/pass':>14} {'marginal µs/cmd':>16} {'r²':>6}"
-                 f"   µs a command (fixed/n + marginal):{per_size}")
-    for name in (*COMPONENTS, "ours"):
-        line = fit([(each.commands, each.cpu[name]) for each in working])
-        lines.append(f"{name:<10} {_mean([each.cpu[name] for each in idle]) * 1e3:8.0f} {line.fixed * 1e3:14.0f} "
-                     f"{line.marginal * 1e6:16.1f} {line.r2:6.2f}" + " " * 38
-                     + "".join(f"{line.at(n) / n * 1e6:12.1f}" for n in sizes))
-    lines.append("")
-    lines.append(f"{'counter':<12} {'idle':>10} {'fixed/pass':>12} {'per command':>12} {'r²':>6}")
-    for name in COUNTERS:
-        line = fit([(each.commands, each.counters[name]) for each in working])
-        lines.append(f"{name:<12} {_mean([each.counters[name] for each in idle]):10,.0f} {line.fixed:12,.1f} "
-                     f"{line.marginal:12,.2f} {line.r2:6.2f}")
+    for place in ("driver", "spark"):
+        working = [each for each in measured if each.commands and each.staged_in == place]
+        sizes = sorted({each.commands for each in working})
+        if len(sizes) < 2:
+            continue  # one size tells no marginal cost
+        per_size = "".join(f"{'at ' + format(n, ','):>12}" for n in sizes)
+        lines.append("")
+        lines.append(f"staged in the {place}: {', '.join(format(n, ',') for n in sizes)} commands")
+        lines.append(f"{'CPU':<10} {'idle ms':>8} {'fixed ms/pass':>14} {'marginal µs/cmd':>16} {'r²':>6}"
+                     f"   µs a command (fixed/n + marginal):{per_size}")
+        for name in (*COMPONENTS, "ours"):
+            line = fit([(each.commands, each.cpu[name]) for each in working])
+            lines.append(f"{name:<10} {_mean([each.cpu[name] for each in idle]) * 1e3:8.0f} {line.fixed * 1e3:14.0f} "
+                         f"{line.marginal * 1e6:16.1f} {line.r2:6.2f}" + " " * 38
+                         + "".join(f"{line.at(n) / n * 1e6:12.1f}" for n in sizes))
+        lines.append(f"{'counter':<12} {'idle':>10} {'fixed/pass':>12} {'per command':>12} {'r²':>6}")
+        for name in COUNTERS:
+            line = fit([(each.commands, each.counters[name]) for each in working])
+            lines.append(f"{name:<12} {_mean([each.counters[name] for each in idle]):10,.0f} {line.fixed:12,.1f} "
+                         f"{line.marginal:12,.2f} {line.r2:6.2f}")
     return lines
 
 
@@ -210,7 +218,7 @@ def _mean(values: Sequence[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cost_model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=lambda v: [int(n) for n in v.split(",")], default=[0, 2000, 10000, 40000],
+    parser.add_argument("--sizes", type=lambda v: [int(n) for n in v.split(",")], default=[0, 2000, 6000, 18000, 40000, 120000],
                         help="comma-separated commands per pass (0: an idle pass)")
     parser.add_argument("--repeat", type=int, default=2, help="passes measured per size")
     parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER),

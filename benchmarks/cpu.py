@@ -357,6 +357,12 @@ def postgres_parts(window: CpuWindow, postmaster: int | None, databases: Collect
     return dict(parts)
 
 
+def ours_per_unit(window: CpuProfile, count: int, postgres: Mapping[str, float] | None = None) -> float:
+    """CPU seconds per unit of every component but ``other``, less postgres's backends of other
+    databases (:func:`postgres_parts`): what the measured work cost, per unit."""
+    return (window.ours - (postgres or {}).get(ELSEWHERE, 0.0)) / count
+
+
 def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str],
                  postgres: Mapping[str, float] | None = None) -> list[str]:
     """µs of CPU per ``unit`` by component (in ``order``, then ``other``) and ours (every
@@ -366,7 +372,7 @@ def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]
     then, given :func:`postgres_parts`, postgres's µs per ``unit`` by whom it served."""
     per = {name: seconds / count * 1e6 for name, seconds in window.seconds.items()}
     names = [name for name in order if name in per] + [OTHER]
-    ours = (window.ours - (postgres or {}).get(ELSEWHERE, 0.0)) / count
+    ours = ours_per_unit(window, count, postgres)
     rate = count / window.wall
     ceiling = window.cores / ours if ours > 0 else float("inf")
     lines = [
@@ -384,10 +390,21 @@ def report_lines(window: CpuProfile, count: int, unit: str, order: Iterable[str]
 
 
 def print_profile(title: str, window: CpuWindow, count: int, unit: str, order: Iterable[str],
-                  postmaster: int | None = None, databases: Collection[str] = ()) -> None:
+                  postmaster: int | None = None, databases: Collection[str] = ()) -> float:
     """:func:`report_lines` of a stopped window under ``title``, indented as the benchmarks print;
-    ``databases`` are the benchmark's own on the server of ``postmaster``."""
+    ``databases`` are the benchmark's own on the server of ``postmaster``. Returns ours in µs
+    per unit (:func:`ours_per_unit`), for a goal's line."""
     parts = postgres_parts(window, postmaster, databases)
     print(f"    {title}")
     for line in report_lines(window.profile, count, unit, order, parts):
         print(f"        {line}")
+    return ours_per_unit(window.profile, count, parts) * 1e6
+
+
+def peak_rss_mib() -> dict[str, float]:
+    """The peak resident memory, MiB, of this process and of the largest child it has waited for
+    (a connector subprocess, say): what stays flat whatever the backlog, or does not."""
+    import resource
+
+    return {"this process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "largest child": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}

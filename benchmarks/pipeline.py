@@ -32,10 +32,11 @@ from sqlalchemy import text
 from ackstore.ledger.database import database_url, make_engine, scratch_database
 from ackstore.ledger.migrate import upgrade
 from benchmarks import yardstick
-from benchmarks.cpu import CpuWindow, postmaster_pid, print_profile
+from benchmarks.cpu import CpuWindow, peak_rss_mib, postmaster_pid, print_profile
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+GOAL_CPU_PER_COMMAND_US, GOAL_YARDSTICK_RATIO = 50, 1.5  # issue 40
 
 
 def _sections() -> dict[str, str]:
@@ -171,10 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'yardstick':<24} {yard:7.1f} s {n / yard:12,.0f} commands/s")
     print(f"ratio pipeline/baseline  {end_to_end / baseline:7.2f}x")
     print(f"yardstick ratio          {end_to_end / yard:7.2f}x")
-    for title, window, url in (("CPU, pipeline end to end:", pipeline_cpu, pipe_url),
-                               ("CPU, yardstick:", yardstick_cpu, base_url)):
-        print_profile(title, window, n, "command", ["benchmark", "spark", "postgres"], server,
-                      {database_url(url).database})
+    ours = {title: print_profile(title, window, n, "command", ["benchmark", "spark", "postgres"], server,
+                                 {database_url(url).database})
+            for title, window, url in (("CPU, pipeline end to end:", pipeline_cpu, pipe_url),
+                                       ("CPU, yardstick:", yardstick_cpu, base_url))}
+    print(f"CPU per command: {ours['CPU, pipeline end to end:']:.0f} µs (goal ≤ {GOAL_CPU_PER_COMMAND_US}; "
+          f"the yardstick's {ours['CPU, yardstick:']:.0f})")
+    print(f"ratio to yardstick: {end_to_end / yard:.2f}× (goal ≤ {GOAL_YARDSTICK_RATIO})")
+    print(f"peak RSS of the driver: {peak_rss_mib()['this process']:,.0f} MiB")
     return 0
 
 

@@ -53,7 +53,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
 def _stage(spark: Any, step: Step, found: tuple[int]) -> None:
     partitions = step.tasks(found[0])
     reads = [with_literals(JOB, "changed", {"partition": k, "partitions": partitions}) for k in range(partitions)]
-    step.stage_in_tasks(spark, reads, CHANGED_COLUMNS,
+    step.stage_in_tasks(spark, found[0], reads, CHANGED_COLUMNS,
                         {stage_search_things: watermark_batches, stage_search_rows: flatten_batches})
 
 

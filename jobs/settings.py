@@ -13,6 +13,12 @@ from ackstore.rules.settings import Settings
 from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
 
+# Work of up to this many rows runs its one task in the driver process rather than as a Spark job
+# (decisions #110): a Spark job costs ~0.25 s of CPU whatever it holds (benchmarks.cost_model),
+# more than folding this many commands costs.
+IN_DRIVER_ROWS = 20_000
+
+
 @dataclass(frozen=True)
 class PipelineSettings:
     database_url: str = field(repr=False)  # repr=False: it may hold a password
@@ -25,13 +31,15 @@ class PipelineSettings:
     archive_root: str = ""  # where the archive job writes Parquet: a folder or a Hadoop URI
     retention_days: float = 30  # how long a seal stays hot before the archive job may move it out
     lock_timeout_ms: int = 5000  # how long a step waits for a writer's lock before deferring to the next pass
+    in_driver_rows: int = IN_DRIVER_ROWS  # a step's work up to this many rows runs in the driver, not in a Spark job
 
     @classmethod
     def from_env(cls, database_url: str | None = None, run_id: str | None = None,
                  origin: str | None = None) -> "PipelineSettings":
         """``$ACKSTORE_DATABASE_URL`` (or the argument, named ``origin`` in errors), the
         ``ACKSTORE_*`` rule settings, ``ACKSTORE_PARTITIONS``, ``ACKSTORE_MAX_THING_BYTES``,
-        ``ACKSTORE_LOCK_TIMEOUT_MS`` (how long a step waits for a lock, default 5 000), and
+        ``ACKSTORE_LOCK_TIMEOUT_MS`` (how long a step waits for a lock, default 5 000),
+        ``ACKSTORE_IN_DRIVER_ROWS`` (work up to this size runs in the driver; 0: always in Spark), and
         where the heads go: ``$ACKSTORE_HEADS`` (default ``$ACKSTORE_HOME/heads/<database>.jsonl``),
         signed with ``$ACKSTORE_SEAL_KEY``; the archive's root ``$ACKSTORE_ARCHIVE`` (default
         ``$ACKSTORE_HOME/archive``) and ``$ACKSTORE_RETENTION_DAYS`` (default 30)."""
@@ -46,6 +54,7 @@ class PipelineSettings:
             rules=Settings.from_env(),
             partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
             lock_timeout_ms=lock_timeout_ms(os.environ.get("ACKSTORE_LOCK_TIMEOUT_MS", "5000")),
+            in_driver_rows=int(os.environ.get("ACKSTORE_IN_DRIVER_ROWS", IN_DRIVER_ROWS)),
             max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),
             **extra,
         )

@@ -243,18 +243,26 @@ def _read_map_copy(batches: Iterator[Any], connection: dict[str, str], reads: li
                    outputs: Outputs, run_id: str) -> Iterator[Any]:
     """The body of :meth:`Postgres.stage_in_tasks` in a Python worker, for the reads its
     partition numbers name; one row, how many rows it staged."""
+    with _transaction(connection) as cursor:
+        tasks = [task for batch in batches for task in batch.column(0).to_pylist()]
+        yield _count(stage_reads(cursor, [reads[task] for task in tasks], columns, outputs, run_id))
+
+
+def stage_reads(cursor: Any, reads: list[str], columns: Columns, outputs: Outputs, run_id: str) -> int:
+    """What one task does, on ``cursor``'s transaction: COPY each query of ``reads`` out, pass
+    its rows through each of ``outputs``, COPY what comes out, tagged with ``run_id``, into that
+    staging table; how many rows it staged. Run by a Spark task's Python worker, or in the driver
+    for work that fits one task (jobs.step.Step.stage_in_tasks)."""
     import pyarrow as pa
 
     written = 0
-    with _transaction(connection) as cursor:
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                rows = _copy_out(cursor, reads[task], columns)
-                for table, each in outputs.items():
-                    for out in each(iter(rows)):
-                        tagged = out.append_column("run_id", pa.array([run_id] * out.num_rows, pa.string()))
-                        written += _copy_in(cursor, tagged, table, tuple(tagged.schema.names))
-    yield _count(written)
+    for query in reads:
+        rows = _copy_out(cursor, query, columns)
+        for table, each in outputs.items():
+            for out in each(iter(rows)):
+                tagged = out.append_column("run_id", pa.array([run_id] * out.num_rows, pa.string()))
+                written += _copy_in(cursor, tagged, table, tuple(tagged.schema.names))
+    return written
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from ackstore import faults
 from jobs.settings import PipelineSettings
-from jobs.spark import Postgres
+from jobs.spark import Postgres, stage_reads
 from jobs.sql import statement, statements
 
 log = logging.getLogger("ackstore.pipeline")
@@ -180,12 +180,25 @@ class Step:
 
         return self.postgres.append(frame.withColumn("run_id", F.lit(self.run_id)), table.name)
 
-    def stage_in_tasks(self, spark: Any, reads: list[str], columns: Any,
+    def stage_in_tasks(self, spark: Any, rows: int, reads: list[str], columns: Any,
                        outputs: dict[Table, Callable[[Iterator[Any]], Iterator[Any]]]) -> None:
-        """Stage what each of ``outputs`` makes of the rows of each query of ``reads``, one Spark
-        task per query, tagged with this run's id (:meth:`jobs.spark.Postgres.stage_in_tasks`)."""
+        """Stage what each of ``outputs`` makes of the rows of each query of ``reads``, tagged
+        with this run's id: one Spark task per query (:meth:`jobs.spark.Postgres.stage_in_tasks`),
+        or, for work of at most ``in_driver_rows`` rows, the same task's function here, on a
+        connection of the step's pool (decisions #110): no Spark job, and no session opened."""
         named = {table.name: each for table, each in outputs.items()}
-        self.postgres.stage_in_tasks(spark, reads, columns, named, self.run_id)
+        if rows > self.settings.in_driver_rows:
+            self.stats["staged_in"] = "spark"
+            self.postgres.stage_in_tasks(spark, reads, columns, named, self.run_id)
+            return
+        self.stats["staged_in"] = "driver"
+        connection = self.engine.raw_connection()
+        try:
+            with connection.cursor() as cursor:
+                stage_reads(cursor, reads, columns, named, self.run_id)
+            connection.commit()
+        finally:
+            connection.close()  # back to the pool, rolled back if the commit was not reached
 
     def timed(self, label: str, work: Callable[[], Any]) -> Any:
         started = time.perf_counter()

@@ -29,7 +29,7 @@ def test_pipeline_run_on_spark_connect(connect_server: str, store: AckStore, dat
                               requested_acks=both))
     store.submit(twin_command("modify", path="/attributes/on", value=False, correlation_id="b"))
     store.submit(twin_command("modify", thing="org.acme/none", path="/attributes/x", correlation_id="c"))
-    env = {**os.environ, "ACKSTORE_DATABASE_URL": database_url}
+    env = {**os.environ, "ACKSTORE_DATABASE_URL": database_url, "ACKSTORE_IN_DRIVER_ROWS": "0"}  # every step in Spark
     done = subprocess.run(
         [sys.executable, "-m", "ackstore.cli", "pipeline", "run", "--spark-remote", connect_server],
         env=env, capture_output=True, text=True, timeout=600,
