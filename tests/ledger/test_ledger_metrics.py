@@ -252,3 +252,23 @@ def test_a_bucket_holds_what_is_at_or_under_its_bound(engine: Engine) -> None:
         got = [conn.execute(text("SELECT latency_bucket(:s)"), {"s": s}).scalar_one()
                for s in (0.0, 1.0, 1.000001, 3600.0, 3600.5, -1.0)]
     assert got == ["1", "1", "2", "3600", "+Inf", "1"]
+
+
+EDGES = [s for bound in BUCKETS for s in (bound, bound - 1e-9, bound + 1e-9, float(bound) * (1 + 1e-15))]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=200))
+def test_every_latency_falls_in_the_smallest_bucket_at_or_above_it(engine: Engine, latencies: list[float]) -> None:
+    """latency_bucket (migration 0023: width_bucket, inlined) against the rule computed here:
+    every bound and its nearest neighbours, NULL, NaN, infinities and any float."""
+    values = [*latencies, *EDGES, None, float("nan"), float("inf"), float("-inf"), 0.0, -0.0]
+    with engine.connect() as conn:
+        got = conn.execute(text("SELECT latency_bucket(s) FROM unnest(CAST(:v AS float8[])) WITH ORDINALITY AS u(s, i) "
+                                "ORDER BY i"), {"v": values}).scalars().all()
+
+    def expected(s: float | None) -> str:
+        above = [bound for bound in BUCKETS if s is not None and s == s and bound >= s]
+        return str(min(above)) if above else "+Inf"
+
+    assert got == [expected(s) for s in values]

@@ -23,13 +23,20 @@ SELECT '{1,2,5,10,15,30,45,60,90,120,180,300,600,1200,1800,3600}'::float8[]
 $$;
 
 -- name: latency_bucket
--- The bucket a latency falls in: the smallest bound at or above it ('+Inf' past the last), as
--- Prometheus's ``le`` label (a bucket counts what is less than or equal to its bound).
--- version: 0021
+-- The bucket a latency falls in: the smallest bound at or above it ('+Inf' past the last, and for
+-- NULL or NaN), as Prometheus's ``le`` label (a bucket counts what is less than or equal to its
+-- bound). width_bucket counts the bounds at or below it; the bound at that count is the answer
+-- when it equals the latency, else the next one. One expression without a sub-select, so the
+-- planner inlines it: the seal's roll-up calls it once a decided fact (0.2 µs, not 3.7: issue 40).
+-- version: 0023
 CREATE OR REPLACE FUNCTION latency_bucket(seconds float8) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT COALESCE((SELECT u.bound::text FROM unnest(latency_buckets()) AS u(bound) WHERE u.bound >= seconds
-                  ORDER BY u.bound LIMIT 1), '+Inf')
+SELECT CASE WHEN width_bucket(seconds, latency_buckets()) > 0
+                 AND (latency_buckets())[width_bucket(seconds, latency_buckets())] = seconds
+            THEN (latency_buckets())[width_bucket(seconds, latency_buckets())]::text
+            WHEN width_bucket(seconds, latency_buckets()) < cardinality(latency_buckets())
+            THEN (latency_buckets())[width_bucket(seconds, latency_buckets()) + 1]::text
+            ELSE '+Inf' END
 $$;
 
 -- name: metric_facts
