@@ -81,7 +81,6 @@ class EarlySeal:
             log.error("the early seal up to fact %s failed; the seal step seals it: %r", self.upto, self.failure)
         return self.sealed
 
-
     def _dispose(self) -> None:
         if self._owns_engine:
             self.engine.dispose()

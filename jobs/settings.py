@@ -13,10 +13,16 @@ from ackstore.rules.settings import Settings
 from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
 
-# Work of up to this many rows runs its one task in the driver process rather than as a Spark job
-# (decisions #110): a Spark job costs ~0.25 s of CPU whatever it holds (benchmarks.cost_model),
-# more than folding this many commands costs.
-IN_DRIVER_ROWS = 20_000
+# How a step's rows are split into Spark tasks (jobs.step.tasks_for). A task costs about 0.1 s of
+# CPU whatever it holds (its Python worker's set-up and connection, the JVM's scheduling:
+# benchmarks.cost_model), so small work gets one; a task holds its rows in memory at once (tens
+# of MB), so a backlog gets more.
+MIN_ROWS_PER_TASK = 20_000
+MAX_ROWS_PER_TASK = 250_000
+# Work that fits one task runs that task in the driver process rather than as a Spark job
+# (decisions #110): a Spark job costs ~0.25 s of CPU whatever it holds, more than folding this
+# many commands costs.
+IN_DRIVER_ROWS = MIN_ROWS_PER_TASK
 
 
 @dataclass(frozen=True)

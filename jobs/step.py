@@ -18,18 +18,11 @@ from ackstore.ledger import failures
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from ackstore import faults
-from jobs.settings import PipelineSettings
+from jobs.settings import MAX_ROWS_PER_TASK, MIN_ROWS_PER_TASK, PipelineSettings
 from jobs.spark import Postgres, stage_reads
 from jobs.sql import statement, statements
 
 log = logging.getLogger("ackstore.pipeline")
-
-# How a step's rows are split into Spark tasks (:func:`tasks_for`). A task costs about 0.1 s of
-# CPU whatever it holds (its Python worker's set-up and connection, the JVM's scheduling:
-# benchmarks.cost_model), so small work gets one; a task holds its rows in memory at once (tens
-# of MB), so a backlog gets more.
-MIN_ROWS_PER_TASK = 20_000
-MAX_ROWS_PER_TASK = 250_000
 
 
 def tasks_for(rows: int, partitions: int) -> int:

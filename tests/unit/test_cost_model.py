@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.cost_model import fit
-from jobs.step import MAX_ROWS_PER_TASK, MIN_ROWS_PER_TASK, tasks_for
+from jobs.settings import MAX_ROWS_PER_TASK, MIN_ROWS_PER_TASK
+from jobs.step import tasks_for
 
 
 def test_a_line_through_exact_points_is_found_exactly() -> None:
