@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
-from ackstore.rules import errors
+from ackstore.rules import envelopes, errors
 from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, requested_acks_text_items
 from ackstore.rules.settlement import Settlement
 
@@ -73,7 +73,7 @@ def inbound_envelope(
     if len(body) > max_bytes:
         return body
     try:
-        envelope = errors.parse_json_text(body)
+        envelope = envelopes.parse_text(body, max_bytes)  # msgspec's fast path for a plain body
     except errors.DittoError:
         return body
     if not isinstance(envelope, dict) or not isinstance(envelope.get("headers", {}), dict):

@@ -95,6 +95,16 @@ def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
     return envelope
 
 
+def parse_text(text: str | bytes, max_bytes: int) -> Any:
+    """The value of JSON text a sender chose: msgspec's, when the text is a plain object
+    (:func:`_plain_json_object`), else the standard library's full parse, which raises 400
+    ``json.invalid`` with its exact reasons (``errors.parse_json_text``). For a reader that
+    merges more into the value before it is stored (a connector's message: its headers)."""
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    plain = _plain_json_object(text, size, max_bytes)
+    return plain if plain is not None else errors.parse_json_text(text)
+
+
 # Compact JSON of a parsed text is at most this many times longer than the text ("1e15" is 4 bytes,
 # 1000000000000000.0 is 18): text this much below the limit cannot exceed it when re-encoded.
 _MAX_EXPANSION = 5

@@ -5,7 +5,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore.rules import aggregation, envelopes, headers, labels
+from ackstore.rules import aggregation, envelopes, errors, headers, labels
 from ackstore.rules.acks import Ack
 from ackstore.rules.errors import DittoError
 from ackstore.rules.settings import Settings
@@ -152,3 +152,20 @@ def test_the_fast_path_of_load_envelope_accepts_only_what_the_full_checks_accept
         assert envelopes.canonical_json(fast)  # the full path's checks pass on what the fast path took
     except DittoError as error:  # pragma: no cover — would be a bug of the fast path
         raise AssertionError(f"fast path accepted what the full path rejects: {error}") from None
+
+
+@given(text=_json_texts | st.sampled_from(['{"a": 1, "a": 2}', '{"h": {"x": 1, "x": 1}}', '{"a":"b\\"c"}']),
+       as_bytes=st.booleans())
+def test_a_senders_text_parses_to_what_the_full_parse_gives_or_fails_as_it_does(text: str, as_bytes: bool) -> None:
+    """envelopes.parse_text (a connector's message body: msgspec's fast path when plain) against
+    the full parse alone: the same value, or the same 400 with the same description."""
+    raw = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    try:
+        expected: object = errors.parse_json_text(raw)
+    except DittoError as error:
+        expected = error.to_json()
+    try:
+        got: object = envelopes.parse_text(raw, 1024 * 1024)
+    except DittoError as error:
+        got = error.to_json()
+    assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
