@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 @pytest.mark.parametrize(
     ("module", "args", "expected"),
     [
-        ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], "CPU, yardstick:"),
+        ("benchmarks.pipeline", ["--commands", "300", "--cores", "2"], ("CPU, yardstick:", "ratio to yardstick: ")),
         ("benchmarks.archive", ["--commands", "300"], "hot fact tables"),
         ("benchmarks.history", ["--history", "2000", "--commands", "50", "--repeat", "1"], "(b) end to end history/empty"),
         ("benchmarks.subscribers", ["--messages", "300", "--history", "2000", "--repeat", "1"], "ratio history/empty"),
@@ -24,5 +24,5 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         ("benchmarks.cost_model", ["--sizes", "0,200,600", "--repeat", "1"], "marginal µs/cmd"),
     ],
 )
-def test_the_benchmark_runs(module: str, args: list[str], expected: str) -> None:
+def test_the_benchmark_runs(module: str, args: list[str], expected: str | tuple[str, ...]) -> None:
     runs(module, args, expected)
