@@ -138,8 +138,8 @@ def measure_pass(spark: object, settings: object, server: Engine, roots: dict[st
     after = server_counters(server, database)
     seconds = window.profile.seconds
     cpu = {"driver": seconds["benchmark"], "spark": seconds.get("spark", 0.0), "postgres": seconds.get("postgres", 0.0)}
+    # the look at the counters is a transaction of another database (the server's URL): not counted
     counters = {name: after[name] - before[name] for name in before}
-    # the server's own look at its counters is one transaction of another database: not counted
     counters["statements"] = float(statements.count)
     return Pass(commands=commands, staged_in=stats["apply_twin"].get("staged_in", "idle"), seconds=wall,
                 cpu={**cpu, "ours": sum(cpu.values())}, counters=counters)

@@ -102,7 +102,8 @@ class Figures:
     stop_code: int | None = None  # the connector's exit code on SIGTERM (-9: killed after CONNECTOR_STOP_SECONDS)
     connector_exited: int | None = None  # its exit code, when it died before the drain ended
     cpu: cpu.CpuWindow | None = None  # from the first message published to the drain's end
-    ledger: str = ""  # the ledger's database, whose backends are ours
+    postmaster: int | None = None  # the server in that window, and the ledger's database on it
+    ledger: str = ""
 
     def held(self, what: str, limit: float) -> bool:
         return (self.counts["carried_out"] == self.published.messages
@@ -278,7 +279,8 @@ def measure(rate: int, queue: str, url: str, engine: Engine, deployment: Deploym
         began = ask(engine, "now")[0]
         # the publisher is this process ("benchmark"); "airflow" is ackstore airflow's whole tree:
         # its scheduler, the DAG's task processes and the Spark Connect server
-        window = cpu.CpuWindow({"connector": [process.pid], "postgres": [postmaster(args.server)],
+        server = postmaster(args.server)
+        window = cpu.CpuWindow({"connector": [process.pid], "postgres": [server],
                                 "rabbitmq": [Amqp(args.amqp).broker_pid()],
                                 "airflow": [deployment.process.pid]}).start()
         published = publish_at_rate(args.amqp, queue, rate, args.minutes * 60, args.things, queue)
@@ -296,7 +298,8 @@ def measure(rate: int, queue: str, url: str, engine: Engine, deployment: Deploym
     stopped = time.monotonic() - stop_started
     stop_code = process.returncode
     figures = Figures(rate, published, drain_seconds=drained, stop_seconds=stopped, stop_code=stop_code,
-                      connector_exited=exited, cpu=window, ledger=database_url(url).database)
+                      connector_exited=exited, cpu=window, postmaster=server,
+                      ledger=database_url(url).database)
     figures.counts, figures.decisions, figures.latency = ledger_figures(engine, connection_id, ended)
     runs = finished_runs(deployment, ended, args.drain_minutes * 60)
     figures.runs = run_statistics(runs, began, ended)
@@ -328,7 +331,7 @@ def print_figures(f: Figures, minutes: float) -> None:
         n = f.published.messages
         ours = cpu.print_profile("CPU, from the first message published to the drain's end:", f.cpu, n, "message",
                                  ["connector", "postgres", "rabbitmq", "airflow", "benchmark"],
-                                 (f.cpu.roots.get("postgres") or [None])[0], {f.ledger})
+                                 f.postmaster, {f.ledger})
         publisher = f.cpu.profile.seconds[cpu.BENCHMARK] / n * 1e6
         print(f"  CPU per message, less the publisher (benchmark): {ours - publisher:.0f} µs "
               f"(goal ≤ {GOAL_CPU_PER_MESSAGE_US})")
