@@ -27,7 +27,6 @@ import gc
 import threading
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from sqlalchemy import Connection
@@ -43,9 +42,8 @@ from ackstore.rules.settings import Settings
 UNIQUE_VIOLATION = "23505"
 
 
-@dataclass(frozen=True)
-class Stored:
-    """What became of one submitted envelope."""
+class Stored(NamedTuple):
+    """What became of one submitted envelope (a named tuple: a batch makes one per envelope)."""
 
     answer: dict[str, Any]  # exactly what ``submit`` answers: 202 with the correlation id, or the error
     signal_id: int | None = None  # the stored signal (new or retransmitted); None after an error
@@ -288,8 +286,8 @@ def _store_staged(conn: Connection, decisions: _Decisions) -> dict[str, int]:
 
 
 def _merge_staged(conn: Connection, *, skip_taken: bool) -> dict[str, int]:
-    stored = conn.execute(ledger_statement("ingest", "enqueue_copied"), {"skip_taken": skip_taken})
-    return {message_id: signal_id for signal_id, message_id in stored}
+    ids, message_ids = conn.execute(ledger_statement("ingest", "enqueue_copied"), {"skip_taken": skip_taken}).one()
+    return dict(zip(message_ids or (), ids or ()))
 
 
 def _answer(
@@ -364,6 +362,10 @@ def _copy_json(value: Any) -> str:
 def text_array(values: Any) -> str:
     """A ``text[]`` literal of ``values``: one parameter the server parses at once, where a list
     would be sent as an ``ARRAY[…]`` of one constant per element."""
+    values = list(values)
+    joined = '","'.join(values)
+    if "\\" not in joined and joined.count('"') == 2 * len(values) - 2:  # nothing to escape: one join
+        return '{"' + joined + '"}'
     return "{" + ",".join('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values) + "}"
 
 

@@ -77,10 +77,34 @@ def normalize(
     headers.pop(WEAK_ACK, None)
 
     correlation_id = _correlation_id(headers.get(CORRELATION_ID), new_correlation_id)
-    explicit_rr = _boolean(RESPONSE_REQUIRED, headers.get(RESPONSE_REQUIRED))
-    timeout_ms, timeout_as_given = _timeout_ms(headers.get(TIMEOUT), api, settings)
+    shape = _shape(headers.get(RESPONSE_REQUIRED), headers.get(TIMEOUT), headers.get(REQUESTED_ACKS),
+                   channel, api, settings)
+    headers[CORRELATION_ID] = correlation_id
+    headers[REQUESTED_ACKS] = list(shape.acks)
+    headers[RESPONSE_REQUIRED] = shape.response_required
+    if not shape.timeout_as_given:
+        headers[TIMEOUT] = f"{shape.timeout_ms}ms"  # defaulted or capped: record the effective timeout
+    return AckRequest(correlation_id, shape.acks, shape.response_required, shape.timeout_ms, shape.outcome, headers)
+
+
+class _Shape(NamedTuple):
+    """What a request's other headers decide, whatever its correlation id."""
+
+    acks: tuple[str, ...]
+    response_required: bool
+    timeout_ms: int
+    timeout_as_given: bool  # the timeout is the header's (not defaulted or capped)
+    outcome: Outcome
+
+
+def _decide_shape(
+    rr_value: object, timeout_value: object, acks_value: object, channel: labels.Channel, api: Api, settings: Settings
+) -> _Shape:
+    """B.7 steps A–D and the WebSocket rule, given the three headers' values."""
+    explicit_rr = _boolean(RESPONSE_REQUIRED, rr_value)
+    timeout_ms, timeout_as_given = _timeout_ms(timeout_value, api, settings)
     timeout_zero = timeout_ms == 0
-    explicit_acks = _requested_acks(headers.get(REQUESTED_ACKS))
+    explicit_acks = _requested_acks(acks_value)
 
     rr = True if explicit_rr is None else explicit_rr  # read as Ditto reads it: true when absent
     acks = _step_a_defaults(explicit_acks, channel=channel, rr=rr, timeout_zero=timeout_zero)
@@ -90,16 +114,50 @@ def normalize(
         raise errors.timeout_zero_with_response()
     if api == "websocket" and not response_required and acks:
         raise errors.websocket_acks_without_response()
+    return _Shape(acks, response_required, timeout_ms, timeout_as_given,
+                  outcome(api, response_required=response_required, has_acks=bool(acks)))
 
-    headers[CORRELATION_ID] = correlation_id
-    headers[REQUESTED_ACKS] = list(acks)
-    headers[RESPONSE_REQUIRED] = response_required
-    if not timeout_as_given:
-        headers[TIMEOUT] = f"{timeout_ms}ms"  # defaulted or capped: record the effective timeout
-    return AckRequest(
-        correlation_id, acks, response_required, timeout_ms,
-        outcome(api, response_required=response_required, has_acks=bool(acks)), headers,
-    )
+
+# Most signals request alike: a batch decides each shape once (a fifth of normalize's time).
+_SHAPES: dict[tuple[object, ...], _Shape] = {}
+_MAX_SHAPES = 1024
+_KEYED_FLAGS = (type(None), bool, str)  # the types of value a shape is remembered for
+_KEYED_TIMEOUTS = (type(None), str, int)
+
+
+def _shape(
+    rr_value: object, timeout_value: object, acks_value: object, channel: labels.Channel, api: Api, settings: Settings
+) -> _Shape:
+    """:func:`_decide_shape`'s answer, remembered for values of the types a valid header has (of
+    those, no two of different types are equal: Python's ``True == 1`` and ``5 == 5.0`` cannot
+    meet). An error is never remembered: it is raised again, from the values as given."""
+    key = _shape_key(rr_value, timeout_value, acks_value)
+    if key is None:
+        return _decide_shape(rr_value, timeout_value, acks_value, channel, api, settings)
+    key += (channel, api, settings.default_timeout_ms, settings.max_timeout_ms)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        shape = _decide_shape(rr_value, timeout_value, acks_value, channel, api, settings)
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        _SHAPES[key] = shape
+    return shape
+
+
+def _shape_key(rr_value: object, timeout_value: object, acks_value: object) -> tuple[object, ...] | None:
+    """The three values, a list of labels as a tuple; None for values of any other type (those
+    are decided afresh, and are mostly errors)."""
+    if type(acks_value) is list:
+        try:
+            "".join(acks_value)  # every item a string, so hashable (any other item is refused anyway)
+        except TypeError:
+            return None
+        acks_value = tuple(acks_value)
+    elif acks_value is not None and type(acks_value) is not str:
+        return None
+    if type(rr_value) not in _KEYED_FLAGS or type(timeout_value) not in _KEYED_TIMEOUTS:
+        return None
+    return rr_value, timeout_value, acks_value
 
 
 def lowered(raw_headers: Mapping[Any, Any]) -> dict[str, Any]:

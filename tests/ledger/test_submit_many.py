@@ -310,3 +310,13 @@ def test_a_batch_stores_what_copy_must_escape_exactly_as_submit_does(store: AckS
                                                                    f"/attributes/{odd}")
     assert first[11] == {"v": odd, "n": [odd, 1.5, None]} and first[12]["x-odd"] == odd
     assert run(submit_batch=True) == one_by_one
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.one_of(st.sampled_from(['"', "\\", '\\"', ",", "{}", " ", "NULL", "a b", ""]),
+                                 st.text(st.characters(blacklist_characters="\x00"), max_size=8)), max_size=6))
+def test_a_text_array_literal_reads_back_as_its_values(engine: Engine, values: list[str]) -> None:
+    """The one-parameter array of keys a batch looks up (text_array): PostgreSQL reads every list
+    back as it was, on the one-join path (nothing to escape) as on the escaping one."""
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT CAST(:values AS text[])"), {"values": ingest.text_array(values)}).scalar() == values

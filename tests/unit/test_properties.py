@@ -60,6 +60,53 @@ def test_normaliser_raises_only_ditto_errors_and_keeps_its_invariants(raw: dict,
     assert "ditto-weak-ack" not in request.headers
 
 
+def _normalized(raw: dict, channel: str, api: str, config: Settings) -> object:
+    try:
+        return headers.normalize(raw, channel=channel, api=api, settings=config, new_correlation_id=lambda: "new")
+    except DittoError as error:
+        return error.to_json()
+
+
+# Values that are equal in Python but not as headers (True and 1, 0 and False, 5 and 5.0).
+ALIKE = {
+    "response-required": [True, 1, "true", False, 0, "false", 1.0],
+    "timeout": ["5s", 5, 5.0, True, "0", 0, False, 0.0, "99999m", "1s"],
+    "requested-acks": [[], ["twin-persisted"], "twin-persisted", ["twin-persisted", 1], [True], [1],
+                       '["twin-persisted"]', ["live-response"], ("twin-persisted",), [["twin-persisted"]], [{}]],
+}
+
+
+@st.composite
+def alike_requests(draw: st.DrawFn) -> list:
+    """A request, then requests that differ from it by one such value each (same channel and API)."""
+    base = draw(st.fixed_dictionaries({}, optional={name: st.sampled_from(values) for name, values in ALIKE.items()}))
+    channel, api = draw(st.sampled_from(["twin", "live"])), draw(st.sampled_from(headers.APIS))
+    requests = [(base, channel, api)]
+    for name in draw(st.lists(st.sampled_from(sorted(ALIKE)), min_size=1, max_size=5)):
+        requests.append(({**base, name: draw(st.sampled_from(ALIKE[name]))}, channel, api))
+    return requests
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    requests=st.one_of(alike_requests(), st.lists(st.tuples(raw_headers, st.sampled_from(["twin", "live"]),
+                                                            st.sampled_from(headers.APIS)), min_size=1, max_size=6)),
+    config=st.sampled_from([Settings(), Settings(default_timeout_ms=1_000, max_timeout_ms=60_000)]),
+)
+def test_a_remembered_request_shape_answers_as_a_fresh_decision(requests: list, config: Settings) -> None:
+    """normalize remembers what the shaping headers decide (most signals request alike): every
+    request, after any others were remembered, is answered exactly as with nothing remembered —
+    the same request or the same error, word for word (True and 1, "5" and 5 are not alike)."""
+    remembered = [_normalized(raw, channel, api, config) for raw, channel, api in requests]
+    again = [_normalized(raw, channel, api, config) for raw, channel, api in requests]
+    fresh = []
+    for raw, channel, api in requests:
+        headers._SHAPES.clear()
+        fresh.append(_normalized(raw, channel, api, config))
+    assert remembered == fresh
+    assert again == fresh
+
+
 @settings(max_examples=400, deadline=None)
 @given(envelope=st.dictionaries(st.sampled_from(["topic", "path", "value", "headers", "status"]), json_values))
 def test_envelope_parsers_raise_only_ditto_errors(envelope: dict) -> None:

@@ -25,9 +25,10 @@ FROM STDIN
 
 -- name: enqueue_copied
 -- The signals copy_signals staged, stored with the work they make (the function
--- merge_staged_signals): their ids by message id. A key taken meanwhile fails it whole, unless
--- :skip_taken (then that row is skipped).
-SELECT m.id, m.source_message_id FROM merge_staged_signals(:skip_taken) m
+-- merge_staged_signals): their ids and message ids, as two arrays in one row (the driver reads
+-- an array at once, a row at a time costs a batch more than the rest of its answers). A key taken
+-- meanwhile fails it whole, unless :skip_taken (then that row is skipped).
+SELECT array_agg(m.id) AS ids, array_agg(m.source_message_id) AS message_ids FROM merge_staged_signals(:skip_taken) m
 
 
 -- name: insert_one
