@@ -35,7 +35,7 @@ from sqlalchemy.exc import DBAPIError
 from ackstore.ledger import handouts
 from ackstore.ledger.copying import copy_in
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
-from ackstore.rules import envelopes, errors, headers, jsontext, limits, settlement
+from ackstore.rules import envelopes, errors, headers, jsontext, limits, settlement, twin
 from ackstore.rules.acks import ABSENT
 from ackstore.rules.settings import Settings
 
@@ -76,7 +76,10 @@ def validate(
 
 
 def _request(signal: envelopes.Signal, api: headers.Api, settings: Settings) -> headers.AckRequest:
-    return headers.normalize(signal.raw_headers, channel=signal.channel, api=api, settings=settings)
+    request = headers.normalize(signal.raw_headers, channel=signal.channel, api=api, settings=settings)
+    if signal.kind == "twin-command":
+        twin.check_conditional_headers(request.headers, signal.action)
+    return request
 
 
 class _Parsed(NamedTuple):

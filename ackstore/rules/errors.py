@@ -569,6 +569,44 @@ def precondition_failed(header: str, expected: str, actual: str) -> DittoError:
     )
 
 
+def equal_value_skipped() -> DittoError:
+    """``if-equal: skip`` (or ``skip-minimizing-merge`` on a merge) and nothing would change
+    (ThingsConditionalHeadersValidatorProvider)."""
+    return DittoError(
+        412,
+        "things:precondition.failed",
+        "The previous value was equal to the new value and the 'if-equal' header was set to 'skip'.",
+        "Your changes were not applied, which is probably the expected outcome.",
+    )
+
+
+def if_equal_invalid(value: str) -> DittoError:
+    """An ``if-equal`` header none of its options (Ditto's EnumValueValidator)."""
+    return DittoError(
+        400,
+        "header.invalid",
+        f"The value '{value}' of the header 'if-equal' is not a valid enum value of type 'IfEqual'.",
+        "The value must be one of: <update|skip|skip-minimizing-merge>.",
+    )
+
+
+def condition_failed() -> DittoError:
+    """The ``condition`` header's RQL does not hold for the thing (ThingConditionFailedException)."""
+    return DittoError(
+        412,
+        "things:condition.failed",
+        "The specified condition does not match the state of the requested Thing.",
+        "The provided condition did not match the actual Thing state. Please check your provided condition.",
+    )
+
+
+def condition_invalid(condition: str, problem: str) -> DittoError:
+    """A ``condition`` header that is no RQL (ThingConditionInvalidException: the parser's
+    message is its description)."""
+    return DittoError(400, "things:condition.invalid", f"The specified condition '{_clip(condition)}' is invalid.",
+                      problem or "The provided condition is not valid. Please check the value of your condition header.")
+
+
 def thing_too_large(actual_bytes: int, max_bytes: int) -> DittoError:
     return DittoError(
         413,

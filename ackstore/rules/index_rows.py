@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
-from ackstore.rules.twin import escape_key
+
+def escape_key(key: str) -> str:
+    """A member name as a JSON-pointer segment (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 @dataclass(frozen=True)

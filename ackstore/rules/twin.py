@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ackstore.rules import errors, jsontext
+from ackstore.rules import errors, jsontext, rql, rql_eval
 from ackstore.rules.acks import ABSENT
 
 DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
 IF_MATCH, IF_NONE_MATCH = "if-match", "if-none-match"
+IF_EQUAL, CONDITION = "if-equal", "condition"
+IF_EQUAL_OPTIONS = ("update", "skip", "skip-minimizing-merge")
+CONDITIONAL_HEADERS = (IF_MATCH, IF_NONE_MATCH, IF_EQUAL, CONDITION)  # what the fold reads of a command's headers
 
 # Top-level members a client may address, and what they must hold.
 _OBJECT_PARTS = {"attributes", "features"}
@@ -55,6 +58,7 @@ class Outcome:
     status: int
     payload: Any = ABSENT
     event_action: str | None = None
+    event_value: Any = ABSENT  # the value its event carries when not the command's: a minimized merge's
 
     @property
     def applied(self) -> bool:
@@ -102,11 +106,6 @@ def document_bytes(document: Any) -> int:
     return len(jsontext.dumps(document).encode("utf-8"))
 
 
-def escape_key(key: str) -> str:
-    """A member name as a JSON-pointer segment (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 # --- the command kinds ---------------------------------------------------------------------
 
 
@@ -117,11 +116,15 @@ def _apply(state: ThingState, command: Command, max_thing_bytes: int) -> tuple[T
     if target.pointer and not state.exists:
         raise errors.thing_not_found(state.thing_id)
     current = _get(state.document, target.pointer)
+    value = command.value
     if command.headers:
+        if state.exists and command.action != "create":  # Ditto: a create, or a write that creates, has no condition
+            _check_condition(state, command.headers)
         _check_preconditions(state, target, current, command.headers)
+        if state.exists and command.action in ("modify", "merge") and value is not ABSENT:
+            value = _if_equal(target, current, command.action, value, command.headers.get(IF_EQUAL))
     if command.action == "delete":
         return _delete(state, target, current)
-    value = command.value
     if value is ABSENT:
         raise errors.json_field_missing("/value")
     if command.action == "merge":
@@ -135,7 +138,8 @@ def _apply(state: ThingState, command: Command, max_thing_bytes: int) -> tuple[T
     if size > max_thing_bytes:
         raise errors.thing_too_large(size, max_thing_bytes)
     payload = (document if not target.pointer else value) if status == 201 else ABSENT
-    return ThingState(state.thing_id, state.revision + 1, document), Outcome(status, payload, action)
+    event_value = value if value is not command.value else ABSENT
+    return ThingState(state.thing_id, state.revision + 1, document), Outcome(status, payload, action, event_value)
 
 
 def _put_thing(state: ThingState, value: Any, *, creating_only: bool) -> tuple[dict, int, str]:
@@ -230,6 +234,110 @@ def _check_preconditions(state: ThingState, target: _Target, current: Any, heade
         expected = str(headers[IF_NONE_MATCH])
         if actual is not None and _tag_matches(expected, actual):
             raise errors.precondition_failed(IF_NONE_MATCH, expected, actual)
+
+
+# --- condition and if-equal (Ditto 3.x: ThingConditionValidator, IfEqualPreconditionHeader) ------------
+
+
+def check_conditional_headers(headers: Mapping[str, Any], action: str) -> None:
+    """A twin command's ``if-equal`` and ``condition`` headers as Ditto checks them before the
+    command runs: an option it does not know, or RQL that does not parse, is 400 (a create's
+    condition is never read)."""
+    if IF_EQUAL in headers:
+        given = headers[IF_EQUAL]
+        shown = given if isinstance(given, str) else errors.shown(given)
+        if shown.strip().lower() not in IF_EQUAL_OPTIONS:  # Ditto's validator trims and ignores case
+            raise errors.if_equal_invalid(shown)
+    if CONDITION in headers and action != "create":
+        _condition(headers[CONDITION])
+
+
+def _condition(given: Any) -> rql.Node:
+    if not isinstance(given, str):
+        raise errors.condition_invalid(errors.shown(given), "")
+    return _parsed_condition(given)
+
+
+@lru_cache(maxsize=1024)  # a condition repeats across commands; one that does not parse raises, uncached
+def _parsed_condition(text: str) -> rql.Node:
+    try:
+        return rql.parse(text)
+    except errors.DittoError as error:
+        raise errors.condition_invalid(text, error.message) from None
+
+
+def _check_condition(state: ThingState, headers: Mapping[str, Any]) -> None:
+    """412 unless the ``condition`` holds for the thing as Ditto shows it to RQL: its document with
+    ``_revision`` and ``_namespace`` (the fold keeps no ``_modified``: a condition on it fails)."""
+    if CONDITION not in headers:
+        return
+    node = _condition(headers[CONDITION])
+    namespace = state.thing_id.partition(":")[0]
+    shown = {**state.document, "_revision": state.revision, "_namespace": namespace}  # type: ignore[arg-type]
+    if not rql_eval.matches(node, rql_eval.rows_by_path(shown)):
+        raise errors.condition_failed()
+
+
+def _if_equal(target: _Target, current: Any, action: str, value: Any, option: Any) -> Any:
+    """The value to apply under ``if-equal`` (Ditto's IfEqualPreconditionHeader, exact options only):
+    ``skip`` on a modify or merge that changes nothing is 412; ``skip-minimizing-merge`` on a merge
+    likewise, and otherwise keeps only the patch's members that change something. Ditto applies a
+    modify under ``skip-minimizing-merge`` as given, and so does this."""
+    if option not in ("skip", "skip-minimizing-merge"):
+        return value
+    previous, new = _comparable(target, current), _comparable(target, value)
+    if action == "modify":
+        unchanged = previous is not ABSENT and json_equal(previous, new)
+        if unchanged and option == "skip":
+            raise errors.equal_value_skipped()
+        return value
+    if isinstance(new, dict):
+        unchanged = isinstance(previous, dict) and json_equal(merge_patch(previous, new), previous)
+    else:
+        unchanged = previous is not ABSENT and json_equal(previous, new)
+    if unchanged:
+        raise errors.equal_value_skipped()
+    if option == "skip-minimizing-merge" and previous is not ABSENT:
+        changes = _changes(previous, value)
+        return value if changes is ABSENT else changes
+    return value
+
+
+def _comparable(target: _Target, value: Any) -> Any:
+    """A value as if-equal compares it: at the thing's root, without ``thingId`` and the members
+    Ditto never compares (``_``-prefixed: hidden fields, an inline ``_policy``)."""
+    if target.pointer or not isinstance(value, dict):
+        return value
+    return {key: member for key, member in value.items() if key != "thingId" and not key.startswith("_")}
+
+
+def _changes(old: Any, new: Any) -> Any:
+    """The members of patch ``new`` that change ``old`` (Ditto's JsonMergePatch.compute, missing
+    members left alone); ABSENT when none does."""
+    if json_equal(old, new):
+        return ABSENT
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    kept = {}
+    for key, member in new.items():
+        change = _changes(old[key], member) if key in old else member
+        if change is not ABSENT:
+            kept[key] = change
+    return kept or ABSENT
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: members in any order, numbers by value (1 and 1.0 alike), but a boolean is no
+    number (Python's ``True == 1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(json_equal(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(json_equal, a, b))
+    return type(a) is type(b) and a == b
 
 
 def _tag(state: ThingState, target: _Target, current: Any) -> str | None:

@@ -8,6 +8,7 @@ import pytest
 
 from ackstore.rules import twin
 from ackstore.rules.acks import ABSENT
+from ackstore.rules.errors import DittoError
 
 T = "org.acme:lamp"
 LAMP = {
@@ -106,6 +107,66 @@ ROWS: list[tuple[str, Any, str, str, Any, dict, int, str | None, Any, str | None
     ("if-none-match * on a missing attribute", LAMP, "modify", "/attributes/new", 1, {"if-none-match": "*"}, 201, None,
      {**LAMP, "attributes": {**LAMP["attributes"], "new": 1}}, "created"),
     ("if-match * on a missing attribute", LAMP, "modify", "/attributes/new", 1, {"if-match": "*"}, 412, "things:precondition.failed", SAME, None),
+    # if-equal (Ditto 3.x IfEqualPreconditionHeader): skip what changes nothing, on a modify or merge
+    ("if-equal update applies an equal value", LAMP, "modify", "/attributes/on", True, {"if-equal": "update"}, 204, None,
+     LAMP, "modified"),
+    ("if-equal skip: an equal modify is 412", LAMP, "modify", "/attributes/on", True, {"if-equal": "skip"}, 412,
+     "things:precondition.failed", SAME, None),
+    ("if-equal skip: a changing modify applies", LAMP, "modify", "/attributes/on", False, {"if-equal": "skip"}, 204, None,
+     {**LAMP, "attributes": {**LAMP["attributes"], "on": False}}, "modified"),
+    ("if-equal skip: a boolean is no number", {**LAMP, "attributes": {"n": 1}}, "modify", "/attributes/n", True,
+     {"if-equal": "skip"}, 204, None, {**LAMP, "attributes": {"n": True}}, "modified"),
+    ("if-equal skip: 1 and 1.0 are equal", {**LAMP, "attributes": {"n": 1}}, "modify", "/attributes/n", 1.0,
+     {"if-equal": "skip"}, 412, "things:precondition.failed", SAME, None),
+    ("if-equal skip: members in another order are equal", LAMP, "modify", "/attributes/location", {"room": "kitchen"},
+     {"if-equal": "skip"}, 412, "things:precondition.failed", SAME, None),
+    ("if-equal skip: a missing attribute is created", LAMP, "modify", "/attributes/new", 1, {"if-equal": "skip"}, 201,
+     None, {**LAMP, "attributes": {**LAMP["attributes"], "new": 1}}, "created"),
+    ("if-equal skip: the whole thing, thingId aside", LAMP, "modify", "/", {k: v for k, v in LAMP.items() if k != "thingId"},
+     {"if-equal": "skip"}, 412, "things:precondition.failed", SAME, None),
+    ("if-equal skip: a missing thing is created", GONE, "modify", "/", {}, {"if-equal": "skip"}, 201, None,
+     {"thingId": T}, "created"),
+    ("if-equal skip: an equal merge is 412", LAMP, "merge", "/attributes", {"on": True}, {"if-equal": "skip"}, 412,
+     "things:precondition.failed", SAME, None),
+    ("if-equal skip: null for a missing member changes nothing", LAMP, "merge", "/attributes", {"gone": None},
+     {"if-equal": "skip"}, 412, "things:precondition.failed", SAME, None),
+    ("if-equal skip: null for a member removes it", LAMP, "merge", "/attributes", {"on": None}, {"if-equal": "skip"},
+     204, None, {**LAMP, "attributes": {"location": {"room": "kitchen"}}}, "merged"),
+    ("if-equal skip: an equal scalar merge is 412", LAMP, "merge", "/features/power/properties/watts", 40,
+     {"if-equal": "skip"}, 412, "things:precondition.failed", SAME, None),
+    ("if-equal skip-minimizing-merge: an equal merge is 412", LAMP, "merge", "/", {"attributes": {"on": True}},
+     {"if-equal": "skip-minimizing-merge"}, 412, "things:precondition.failed", SAME, None),
+    ("if-equal skip-minimizing-merge: what changes is merged", LAMP, "merge", "/attributes",
+     {"on": True, "location": {"room": "hall"}}, {"if-equal": "skip-minimizing-merge"}, 204, None,
+     {**LAMP, "attributes": {"on": True, "location": {"room": "hall"}}}, "merged"),
+    ("if-equal skip-minimizing-merge on a modify applies it (as Ditto)", LAMP, "modify", "/attributes/on", True,
+     {"if-equal": "skip-minimizing-merge"}, 204, None, LAMP, "modified"),
+    ("if-equal skip on a delete is not read", LAMP, "delete", "/attributes/on", ABSENT, {"if-equal": "skip"}, 204, None,
+     {**LAMP, "attributes": {"location": {"room": "kitchen"}}}, "deleted"),
+    ("if-equal skip on a create is not read", GONE, "create", "/", {}, {"if-equal": "skip"}, 201, None,
+     {"thingId": T}, "created"),
+    ("if-equal SKIP is not an option the fold knows (as Ditto: update)", LAMP, "modify", "/attributes/on", True,
+     {"if-equal": "SKIP"}, 204, None, LAMP, "modified"),
+    # condition (Ditto 3.x ThingConditionValidator): RQL over the thing, before if-match and if-equal
+    ("condition holds", LAMP, "modify", "/attributes/on", False, {"condition": 'eq(attributes/location/room,"kitchen")'},
+     204, None, {**LAMP, "attributes": {**LAMP["attributes"], "on": False}}, "modified"),
+    ("condition fails", LAMP, "modify", "/attributes/on", False, {"condition": "eq(attributes/on,false)"}, 412,
+     "things:condition.failed", SAME, None),
+    ("condition on a missing property fails", LAMP, "merge", "/attributes", {"x": 1}, {"condition": "eq(attributes/x,1)"},
+     412, "things:condition.failed", SAME, None),
+    ("condition on _revision, _namespace and thingId", LAMP, "delete", "/attributes/on", ABSENT,
+     {"condition": f'and(eq(_revision,3),eq(_namespace,"org.acme"),eq(thingId,"{T}"))'}, 204, None,
+     {**LAMP, "attributes": {"location": {"room": "kitchen"}}}, "deleted"),
+    ("condition fails before if-match is read", LAMP, "modify", "/", {}, {"condition": "eq(_revision,2)", "if-match": '"rev:2"'},
+     412, "things:condition.failed", SAME, None),
+    ("condition fails before if-equal is read", LAMP, "modify", "/attributes/on", True,
+     {"condition": "exists(attributes/x)", "if-equal": "skip"}, 412, "things:condition.failed", SAME, None),
+    ("condition on a create is not read", GONE, "create", "/", {}, {"condition": "eq(attributes/x,1)"}, 201, None,
+     {"thingId": T}, "created"),
+    ("condition on a modify that creates the thing is not read", GONE, "modify", "/", {},
+     {"condition": "eq(attributes/x,1)"}, 201, None, {"thingId": T}, "created"),
+    ("condition on a missing thing's attribute: 404 first", GONE, "modify", "/attributes/a", 1,
+     {"condition": "eq(attributes/x,1)"}, 404, "things:thing.notfound", SAME, None),
 ]
 
 
@@ -131,6 +192,53 @@ def test_command_outcome(existing, action, path, value, headers, status, code, a
         assert outcome.payload == (after if path == "/" else value)  # the created value, echoed
     else:
         assert outcome.payload is ABSENT
+
+
+@pytest.mark.parametrize("headers, action, code, message", [
+    ({"if-equal": "nope"}, "modify", "header.invalid",
+     "The value 'nope' of the header 'if-equal' is not a valid enum value of type 'IfEqual'."),
+    ({"if-equal": 1}, "merge", "header.invalid",
+     "The value '1' of the header 'if-equal' is not a valid enum value of type 'IfEqual'."),
+    ({"if-equal": ""}, "create", "header.invalid",
+     "The value '' of the header 'if-equal' is not a valid enum value of type 'IfEqual'."),
+    ({"condition": "eq(attributes/x"}, "modify", "things:condition.invalid",
+     "The specified condition 'eq(attributes/x' is invalid."),
+    ({"condition": "and()"}, "delete", "things:condition.invalid", "The specified condition 'and()' is invalid."),
+    ({"condition": True}, "merge", "things:condition.invalid", "The specified condition 'true' is invalid."),
+])
+def test_a_bad_conditional_header_is_400_at_submission(headers: dict, action: str, code: str, message: str) -> None:
+    with pytest.raises(DittoError) as raised:
+        twin.check_conditional_headers(headers, action)
+    assert (raised.value.status, raised.value.error, raised.value.message) == (400, code, message)
+    assert raised.value.description
+
+
+@pytest.mark.parametrize("headers, action", [
+    ({"if-equal": option}, action) for option in ("update", "skip", "skip-minimizing-merge", " Skip ", "UPDATE")
+    for action in ("create", "modify", "merge", "delete")
+] + [({"condition": "garbage("}, "create"), ({"condition": 'eq(attributes/a,"x")'}, "modify"), ({}, "modify")])
+def test_a_good_conditional_header_passes_submission(headers: dict, action: str) -> None:
+    """Ditto's validator trims and ignores case (the fold then knows only the exact options); a
+    create's condition is never read."""
+    twin.check_conditional_headers(headers, action)
+
+
+def test_skip_minimizing_merge_keeps_only_what_changes_in_its_event() -> None:
+    """Ditto's own case (ThingsConditionalHeadersValidatorTest): of a patch setting an existing
+    attribute to its value, a new attribute and three properties of which one is unchanged, the
+    event carries the new attribute and the two properties that change."""
+    old = {"thingId": T, "attributes": {"other-existing": 42, "kept": "x"},
+           "features": {"some-feature": {"properties": {"existing-prop": {"foo": 23, "bar": False}}}}}
+    patch = {"attributes": {"other-existing": 42, "new-attr": {"a": None}},
+             "features": {"some-feature": {"properties": {"existing-prop": {"foo": 99, "bar": False, "bum": "lux!"}}}}}
+    state, outcome = twin.apply(twin.ThingState(T, 5, old),
+                                twin.Command(1, "merge", "/", patch, {"if-equal": "skip-minimizing-merge"}))
+    assert (outcome.status, outcome.event_action) == (204, "merged")
+    assert outcome.event_value == {"attributes": {"new-attr": {"a": None}},
+                                   "features": {"some-feature": {"properties": {"existing-prop": {"foo": 99, "bum": "lux!"}}}}}
+    assert state.document == twin.merge_patch(old, patch)  # the same thing either way
+    _, plain = twin.apply(twin.ThingState(T, 5, old), twin.Command(1, "merge", "/", patch))
+    assert plain.event_value is ABSENT  # any other command's event carries its own value
 
 
 def test_the_fold_does_not_mutate_its_input() -> None:
@@ -193,7 +301,9 @@ _paths = st.sampled_from(
 )
 _commands = st.lists(
     st.builds(twin.Command, st.integers(1, 10**6), st.sampled_from(["create", "modify", "merge", "delete"]), _paths,
-              _json, st.sampled_from([None, {"if-match": "*"}, {"if-none-match": "*"}])),
+              _json, st.sampled_from([None, {"if-match": "*"}, {"if-none-match": "*"}, {"if-equal": "skip"},
+                                      {"if-equal": "skip-minimizing-merge"}, {"condition": "exists(attributes/a)"},
+                                      {"condition": "not(exists(attributes/a))", "if-equal": "skip"}])),
     max_size=12,
 )
 
