@@ -1,5 +1,6 @@
 """A RabbitMQ node a test owns: its own node name, AMQP and distribution ports, database and
-logs in a temporary folder, no plugins — so that killing it disturbs nothing else.
+logs in a temporary folder, only the plugins it names (``rabbitmq_amqp1_0``: AMQP 1.0 on the
+same port) — so that killing it disturbs nothing else.
 
 It runs the machine's ``rabbitmq-server`` (the Debian package, ``scripts/ensure-rabbitmq.sh``)
 in the foreground as our child, in a process group of its own: the script starts the Erlang VM
@@ -32,14 +33,14 @@ class OwnRabbitMQ(OwnServer):
     """``start`` (waits until AMQP answers), ``kill`` (SIGKILL of the whole node, as a crash),
     ``close`` (kill whatever runs, remove the folder)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plugins: tuple[str, ...] = ()) -> None:
         if not SERVER.exists():
             raise RuntimeError(f"no {SERVER}: run scripts/ensure-rabbitmq.sh")
         self.port, self.dist_port = free_port(), free_port()
         self.root = Path(tempfile.mkdtemp(prefix="ackstore-own-rabbitmq-"))
         self.node = f"ackstore-test-{self.port}@localhost"
         (self.root / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\nloopback_users = none\n")
-        (self.root / "enabled_plugins").write_text("[].\n")
+        (self.root / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
         (self.root / "rabbitmq-env.conf").write_text("")  # not the machine's (it names the machine's node)
         self.log = self.root / "server.out"
         self._process: subprocess.Popen | None = None
