@@ -20,7 +20,6 @@ DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
 IF_MATCH, IF_NONE_MATCH = "if-match", "if-none-match"
 IF_EQUAL, CONDITION = "if-equal", "condition"
 IF_EQUAL_OPTIONS = ("update", "skip", "skip-minimizing-merge")
-CONDITIONAL_HEADERS = (IF_MATCH, IF_NONE_MATCH, IF_EQUAL, CONDITION)  # what the fold reads of a command's headers
 
 # Top-level members a client may address, and what they must hold.
 _OBJECT_PARTS = {"attributes", "features"}

@@ -5,7 +5,7 @@
 -- The twin commands not applied yet (queue_apply holds only those) of one partition of the things
 -- (:partition of :partitions, by a hash of the thing's id), with the state of their thing, each
 -- thing's commands together in ingestion order: what one Spark task folds. Of the headers only
--- the conditional ones matter to the fold (B.10; twin.CONDITIONAL_HEADERS).
+-- the conditional ones matter to the fold (B.10: the four rules/twin.py reads).
 SELECT s.id AS signal_id, s.thing_id, s.action, s.path, s.value::text AS value,
        jsonb_strip_nulls(jsonb_build_object('if-match', s.headers->'if-match',
                                             'if-none-match', s.headers->'if-none-match',
