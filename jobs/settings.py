@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ackstore.ledger import heads
 from ackstore.ledger.database import ackstore_home, resolve_url
-from ackstore.rules.settings import Settings
+from ackstore.rules.settings import Settings, whole_number
 from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
 
@@ -58,21 +58,10 @@ class PipelineSettings:
             archive_root=os.environ.get("ACKSTORE_ARCHIVE") or str(ackstore_home() / "archive"),
             retention_days=float(os.environ.get("ACKSTORE_RETENTION_DAYS", 30)),
             rules=Settings.from_env(),
-            partitions=int(os.environ.get("ACKSTORE_PARTITIONS", 4)),
-            lock_timeout_ms=lock_timeout_ms(os.environ.get("ACKSTORE_LOCK_TIMEOUT_MS", "5000")),
-            in_driver_rows=int(os.environ.get("ACKSTORE_IN_DRIVER_ROWS", IN_DRIVER_ROWS)),
-            max_thing_bytes=int(os.environ.get("ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES)),
+            partitions=whole_number(os.environ, "ACKSTORE_PARTITIONS", 4, minimum=1),
+            # at least 1: PostgreSQL reads 0 as no timeout, which would let a writer's transaction stall a step
+            lock_timeout_ms=whole_number(os.environ, "ACKSTORE_LOCK_TIMEOUT_MS", 5000, minimum=1),
+            in_driver_rows=whole_number(os.environ, "ACKSTORE_IN_DRIVER_ROWS", IN_DRIVER_ROWS, minimum=0),
+            max_thing_bytes=whole_number(os.environ, "ACKSTORE_MAX_THING_BYTES", DEFAULT_MAX_THING_BYTES, minimum=1),
             **extra,
         )
-
-
-def lock_timeout_ms(value: str) -> int:
-    """``$ACKSTORE_LOCK_TIMEOUT_MS``: a whole number of milliseconds above 0 (PostgreSQL reads 0 as
-    no timeout at all, which would let a writer's open transaction stall a step again)."""
-    try:
-        parsed = int(value)
-    except ValueError:
-        parsed = 0
-    if parsed <= 0:
-        raise ValueError(f"ACKSTORE_LOCK_TIMEOUT_MS must be a whole number of milliseconds above 0, not {value!r}")
-    return parsed

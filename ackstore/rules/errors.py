@@ -742,6 +742,17 @@ def archive_unreadable(location: str, why: str) -> DittoError:
     )
 
 
+def setting_invalid(name: str, value: str, minimum: int) -> DittoError:
+    """A whole-number ``ACKSTORE_*`` setting that is none (settings.whole_number)."""
+    return DittoError(
+        400,
+        "ackstore:setting.invalid",
+        f"The value <{_clip(value, 64)}> of <{name}> is not a whole number of at least {java_number(minimum)}.",
+        f"Set {name} to a whole number such as {java_number(max(minimum, 1) * 4)}, or unset it for its default "
+        "(docs/operating.md lists every setting).",
+    )
+
+
 def retention_invalid(origin: str, value: str, maximum_days: int) -> DittoError:
     """The archive's retention is no number of days it can use (NaN, negative, past the maximum)."""
     return DittoError(

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from ackstore.rules import errors
 from ackstore.rules.durations import parse_duration_ms
 
 DEFAULT_TIMEOUT_MS = 5 * 60_000
@@ -37,9 +38,21 @@ class Settings:
         return cls(
             default_timeout_ms=_duration(env, "ACKSTORE_DEFAULT_TIMEOUT", DEFAULT_TIMEOUT_MS),
             max_timeout_ms=_duration(env, "ACKSTORE_MAX_TIMEOUT", MAX_TIMEOUT_MS),
-            max_envelope_bytes=int(env.get("ACKSTORE_MAX_ENVELOPE_BYTES", MAX_ENVELOPE_BYTES)),
-            max_attempts=int(env.get("ACKSTORE_MAX_ATTEMPTS", MAX_ATTEMPTS)),
+            max_envelope_bytes=whole_number(env, "ACKSTORE_MAX_ENVELOPE_BYTES", MAX_ENVELOPE_BYTES, minimum=1),
+            max_attempts=whole_number(env, "ACKSTORE_MAX_ATTEMPTS", MAX_ATTEMPTS, minimum=1),
         )
+
+
+def whole_number(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    """The whole-number setting ``name`` of ``env`` (``default`` when unset), or 400
+    ``ackstore:setting.invalid`` naming it: a sign and digits only, at least ``minimum``."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    text = raw.strip()
+    if not (text.lstrip("+-").isdigit() and text.isascii()) or int(text) < minimum:
+        raise errors.setting_invalid(name, raw, minimum)
+    return int(text)
 
 
 def _duration(env: Mapping[str, str], name: str, default: int) -> int:

@@ -198,3 +198,13 @@ def test_a_command_the_logins_role_may_not_run_is_a_403_naming_what_it_lacks(
     assert f"<{logins[group]}> lacks a privilege this command needs: permission denied for " in answer["message"]
     assert "docs/roles.md" in answer["description"]
     assert snapshot(store.engine) == before
+
+
+@pytest.mark.parametrize("name, value", [("ACKSTORE_PARTITIONS", "four"), ("ACKSTORE_MAX_ATTEMPTS", "0"),
+                                         ("ACKSTORE_LOCK_TIMEOUT_MS", "1.5s")])
+def test_a_setting_that_is_no_whole_number_is_answered_not_a_traceback(store: AckStore, database_url: str,
+                                                                       name: str, value: str) -> None:
+    code, answer = run("pipeline", "run", url=database_url, env={name: value})
+    assert code == 1 and isinstance(answer, dict), answer
+    assert (answer["status"], answer["error"]) == (400, "ackstore:setting.invalid")
+    assert f"<{name}>" in answer["message"] and answer["description"]

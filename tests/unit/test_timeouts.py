@@ -135,3 +135,36 @@ def test_zero_timeout(extra: dict, allowed: bool, api: headers.Api) -> None:
         "message": ZERO_TIMEOUT_MESSAGE,
         "description": "Please provide a positive timeout.",
     }
+
+
+WHOLE_NUMBER_SETTINGS = [  # (variable, its least value): every whole-number ACKSTORE_* setting
+    ("ACKSTORE_MAX_ENVELOPE_BYTES", 1), ("ACKSTORE_MAX_ATTEMPTS", 1), ("ACKSTORE_PARTITIONS", 1),
+    ("ACKSTORE_LOCK_TIMEOUT_MS", 1), ("ACKSTORE_IN_DRIVER_ROWS", 0), ("ACKSTORE_MAX_THING_BYTES", 1),
+]
+
+
+def _pipeline_settings(monkeypatch: pytest.MonkeyPatch, name: str, value: str):
+    from jobs.settings import PipelineSettings
+
+    monkeypatch.setenv(name, value)
+    return PipelineSettings.from_env("postgresql://127.0.0.1/ledger")
+
+
+@pytest.mark.parametrize("name, least", WHOLE_NUMBER_SETTINGS)
+@pytest.mark.parametrize("value", ["abc", "", " ", "1.5", "1e3", "0x10", "٣", "-1", "10 000"])
+def test_a_whole_number_setting_that_is_none_is_400_naming_it(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                               least: int, value: str) -> None:
+    with pytest.raises(DittoError) as raised:
+        _pipeline_settings(monkeypatch, name, value)
+    assert (raised.value.status, raised.value.error) == (400, "ackstore:setting.invalid")
+    assert f"<{name}>" in raised.value.message and f"at least {least}" in raised.value.message
+
+
+@pytest.mark.parametrize("name, least", WHOLE_NUMBER_SETTINGS)
+def test_a_whole_number_setting_takes_what_a_user_would_type(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                              least: int) -> None:
+    field = {"ACKSTORE_MAX_ENVELOPE_BYTES": lambda s: s.rules.max_envelope_bytes,
+             "ACKSTORE_MAX_ATTEMPTS": lambda s: s.rules.max_attempts}.get(
+        name, lambda s: getattr(s, name.removeprefix("ACKSTORE_").lower()))
+    for typed, value in ((" 7 ", 7), ("+12", 12), (str(least), least), ("5000", 5000)):
+        assert field(_pipeline_settings(monkeypatch, name, typed)) == value
