@@ -285,18 +285,13 @@ def _if_equal(target: _Target, current: Any, action: str, value: Any, option: An
     if option not in ("skip", "skip-minimizing-merge"):
         return value
     previous, new = _comparable(target, current), _comparable(target, value)
-    if action == "modify":
-        unchanged = previous is not ABSENT and json_equal(previous, new)
-        if unchanged and option == "skip":
-            raise errors.equal_value_skipped()
-        return value
-    if isinstance(new, dict):
+    if action == "merge" and isinstance(new, dict):  # equal: the patch applied changes nothing
         unchanged = isinstance(previous, dict) and json_equal(merge_patch(previous, new), previous)
     else:
         unchanged = previous is not ABSENT and json_equal(previous, new)
-    if unchanged:
+    if unchanged and (action == "merge" or option == "skip"):
         raise errors.equal_value_skipped()
-    if option == "skip-minimizing-merge" and previous is not ABSENT:
+    if action == "merge" and option == "skip-minimizing-merge" and previous is not ABSENT:
         changes = _changes(previous, value)
         return value if changes is ABSENT else changes
     return value
