@@ -121,6 +121,7 @@ def _decide_shape(
 # Most signals request alike: a batch decides each shape once (a fifth of normalize's time).
 _SHAPES: dict[tuple[object, ...], _Shape] = {}
 _MAX_SHAPES = 1024
+_MAX_KEY_CHARS = 256  # longer header values are decided afresh each time (never held)
 _KEYED_FLAGS = (type(None), bool, str)  # the types of value a shape is remembered for
 _KEYED_TIMEOUTS = (type(None), str, int)
 
@@ -157,7 +158,15 @@ def _shape_key(rr_value: object, timeout_value: object, acks_value: object) -> t
         return None
     if type(rr_value) not in _KEYED_FLAGS or type(timeout_value) not in _KEYED_TIMEOUTS:
         return None
+    if _chars(acks_value) + _chars(rr_value) + _chars(timeout_value) > _MAX_KEY_CHARS:
+        return None  # a sender's long text is not kept: the remembered shapes stay a few hundred kB
     return rr_value, timeout_value, acks_value
+
+
+def _chars(value: object) -> int:
+    if type(value) is str:
+        return len(value)
+    return sum(map(len, value)) if type(value) is tuple else 0
 
 
 def lowered(raw_headers: Mapping[Any, Any]) -> dict[str, Any]:

@@ -251,18 +251,24 @@ def check_conditional_headers(headers: Mapping[str, Any], action: str) -> None:
         _condition(headers[CONDITION])
 
 
+_MAX_REMEMBERED_CONDITION = 1024  # characters: a sender's longer condition is parsed each time, never held
+
+
 def _condition(given: Any) -> rql.Node:
     if not isinstance(given, str):
         raise errors.condition_invalid(errors.shown(given), "")
-    return _parsed_condition(given)
+    return _remembered_condition(given) if len(given) <= _MAX_REMEMBERED_CONDITION else _parsed_condition(given)
 
 
-@lru_cache(maxsize=1024)  # a condition repeats across commands; one that does not parse raises, uncached
 def _parsed_condition(text: str) -> rql.Node:
     try:
         return rql.parse(text)
     except errors.DittoError as error:
         raise errors.condition_invalid(text, error.message) from None
+
+
+# A condition repeats across commands; one that does not parse raises, and is not remembered.
+_remembered_condition = lru_cache(maxsize=1024)(_parsed_condition)
 
 
 def _check_condition(state: ThingState, headers: Mapping[str, Any]) -> None:

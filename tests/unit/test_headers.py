@@ -228,3 +228,16 @@ def test_headers_must_be_an_object() -> None:
 def test_unknown_api_is_a_programming_error() -> None:
     with pytest.raises(ValueError):
         headers.normalize({}, channel=TWIN, api="grpc")
+
+
+def test_a_long_header_value_is_decided_but_not_held() -> None:
+    """normalize remembers a request's shape only for short header values: a sender's long
+    requested-acks is decided afresh (the same answer) and never kept."""
+    labels_text = ",".join(f"conn:label-{n}" for n in range(60))
+    headers._SHAPES.clear()
+    first = headers.normalize({"requested-acks": labels_text}, channel="twin", api="connectivity")
+    again = headers.normalize({"requested-acks": labels_text}, channel="twin", api="connectivity")
+    assert first.requested_acks == again.requested_acks and len(first.requested_acks) == 60
+    assert len(labels_text) > headers._MAX_KEY_CHARS and headers._SHAPES == {}
+    headers.normalize({"requested-acks": "conn:a,conn:b"}, channel="twin", api="connectivity")
+    assert len(headers._SHAPES) == 1  # a short one is remembered

@@ -322,3 +322,18 @@ def test_fold_invariants(commands: list) -> None:
             assert set(outcome.payload) >= {"status", "error", "message", "description"}
     if state.document is not None:
         assert state.document["thingId"] == T
+
+
+def test_a_long_condition_is_decided_but_not_held() -> None:
+    """A sender's conditions are remembered only when short: the fold's memory does not grow by
+    what a sender chose (a condition may be as long as the envelope allows)."""
+    state = twin.ThingState(T, 3, LAMP)
+    long_condition = "or(" + ",".join(f'eq(attributes/x{n},"{n}")' for n in range(200)) + ',exists(attributes/on))'
+    before = twin._remembered_condition.cache_info().currsize
+    _, outcome = twin.apply(state, twin.Command(1, "modify", "/attributes/on", False, {"condition": long_condition}))
+    assert outcome.status == 204
+    _, outcome = twin.apply(state, twin.Command(1, "modify", "/attributes/on", False,
+                                                {"condition": long_condition.replace("exists", "not(exists") + ")"}))
+    assert outcome.status == 412 and outcome.payload["error"] == "things:condition.failed"
+    assert len(long_condition) > twin._MAX_REMEMBERED_CONDITION
+    assert twin._remembered_condition.cache_info().currsize == before
