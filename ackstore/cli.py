@@ -272,6 +272,22 @@ def _connector_parsers(commands: Any) -> None:
     mqtt.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
     _metrics_arguments(mqtt)
     mqtt.set_defaults(run=_connect)
+    amqp10 = connect_kinds.add_parser(
+        "amqp10", help="attach to AMQP 1.0 addresses, leave each delivery unsettled until the pipeline decides")
+    amqp10.add_argument("--connection-id", help="the connection's id (its source in the ledger, its labels' prefix)")
+    amqp10.add_argument("--address", action="append", default=[], metavar="ADDRESS",
+                        help="a source address to receive from (RabbitMQ: /amq/queue/NAME; or use --config); repeatable")
+    amqp10.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
+                        help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
+    amqp10.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672", help="the broker: amqp[s]://[USER:PASSWORD@]HOST[:PORT]")
+    amqp10.add_argument("--credit", type=int, help="deliveries a link holds unsettled at once (default 65535)")
+    amqp10.add_argument("--config", help="a Ditto AMQP 1.0 connection JSON (instead of the options above)")
+    amqp10.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
+    amqp10.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
+    amqp10.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
+    amqp10.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
+    _metrics_arguments(amqp10)
+    amqp10.set_defaults(run=_connect)
 
     publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
     publish_kinds = publish.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
@@ -286,6 +302,11 @@ def _connector_parsers(commands: Any) -> None:
     publish_mqtt.add_argument("--url", default="mqtt://127.0.0.1:1883", help="the broker: mqtt[s]://HOST[:PORT]")
     publish_mqtt.add_argument("--mqtt-version", choices=("3.1.1", "5"), default="5", help="the protocol version")
     publish_mqtt.set_defaults(run=_publish)
+    publish_amqp10 = publish_kinds.add_parser("amqp10", help="publish JSON lines to an AMQP 1.0 address, each accepted")
+    publish_amqp10.add_argument("file", metavar="FILE|-", help="one JSON message per line, or - for standard input")
+    publish_amqp10.add_argument("--address", required=True, help="the address (RabbitMQ: /amq/queue/NAME)")
+    publish_amqp10.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672", help="the broker's AMQP URI")
+    publish_amqp10.set_defaults(run=_publish)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -491,12 +512,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from ackstore.connectors.publish import publish_lines, publish_mqtt_lines
+    from ackstore.connectors.publish import publish_amqp10_lines, publish_lines, publish_mqtt_lines
 
     try:
         with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
             if args.kind == "mqtt":
                 return _answer(publish_mqtt_lines(args.url, args.topic, lines, _mqtt_type(args.mqtt_version)))
+            if args.kind == "amqp10":
+                return _answer(publish_amqp10_lines(args.url, args.address, lines))
             return _answer(publish_lines(args.url, args.queue, lines))
     except errors.DittoError as error:
         return _answer(error.to_json())
@@ -558,26 +581,30 @@ def _connect(args: argparse.Namespace) -> int:
 
     from ackstore.connectors import config
     from ackstore.connectors.amqp import AmqpConnector
+    from ackstore.connectors.amqp10 import Amqp10Connector
     from ackstore.connectors.core import Options
     from ackstore.connectors.metrics import ConnectorMetrics
     from ackstore.connectors.mqtt import MqttConnector
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    mqtt = args.kind == "mqtt"
+    runs = {"amqp": (config.AMQP,), "mqtt": (config.MQTT, config.MQTT5), "amqp10": (config.AMQP10,)}[args.kind]
     try:
         if args.config:
             with open(args.config, "rb") as file:
                 connection = config.parse(errors.parse_json_text(file.read()))
-            if connection.is_mqtt != mqtt:
+            if connection.connection_type not in runs:
                 raise errors.connection_config_invalid(
                     f"The connection's type {connection.connection_type} is not one 'ackstore connect {args.kind}' runs.")
-        elif mqtt and args.connection_id and args.topic:
+        elif args.kind == "mqtt" and args.connection_id and args.topic:
             connection = config.simple_mqtt(args.connection_id, args.topic, args.requested_acks, args.url,
                                             _mqtt_type(args.mqtt_version))
-        elif not mqtt and args.connection_id and args.queue:
+        elif args.kind == "amqp10" and args.connection_id and args.address:
+            connection = config.simple_amqp10(args.connection_id, args.address, args.requested_acks, args.url,
+                                              args.credit)
+        elif args.kind == "amqp" and args.connection_id and args.queue:
             connection = config.simple(args.connection_id, args.queue, args.requested_acks, args.url)
         else:
-            what = "--topic" if mqtt else "--queue"
+            what = {"amqp": "--queue", "mqtt": "--topic", "amqp10": "--address"}[args.kind]
             print(f"ackstore connect {args.kind}: give --connection-id and {what}, or --config", file=sys.stderr)
             return EXIT_USAGE
     except errors.DittoError as error:
@@ -595,7 +622,8 @@ def _connect(args: argparse.Namespace) -> int:
         logging.getLogger("ackstore.connector").info("connector %s: metrics at http://%s:%d/metrics", connection.id,
                                                      args.metrics_host, port)
     with AckStore.connect(args.database_url) as store:
-        return (MqttConnector if mqtt else AmqpConnector)(store, connection, options, metrics).run()
+        kind = {"amqp": AmqpConnector, "mqtt": MqttConnector, "amqp10": Amqp10Connector}[args.kind]
+        return kind(store, connection, options, metrics).run()
 
 
 def _db(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ os.environ.setdefault("ACKSTORE_HEADS", os.path.join(tempfile.mkdtemp(prefix="ac
 LONGEST_FIRST = (
     "system/test_benchmarks_live.py", "system/test_crash.py", "system/test_benchmarks.py",
     "system/test_airflow_running.py", "system/test_amqp_crash.py", "system/test_postgres_restart.py",
+    "system/test_amqp10_crash.py", "connectors/test_amqp10_connector.py",
     "system/test_dag.py", "pipeline/test_archive.py", "ledger/test_aggregation_python_and_sql.py",
     "pipeline/test_validate.py", "system/test_cli.py", "connectors/test_mqtt_connector.py",
     "connectors/test_amqp_connector.py", "pipeline/test_archive_lookups.py", "pipeline/test_settle.py",
@@ -67,7 +68,7 @@ ADMIN_URL = os.environ.get("ACKSTORE_TEST_ADMIN_URL", "postgresql+psycopg2://pos
 
 # The fixtures below that start or reach a server: a test in tests/unit may use none of them.
 SERVER_FIXTURES = frozenset({"database_url", "migrated_engine", "engine", "store", "spark", "spark_remote",
-                             "run_pipeline", "own_mosquitto"})
+                             "run_pipeline", "own_mosquitto", "own_amqp10"})
 
 
 @pytest.fixture(scope="session")
@@ -143,3 +144,15 @@ def own_mosquitto():
 
     with OwnMosquitto() as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def own_amqp10():
+    """An AMQP 1.0 broker of the module's own: a RabbitMQ node with the ``rabbitmq_amqp1_0``
+    plugin (AMQP 1.0 and 0.9.1 on one free port), killed and removed after the module."""
+    from tests.support.own_rabbitmq import OwnRabbitMQ
+
+    node = OwnRabbitMQ(plugins=("rabbitmq_amqp1_0",))
+    node.start()
+    yield node
+    node.close()

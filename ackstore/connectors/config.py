@@ -31,13 +31,15 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qs
 
 from ackstore.rules import durations, errors, labels, limits, rql
+from ackstore.rules import amqp10 as amqp10_rules
 from ackstore.rules import mqtt as mqtt_rules
 from ackstore.rules.enforcement import SOURCE_ADDRESS, Enforcement
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
-AMQP, MQTT, MQTT5 = "amqp-091", "mqtt", "mqtt-5"  # Ditto's connection types
+AMQP, AMQP10, MQTT, MQTT5 = "amqp-091", "amqp-10", "mqtt", "mqtt-5"  # Ditto's connection types
 SCHEMES = {AMQP: ("amqp://", "amqps://"), MQTT: ("mqtt://", "mqtts://", "tcp://", "ssl://")}
 SCHEMES[MQTT5] = SCHEMES[MQTT]
+SCHEMES[AMQP10] = SCHEMES[AMQP]
 REPLY_TO_PLACEHOLDER = "{{header:reply-to}}"
 ANSWERED = ("response", "error")  # what a reply target answers: results and refusals
 TOPIC_CHANNELS = {
@@ -67,10 +69,10 @@ class ReplyTarget:
 
 @dataclass(frozen=True)
 class Source:
-    queue: str  # the AMQP queue; an MQTT source's first topic filter
+    queue: str  # the AMQP queue; its first address (an MQTT topic filter, an AMQP 1.0 link's source)
     includes: tuple[str, ...] = ()  # requested-acks added to every message
     declared_acks: tuple[str, ...] = ()  # labels the connection may acknowledge with (prefixed)
-    topics: tuple[str, ...] = ()  # an MQTT source's topic filters
+    addresses: tuple[str, ...] = ()  # every address: MQTT topic filters, AMQP 1.0 link sources
     qos: int | None = None  # an MQTT source's subscription QoS
     enforcement: Enforcement | None = None
     reply_target: ReplyTarget = ReplyTarget()
@@ -88,7 +90,7 @@ class Target:
 
     @property
     def topic(self) -> str:
-        """An MQTT target's topic (its whole address)."""
+        """An MQTT target's topic, an AMQP 1.0 target's address (its whole address)."""
         return f"{self.exchange}/{self.routing_key}" if self.routing_key else self.exchange
 
 
@@ -111,6 +113,22 @@ class MqttSettings:
         return self.publisher_id or f"{self.client_id}p"
 
 
+@dataclass(frozen=True)
+class Amqp10Settings:
+    """An AMQP 1.0 connection's ``specificConfig``: Ditto passes it to its Qpid JMS client, whose
+    one option that matters here is the prefetch — the link credit, so the in-flight bound."""
+
+    credit: int = 65535  # deliveries a link may hold unsettled (held for a decision): ≤ credit per decision time
+    redelivery: str = "modified"  # how "redeliver" is carried out: modified[delivery-failed], or released
+
+
+AMQP10_CREDIT_SETTINGS = ("jms.prefetchPolicy.all", "jms.prefetchPolicy.queuePrefetch")
+AMQP10_REDELIVERY_SETTING = "ackstore.redeliveryOutcome"
+AMQP10_CONNECTION_KEYS = {"id", "name", "connectionType", "connectionStatus", "uri", "sources", "targets",
+                          "specificConfig", "failoverEnabled", "clientCount", "validateCertificates", "tags"}
+AMQP10_SOURCE_KEYS = {"addresses", "authorizationContext", "enforcement", "replyTarget", "acknowledgementRequests",
+                      "declaredAcks"}
+AMQP10_TARGET_KEYS = {"address", "topics", "authorizationContext", "issuedAcknowledgementLabel"}
 MQTT5_SETTINGS = ("sessionExpiryInterval", "receiveMaximum")
 MQTT_SETTINGS = {  # specificConfig's keys: Ditto's, and the two MQTT 5 session settings of ours
     "clientId", "cleanSession", "reconnectForRedelivery", "reconnectForRedeliveryDelay", "separatePublisherClient",
@@ -131,6 +149,7 @@ class ConnectionConfig:
     targets: tuple[Target, ...] = field(default=())
     connection_type: str = AMQP
     mqtt: MqttSettings | None = None  # an MQTT connection's settings
+    amqp10: Amqp10Settings | None = None  # an AMQP 1.0 connection's settings
 
     @property
     def is_mqtt(self) -> bool:
@@ -163,19 +182,23 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
     kind = _connection_type(document)
     uri = document.get("uri", DEFAULT_URI)
     if not isinstance(uri, str) or not uri.startswith(SCHEMES[kind]):
-        what = "an AMQP URI" if kind == AMQP else "an MQTT URI (mqtt://, mqtts://, tcp:// or ssl://)"
+        what = "an MQTT URI (mqtt://, mqtts://, tcp:// or ssl://)" if kind in (MQTT, MQTT5) else "an AMQP URI"
         raise errors.connection_config_invalid(f"The connection's 'uri' <{errors.shown(uri)}> is not {what}.")
-    mqtt = kind != AMQP
-    if mqtt:
+    if kind in (MQTT, MQTT5):
         _unsupported(document, MQTT_CONNECTION_KEYS, "The MQTT connection")
         _supported_as_default(document)
         mqtt_rules.broker_address(uri)  # a port, no path: what the client will connect to
-    sources = tuple(_source(s, connection_id, mqtt) for s in _list(document, "sources"))
-    targets = tuple(_target(t, connection_id, mqtt) for t in _list(document, "targets"))
+    elif kind == AMQP10:
+        _unsupported(document, AMQP10_CONNECTION_KEYS, "The AMQP 1.0 connection")
+        _supported_as_default(document)
+    sources = tuple(_source(s, connection_id, kind) for s in _list(document, "sources"))
+    targets = tuple(_target(t, connection_id, kind) for t in _list(document, "targets"))
     if not sources and not targets:
         raise errors.connection_config_invalid("The connection has neither sources nor targets.")
-    settings = _mqtt_settings(document.get("specificConfig", {}), connection_id, kind) if mqtt else None
-    return ConnectionConfig(connection_id, uri, sources, targets, kind, settings)
+    specific = document.get("specificConfig", {})
+    mqtt = _mqtt_settings(specific, connection_id, kind) if kind in (MQTT, MQTT5) else None
+    amqp10 = _amqp10_settings(specific) if kind == AMQP10 else None
+    return ConnectionConfig(connection_id, uri, sources, targets, kind, mqtt, amqp10)
 
 
 def _supported_as_default(document: Mapping[str, Any]) -> None:
@@ -198,6 +221,14 @@ def simple_mqtt(connection_id: str, topics: Sequence[str], includes: Sequence[st
     return parse({"id": connection_id, "uri": uri, "connectionType": version,
                   "sources": [{"addresses": list(topics), "qos": 1,
                                "acknowledgementRequests": {"includes": list(includes)}}]})
+
+
+def simple_amqp10(connection_id: str, addresses: Sequence[str], includes: Sequence[str], uri: str,
+                  credit: int | None = None) -> ConnectionConfig:
+    """One source of link addresses, as ``ackstore connect amqp10 --address`` describes it."""
+    specific = {AMQP10_CREDIT_SETTINGS[0]: str(credit)} if credit is not None else {}
+    return parse({"id": connection_id, "uri": uri, "connectionType": AMQP10, "specificConfig": specific,
+                  "sources": [{"addresses": list(addresses), "acknowledgementRequests": {"includes": list(includes)}}]})
 
 
 def _connection_type(document: Mapping[str, Any]) -> str:
@@ -231,19 +262,25 @@ def _unsupported(document: Mapping[str, Any], known: set[str], what: str) -> Non
             raise errors.connection_config_invalid(f"{what} setting '{errors.shown(key)}' is not supported.")
 
 
-def _source(document: object, connection_id: str, mqtt: bool) -> Source:
+def _source(document: object, connection_id: str, kind: str) -> Source:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A source must be a JSON object.")
     addresses = _strings(document.get("addresses"), "A source's 'addresses'")
     if not addresses:
         raise errors.connection_config_invalid("A source needs at least one address.")
     qos: int | None = None
+    mqtt = kind in (MQTT, MQTT5)
     if mqtt:
         _unsupported(document, MQTT_SOURCE_KEYS, "The MQTT source")
         for topic in addresses:
             _topic_filter(topic)
         qos = _qos(document.get("qos"), "source", required=True)
         _strings(document.get("authorizationContext", ["-"]), "A source's 'authorizationContext'")
+    elif kind == AMQP10:
+        _unsupported(document, AMQP10_SOURCE_KEYS, "The AMQP 1.0 source")
+        _strings(document.get("authorizationContext", ["-"]), "A source's 'authorizationContext'")
+        if len(set(addresses)) != len(addresses):
+            raise errors.connection_config_invalid("A source's 'addresses' name one link address twice.")
     elif len(addresses) != 1:
         raise errors.connection_config_invalid("A source consumes exactly one queue: give one address.")
     requests = document.get("acknowledgementRequests", {}) or {}
@@ -261,8 +298,8 @@ def _source(document: object, connection_id: str, mqtt: bool) -> Source:
         raise errors.connection_config_invalid(
             "An MQTT source's enforcement input must be {{ source:address }}: a device sets its own user "
             "properties, so a header proves nothing about it.")
-    reply = _reply_target(document.get("replyTarget", {}), mqtt)
-    return Source(addresses[0], includes, declared, addresses if mqtt else (), qos, enforcement, reply)
+    reply = _reply_target(document.get("replyTarget", {}), kind)
+    return Source(addresses[0], includes, declared, addresses, qos, enforcement, reply)
 
 
 def _topic_filter(topic: str) -> None:
@@ -304,7 +341,7 @@ def _enforcement(document: object) -> Enforcement:
         raise errors.connection_config_invalid(f"The source's enforcement is invalid: {problem}") from None
 
 
-def _reply_target(document: object, mqtt: bool) -> ReplyTarget:
+def _reply_target(document: object, kind: str) -> ReplyTarget:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A source's 'replyTarget' must be a JSON object.")
     _unsupported(document, {"enabled", "address", "expectedResponseTypes"}, "The replyTarget")
@@ -320,10 +357,10 @@ def _reply_target(document: object, mqtt: bool) -> ReplyTarget:
                 f"The replyTarget address <{errors.shown(address)}> is not supported: give a fixed address or "
                 f"{REPLY_TO_PLACEHOLDER}.")
         address = REPLY_TO_PLACEHOLDER
-    elif not mqtt:
+    elif kind == AMQP:
         raise errors.connection_config_invalid(
             f"The replyTarget address <{errors.shown(address)}> is not supported on AMQP: only {REPLY_TO_PLACEHOLDER}.")
-    elif not mqtt_rules.is_topic_name(address):
+    elif kind != AMQP10 and not mqtt_rules.is_topic_name(address):
         raise errors.connection_config_invalid(f"The replyTarget address <{errors.shown(address)}> is not an MQTT topic name.")
     expected = _strings(document.get("expectedResponseTypes", list(ANSWERED)), "'replyTarget.expectedResponseTypes'")
     if not set(ANSWERED) <= set(expected) or not set(expected) <= {*ANSWERED, "nack"}:
@@ -333,12 +370,19 @@ def _reply_target(document: object, mqtt: bool) -> ReplyTarget:
     return ReplyTarget(enabled, address)
 
 
-def _target(document: object, connection_id: str, mqtt: bool) -> Target:
+def _target(document: object, connection_id: str, kind: str) -> Target:
     if not isinstance(document, Mapping):
         raise errors.connection_config_invalid("A target must be a JSON object.")
     address = document.get("address")
     qos: int | None = None
-    if mqtt:
+    if kind == AMQP10:
+        _unsupported(document, AMQP10_TARGET_KEYS, "The AMQP 1.0 target")
+        if not isinstance(address, str) or not amqp10_rules.target_node(address)[0] or "{{" in address:
+            raise errors.connection_config_invalid(
+                f"An AMQP 1.0 target's 'address' <{errors.shown(address)}> must be a node's address, queue://name or "
+                "topic://name (no placeholders).")
+        exchange, routing_key = address, ""
+    elif kind in (MQTT, MQTT5):
         _unsupported(document, MQTT_TARGET_KEYS, "The MQTT target")
         if not isinstance(address, str) or not address or "+" in address or "#" in address or "{{" in address:
             raise errors.connection_config_invalid(
@@ -433,6 +477,32 @@ def _mqtt_settings(document: object, connection_id: str, kind: str) -> MqttSetti
     if settings.publisher_client_id == settings.client_id:  # its clean connect would end the consumer's session
         raise errors.connection_config_invalid("'specificConfig.publisherId' must differ from the client id.")
     return settings
+
+
+def _amqp10_settings(document: object) -> Amqp10Settings:
+    """An AMQP 1.0 connection's ``specificConfig``: the JMS prefetch (the link credit) and how
+    "redeliver" is settled; any other JMS option is a 400 naming it."""
+    if not isinstance(document, Mapping):
+        raise errors.connection_config_invalid("'specificConfig' must be a JSON object.")
+    _unsupported(document, {*AMQP10_CREDIT_SETTINGS, AMQP10_REDELIVERY_SETTING}, "The specificConfig")
+    credit = Amqp10Settings.credit
+    for name in AMQP10_CREDIT_SETTINGS:
+        if name in document:
+            value = document[name]
+            if isinstance(value, str) and value.isascii() and value.isdigit():  # Ditto's specificConfig holds strings
+                value = int(value)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1_000_000:
+                raise errors.connection_config_invalid(
+                    f"'specificConfig.{name}' <{errors.shown(document[name])}> must be a whole number from 1 to 1000000 "
+                    "(the link credit: deliveries held unsettled at once).")
+            credit = value
+    redelivery = document.get(AMQP10_REDELIVERY_SETTING, Amqp10Settings.redelivery)
+    if redelivery not in amqp10_rules.REDELIVERY_OUTCOMES:
+        raise errors.connection_config_invalid(
+            f"'specificConfig.{AMQP10_REDELIVERY_SETTING}' <{errors.shown(redelivery)}> must be \"modified\" (Ditto's: "
+            "modified with delivery-failed) or \"released\" (for a broker that does not implement modified, such as "
+            "RabbitMQ 3).")
+    return Amqp10Settings(credit, redelivery)
 
 
 def _declarable(label: object, connection_id: str) -> str:

@@ -63,7 +63,7 @@ from ackstore.rules.connectivity import Disposition
 
 log = logging.getLogger("ackstore.connector")
 
-GIVE_BACK = Disposition(ack=False, requeue=True)  # undecided deliveries return to the broker
+GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)  # undecided deliveries return to the broker
 ACK = Disposition(ack=True)
 
 

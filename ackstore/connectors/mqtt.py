@@ -118,7 +118,7 @@ class MqttTransport(Transport):
         return mqtt.carried_out_as(decision, self.settings.reconnect_for_redelivery)
 
     def consuming(self) -> str:
-        topics = ", ".join(f"{t} (QoS {s.qos})" for s in self.config.sources for t in s.topics) or "nothing"
+        topics = ", ".join(f"{t} (QoS {s.qos})" for s in self.config.sources for t in s.addresses) or "nothing"
         return f"{topics} as client {self.settings.client_id} on {self.config.connection_type}"
 
     def warnings(self, store: AckStore, options: Options) -> list[str]:
@@ -224,7 +224,7 @@ class MqttSession(Session):
         self._consuming = True
         self._lost: str | None = None
         self._strays: set[str] = set()  # topics of messages no source takes, said once a session
-        self._filters = [(_matched_filter(topic), source) for source in config.sources for topic in source.topics]
+        self._filters = [(_matched_filter(topic), source) for source in config.sources for topic in source.addresses]
         self.client = _client(config, self.settings.client_id, persistent=not self.settings.clean_session,
                               manual_ack=True)
         self.client.on_message = self._on_message
@@ -243,7 +243,7 @@ class MqttSession(Session):
             raise
 
     def _subscribe(self) -> None:
-        wanted = [(topic, source.qos or 0) for source in self.config.sources for topic in source.topics]
+        wanted = [(topic, source.qos or 0) for source in self.config.sources for topic in source.addresses]
         if not wanted:
             return
         granted: list[Any] = []

@@ -1,10 +1,13 @@
-"""``ackstore publish amqp|mqtt``: send Ditto Protocol messages to a queue (with publisher
-confirms) or an MQTT topic (QoS 1, each PUBACKed).
+"""``ackstore publish amqp|mqtt|amqp10``: send Ditto Protocol messages to a queue (with publisher
+confirms), an MQTT topic (QoS 1, each PUBACKed) or an AMQP 1.0 address (each settled by the
+broker's outcome: published when accepted).
 
 One JSON message per line. On AMQP each gets a fresh ``message_id`` unless its headers carry a
 ``message-id``; its ``correlation-id`` and ``reply-to`` headers become the AMQP properties of
 the same name. On MQTT 5 its ``correlation-id`` becomes correlation data, its ``reply-to`` the
-response topic and its ``message-id`` a user property; MQTT 3.1.1 sends the line alone. A line
+response topic and its ``message-id`` a user property; MQTT 3.1.1 sends the line alone. On AMQP
+1.0 the line is the message's ``data`` section (its bytes as they are), with properties as on
+AMQP 0.9.1. A line
 that is not JSON is sent as it is (useful to test rejections). A line whose headers the protocol
 cannot carry (a ``message-id`` past AMQP's 255 bytes, a correlation id past MQTT 5's 65 535) is
 not sent, and counted as refused.
@@ -129,6 +132,52 @@ def _answered(waiting: list[Any], answered: dict[int, bool], published: int, ref
     return published, refused
 
 
-def _broker_unavailable(why: str) -> dict[str, Any]:
-    return errors.DittoError(503, "connectivity:connection.failed", f"Cannot publish to the MQTT broker: {why}.",
+def publish_amqp10_lines(url: str, address: str, lines: Iterable[bytes]) -> dict[str, Any]:
+    """Send every non-empty line to ``address`` and wait for the broker's outcome of each; the
+    answer counts those it accepted as published."""
+    from proton import Message
+
+    from ackstore.connectors.amqp10 import Amqp10Lost, ProtonConnection
+
+    outcomes: list[bool] = []
+    try:
+        connection = ProtonConnection(url, f"ackstore-publish-{uuid.uuid4().hex[:12]}",
+                                      outcome=lambda _delivery, accepted: outcomes.append(accepted))
+    except Amqp10Lost as problem:
+        return _broker_unavailable(str(problem), "AMQP 1.0")
+    sent = refused = 0
+    try:
+        sender = connection.sender(address, "ackstore publish")
+        connection.wait(lambda: connection.attached(sender), "attaching the link")
+        for line in lines:
+            line = line.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            headers = _headers(line)
+
+            def text(name: str) -> str | None:
+                value = headers.get(name)
+                return value if isinstance(value, str) and value else None
+
+            sender.send(Message(body=line, id=text("message-id") or uuid.uuid4().hex, durable=True,
+                                correlation_id=text("correlation-id"), reply_to=text("reply-to"),
+                                content_type=wire.DITTO_CONTENT_TYPE))
+            sent += 1
+            if sent - len(outcomes) >= 1000:
+                connection.step(0)
+        connection.wait(lambda: len(outcomes) >= sent, "the broker's outcomes", timeout=PUBACK_WAIT_S)
+    except Amqp10Lost as problem:
+        refused += sent - len(outcomes)
+        sent = len(outcomes)
+        if not outcomes:
+            return _broker_unavailable(str(problem), "AMQP 1.0")
+    finally:
+        connection.close()
+    published = sum(outcomes)
+    refused += len(outcomes) - published
+    return {"status": 200 if not refused else 503, "address": address, "published": published, "refused": refused}
+
+
+def _broker_unavailable(why: str, protocol: str = "MQTT") -> dict[str, Any]:
+    return errors.DittoError(503, "connectivity:connection.failed", f"Cannot publish to the {protocol} broker: {why}.",
                              "Check that the broker runs at the URL given and accepts this client.").to_json()

@@ -261,10 +261,13 @@ def requested_with_includes(requested: object, includes: Sequence[str]) -> objec
 
 @dataclass(frozen=True)
 class Disposition:
-    """How AMQP 0.9.1 settles a delivery (B.9): ``basic.ack``, or ``basic.nack`` with requeue."""
+    """How a delivery is settled (B.9): acknowledged, or not, with requeue or without (AMQP
+    0.9.1's ``basic.ack`` / ``basic.nack``); ``given_back`` marks one returned undecided, never
+    tried (AMQP 1.0 releases it rather than counting a failed delivery)."""
 
     ack: bool
     requeue: bool = False
+    given_back: bool = False
 
 
 def amqp_disposition(decision: str) -> Disposition:

@@ -307,17 +307,20 @@ def test_qos0_with_response_required_is_settled_at_once_and_answered_once_decide
     assert "settled at once 1" in log
 
 
-def test_a_missing_queue_is_logged_and_consumed_once_it_exists(engine: Engine, database_url: str, broker: Broker) -> None:
-    import time
-
+def test_a_missing_queue_is_logged_and_consumed_once_it_exists(
+    tmp_path, engine: Engine, database_url: str, broker: Broker
+) -> None:
     queue = f"{broker.prefix}.later"
-    process = connector(database_url, "--connection-id", "plant", "--queue", queue)
-    try:
-        time.sleep(2)
-        broker.queue("later")
-        publish_all(broker, queue, [thing_modify(4, requested_acks=[], response_required=False)])
-        wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, timeout=60, what="stored once it exists")
-    finally:
-        code, log = stop(process)
+    log_path = tmp_path / "connector.log"
+    with open(log_path, "w") as log_file:
+        process = connector(database_url, "--connection-id", "plant", "--queue", queue, log=log_file)
+        try:  # the queue is declared once the connector has said it is missing (a loaded machine starts it late)
+            wait_for(lambda: "NOT_FOUND" in log_path.read_text(), what="the missing queue, said")
+            broker.queue("later")
+            publish_all(broker, queue, [thing_modify(4, requested_acks=[], response_required=False)])
+            wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 1, timeout=60, what="stored once it exists")
+        finally:
+            code, _ = stop(process)
+    log = log_path.read_text()
     assert code == 0, log
     assert "NOT_FOUND" in log and "settled at once 1" in log

@@ -121,3 +121,18 @@ def publish_all(broker: Broker, queue: str, envelopes: Iterable[dict[str, Any]],
                        correlation_id=headers.get("correlation-id"), **properties)
         count += 1
     return count
+
+
+def publish_committed(url: str, queue: str, envelopes: list[dict[str, Any]]) -> None:
+    """Persistent messages to a durable queue in one AMQP transaction: once it commits they are on
+    the node's disk and survive its kill (one round trip; a confirm per message took ~30 s here)."""
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    channel = connection.channel()
+    channel.queue_declare(queue, durable=True)
+    channel.tx_select()
+    for envelope in envelopes:
+        channel.basic_publish("", queue, json.dumps(envelope).encode(), pika.BasicProperties(
+            delivery_mode=2, message_id=envelope["headers"]["message-id"],
+            correlation_id=envelope["headers"]["correlation-id"]))
+    channel.tx_commit()
+    connection.close()

@@ -49,6 +49,11 @@ class OwnRabbitMQ(OwnServer):
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
 
+    @property
+    def amqp10_url(self) -> str:
+        """The node's AMQP 1.0 URL (with ``rabbitmq_amqp1_0``: the same port; no virtual host path)."""
+        return f"amqp://guest:guest@127.0.0.1:{self.port}"
+
     def _environment(self) -> dict[str, str]:
         root = str(self.root)
         return {

@@ -59,10 +59,13 @@ def test_kill_9_of_the_connector_while_a_publisher_sends_loses_and_duplicates_no
     stored_at_kills = []
     with PipelineLoop(run_pipeline) as pipeline:
         publisher.start()
-        for _ in range(kills):
-            process = mqtt_connector(database_url, own_mosquitto.url, *args)
-            time.sleep(randomness.uniform(1.0, 5.0))
-            kill_9(process)
+        for kill in range(kills):  # each once it has subscribed (a loaded machine starts it late)
+            log_path = tmp_path / f"killed-{kill}.log"
+            with open(log_path, "w") as log_file:
+                process = mqtt_connector(database_url, own_mosquitto.url, *args, log=log_file)
+                wait_for(lambda: "consuming" in log_path.read_text(), what="the connector subscribed")
+                time.sleep(randomness.uniform(0.2, 3.0))
+                kill_9(process)
             stored_at_kills.append(scalar(engine, "SELECT count(*) FROM signals"))
         publisher.join(300)
         assert not publisher.is_alive(), "every message published (and PUBACKed to the publisher)"

@@ -16,7 +16,6 @@ order they were published, and the outage said in a few warnings, not one per lo
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -24,7 +23,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 import pika
 import pytest
@@ -33,7 +32,8 @@ from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.store import AckStore
-from tests.support.broker import Broker, connector, publish_all, wait_for
+from tests.support.amqp10_clients import address, amqp10_connector
+from tests.support.broker import Broker, connector, publish_all, publish_committed, wait_for
 from tests.support.ledger import twin_command
 from tests.support.own_postgres import OwnPostgres
 from tests.support.own_rabbitmq import OwnRabbitMQ
@@ -149,11 +149,18 @@ def pipeline_until_settled(spark: Any, url: str, engine: Engine, process: Any, t
 
 
 class Connector:
-    """``ackstore connect amqp`` as a subprocess, its log in a file."""
+    """``ackstore connect amqp`` (or ``amqp10``, on the queue's AMQP 1.0 address) as a
+    subprocess, its log in a file."""
 
-    def __init__(self, database_url: str, queue: str, tmp_path: Path, *extra: str, url: str | None = None) -> None:
+    def __init__(self, database_url: str, queue: str, tmp_path: Path, *extra: str, url: str | None = None,
+                 amqp10: bool = False) -> None:
         self.log_path = tmp_path / f"connector-{uuid.uuid4().hex[:6]}.log"
         self._log: IO[str] = open(self.log_path, "w")
+        if amqp10:
+            assert url is not None
+            self.process = amqp10_connector(database_url, url, *CONNECTOR_ARGS, "--address", address(queue), *extra,
+                                            log=self._log)
+            return
         options = {"url": url} if url else {}
         self.process = connector(database_url, *CONNECTOR_ARGS, "--queue", queue, *extra, log=self._log, **options)
 
@@ -185,13 +192,14 @@ def consuming_published(broker: Broker, url: str, tmp_path: Path, envelopes: lis
     return queue, Connector(url, queue, tmp_path, *extra)
 
 
-def assert_stored_applied_settled_once(engine: Engine, depth: Any) -> None:
-    """The four counts. ``depth()`` is the queue's depth, read after the connector is gone."""
+def assert_stored_applied_settled_once(engine: Engine, depth: Any, key: Callable[[int], str] = "m-{}".format) -> None:
+    """The four counts. ``depth()`` is the queue's depth, read after the connector is gone;
+    ``key(i)`` the i-th message's key in the ledger."""
     # stored once: one signal per source message id, every one of them
     assert stored(engine) == MESSAGES, "every message stored"
     assert scalar(engine, "SELECT count(DISTINCT source_message_id) FROM signals WHERE source = :s "
                           "AND source_message_id = ANY(:ids)", s=CONNECTION,
-                  ids=[f"m-{i}" for i in range(MESSAGES)]) == MESSAGES, "stored once, by source message id"
+                  ids=[key(i) for i in range(MESSAGES)]) == MESSAGES, "stored once, by source message id"
     # applied once: one 204 with its event each; each thing's revision is its creation plus its messages
     assert scalar(engine, "SELECT count(*) FROM command_responses r JOIN signals s ON s.id = r.signal_id "
                           "WHERE s.source = :s AND r.status = 204 AND r.event_id IS NOT NULL", s=CONNECTION) == MESSAGES
@@ -328,6 +336,33 @@ def interrupt_apply_twin_merge(own_postgres: OwnPostgres, spark: Any, url: str, 
     return failures[0] if failures else None
 
 
+def test_postgres_restarted_mid_ingest_then_mid_merge_under_the_amqp10_connector_loses_nothing(
+    own_postgres: OwnPostgres, ledger: tuple[str, Engine], spark, tmp_path: Path
+) -> None:
+    """Issue 41: the AMQP 1.0 transport through both restarts, on a RabbitMQ node of the test's own
+    with its AMQP 1.0 plugin. Mid-ingest: the connector keeps its batch and its unsettled
+    deliveries and stores them once the database is back. Mid-merge: the interrupted run rolls
+    back whole, the deliveries stay held, the retry settles each once."""
+    url, engine = ledger
+    with OwnRabbitMQ(plugins=("rabbitmq_amqp1_0",)) as node:
+        queue = f"ackstore-restart-{uuid.uuid4().hex[:8]}"
+        publish_committed(node.url, queue, modifies(MESSAGES))
+        process = Connector(url, queue, tmp_path, "--batch-size", "200", url=node.amqp10_url, amqp10=True)
+        try:
+            at_restart = restart_while_storing(own_postgres, engine)
+            failure = interrupt_apply_twin_merge(own_postgres, spark, url, engine)
+            assert isinstance(failure, DBAPIError), f"the interrupted run failed on the database: {failure!r}"
+            assert scalar(engine, "SELECT count(*) FROM things WHERE revision <> 1") == 0, "rolled back whole"
+            runs = pipeline_until_settled(spark, url, engine, process)
+        finally:
+            code, log = process.stop()
+        assert code == 0, log[-3000:]
+        assert "unavailable" in log, "the outage was said"
+        assert_stored_applied_settled_once(engine, lambda: depth(node.url, queue), f"m-{{}}@{address(queue)}".format)
+    print(f"\nAMQP 1.0: restarted with {at_restart} of {MESSAGES} stored, then mid-merge; pipeline runs {runs}; "
+          f"connector: {last_counts(log)}")
+
+
 def blocked_by(engine: Engine, pid: int) -> str | None:
     """The statement of a session waiting for a lock ``pid`` holds, if there is one."""
     with engine.connect() as conn:
@@ -406,21 +441,6 @@ def test_the_broker_restarted_mid_ingest_the_connector_reconnects_and_loses_noth
         assert_stored_applied_settled_once(engine, lambda: depth(node.url, queue))
     print(f"\nbroker killed with {at_restart} of {MESSAGES} stored; pipeline runs {runs}; "
           f"connector: {last_counts(log)}")
-
-
-def publish_committed(url: str, queue: str, envelopes: list[dict[str, Any]]) -> None:
-    """Persistent messages to a durable queue in one AMQP transaction: once it commits they are on
-    the node's disk and survive its kill (one round trip; a confirm per message took ~30 s here)."""
-    connection = pika.BlockingConnection(pika.URLParameters(url))
-    channel = connection.channel()
-    channel.queue_declare(queue, durable=True)
-    channel.tx_select()
-    for envelope in envelopes:
-        channel.basic_publish("", queue, json.dumps(envelope).encode(), pika.BasicProperties(
-            delivery_mode=2, message_id=envelope["headers"]["message-id"],
-            correlation_id=envelope["headers"]["correlation-id"]))
-    channel.tx_commit()
-    connection.close()
 
 
 def depth(url: str, queue: str) -> int:

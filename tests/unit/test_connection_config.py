@@ -54,11 +54,11 @@ def test_a_connection_with_sources_and_targets() -> None:
                                                       "_/_/things/live/messages?namespaces=a,b&filter=eq(attributes/x,1)"],
                      "issuedAcknowledgementLabel": "c:sent"}],
     })
-    assert parsed.sources == (config.Source("q", ("twin-persisted",), ("c:done",)),)
+    assert parsed.sources == (config.Source("q", ("twin-persisted",), ("c:done",), ("q",)),)
     assert parsed.targets == (config.Target("ex", "key", ("twin", "live"), ("a", "b"), "eq(attributes/x,1)", "c:sent"),)
     assert parsed.declared_labels == ["c:done", "c:sent"]
     assert parsed.subscriber_id(0) == "c/target-0" and parsed.subscriber_id(None) == "c"
-    assert config.simple("c", "q", ["twin-persisted"]).sources == (config.Source("q", ("twin-persisted",)),)
+    assert config.simple("c", "q", ["twin-persisted"]).sources == (config.Source("q", ("twin-persisted",), (), ("q",)),)
 
 
 MQTT_SOURCE = {"addresses": ["devices/#"], "qos": 1}
@@ -140,7 +140,7 @@ def test_a_ditto_shaped_mqtt_connection_with_ditto_defaults() -> None:
     })
     assert parsed.is_mqtt and parsed.connection_type == config.MQTT5
     (source,) = parsed.sources
-    assert source.topics == ("$share/ackstore/devices/+/commands", "other/#") and source.qos == 1
+    assert source.addresses == ("$share/ackstore/devices/+/commands", "other/#") and source.qos == 1
     assert source.reply_target.address_for("replies") is None
     assert parsed.targets[0].topic == "events/twin" and parsed.targets[0].qos == 0
     assert parsed.declared_labels == ["plant-m:checked", "plant-m:published"]
@@ -160,3 +160,79 @@ def test_the_sample_mqtt_connection_in_the_docs_parses() -> None:
     sample = Path(config.__file__).parent.parent / "samples" / "mqtt-connection.json"
     parsed = config.parse(parse_json_text(sample.read_bytes()))
     assert parsed.is_mqtt and parsed.mqtt.reconnect_for_redelivery and parsed.sources[0].enforcement is not None
+
+
+AMQP10 = {"id": "c", "connectionType": "amqp-10", "uri": "amqp://user:pass@broker:5672"}
+AMQP10_SOURCE = {"addresses": ["telemetry/FOO"]}
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ({**AMQP10, "uri": "mqtt://broker:1883", "sources": [AMQP10_SOURCE]}, "is not an AMQP URI"),
+        ({**AMQP10, "sources": [AMQP10_SOURCE], "payloadMapping": []}, "connection setting 'payloadMapping'"),
+        ({**AMQP10, "sources": [{**AMQP10_SOURCE, "headerMapping": {}}]}, "source setting 'headerMapping'"),
+        ({**AMQP10, "sources": [{**AMQP10_SOURCE, "qos": 1}]}, "source setting 'qos'"),
+        ({**AMQP10, "sources": [{"addresses": ["a", "a"]}]}, "one link address twice"),
+        ({**AMQP10, "targets": [{"address": "{{ thing:id }}", "topics": ["_/_/things/twin/events"]}]}, "no placeholders"),
+        ({**AMQP10, "targets": [{"address": "queue://", "topics": ["_/_/things/twin/events"]}]}, "node's address"),
+        ({**AMQP10, "targets": [{"address": "e", "topics": ["_/_/things/twin/events"], "headerMapping": {}}]},
+         "target setting 'headerMapping'"),
+        ({**AMQP10, "sources": [AMQP10_SOURCE], "specificConfig": {"jms.closeTimeout": "5000"}},
+         "'jms.closeTimeout' is not supported"),
+        ({**AMQP10, "sources": [AMQP10_SOURCE], "specificConfig": {"jms.prefetchPolicy.all": "0"}}, "from 1 to 1000000"),
+        ({**AMQP10, "sources": [AMQP10_SOURCE], "specificConfig": {"jms.prefetchPolicy.all": "lots"}}, "from 1 to 1000000"),
+        ({**AMQP10, "sources": [AMQP10_SOURCE], "specificConfig": {"ackstore.redeliveryOutcome": "rejected"}},
+         "\"modified\" (Ditto's"),
+        ({**AMQP10, "sources": [AMQP10_SOURCE], "clientCount": 2}, "'clientCount' <2> is not supported"),
+        ({**AMQP10, "sources": [{**AMQP10_SOURCE, "replyTarget": {"address": "{{ header:correlation-id }}"}}]},
+         "give a fixed address or"),
+    ],
+)
+def test_an_invalid_amqp10_connection_is_a_400_that_names_the_setting(document, problem: str) -> None:
+    with pytest.raises(DittoError) as error:
+        config.parse(document)
+    assert error.value.status == 400 and problem in error.value.message
+
+
+def test_the_ditto_documentation_amqp10_connection_parses_as_written() -> None:
+    """connectivity-protocol-bindings-amqp10.md's example, as Ditto's documentation writes it."""
+    connection = config.parse({
+        "id": "hono-example-connection-123",
+        "connectionType": "amqp-10",
+        "connectionStatus": "open",
+        "failoverEnabled": True,
+        "uri": "amqps://user:password@hono.eclipse.org:5671",
+        "sources": [{"addresses": ["telemetry/FOO"], "authorizationContext": ["ditto:inbound-auth-subject"]}],
+        "targets": [{"address": "events/twin", "topics": ["_/_/things/twin/events"],
+                     "authorizationContext": ["ditto:outbound-auth-subject"]}],
+    })
+    assert connection.connection_type == config.AMQP10 and connection.amqp10 == config.Amqp10Settings()
+    assert connection.amqp10.credit == 65535 and connection.amqp10.redelivery == "modified"
+    assert [s.addresses for s in connection.sources] == [("telemetry/FOO",)]
+    assert [(t.topic, t.channels) for t in connection.targets] == [("events/twin", ("twin",))]
+
+
+@pytest.mark.parametrize(("specific", "credit", "redelivery"), [
+    ({}, 65535, "modified"),
+    ({"jms.prefetchPolicy.all": "100"}, 100, "modified"),  # Ditto's specificConfig holds strings
+    ({"jms.prefetchPolicy.queuePrefetch": 7}, 7, "modified"),
+    ({"ackstore.redeliveryOutcome": "released"}, 65535, "released"),
+])
+def test_an_amqp10_connection_takes_its_credit_and_redelivery_outcome_from_specific_config(
+    specific, credit: int, redelivery: str
+) -> None:
+    connection = config.parse({**AMQP10, "sources": [{"addresses": ["a", "b"]}], "specificConfig": specific})
+    assert connection.amqp10 == config.Amqp10Settings(credit, redelivery)
+    assert connection.sources[0].addresses == ("a", "b")
+
+
+def test_the_sample_amqp10_connection_in_the_docs_parses() -> None:
+    from pathlib import Path
+
+    from ackstore.rules.errors import parse_json_text
+
+    sample = Path(config.__file__).parent.parent / "samples" / "amqp10-connection.json"
+    parsed = config.parse(parse_json_text(sample.read_bytes()))
+    assert parsed.amqp10 == config.Amqp10Settings(65535, "released")
+    assert parsed.declared_labels == ["plant-h:checked", "plant-h:published"]

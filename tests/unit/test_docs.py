@@ -186,7 +186,7 @@ def options(node: argparse.ArgumentParser) -> set[str]:
 def cli_sections() -> dict[str, str]:
     """cli.md's sections, one per command: "### `ackstore WORDS`" → its text."""
     text = read(DOCS / "cli.md")
-    parts = re.split(r"^### `ackstore ([a-z -]+)`\n", text, flags=re.MULTILINE)
+    parts = re.split(r"^### `ackstore ([a-z0-9 -]+)`\n", text, flags=re.MULTILINE)
     return {words: body.split("\n## ", 1)[0] for words, body in zip(parts[1::2], parts[2::2])}
 
 
@@ -219,7 +219,7 @@ def test_connectors_md_names_every_transport_and_connection_type() -> None:
     text = read(DOCS / "connectors.md")
     for kind in children(subparser("connect")):
         assert f"ackstore connect {kind}" in text, kind
-    for connection_type in (config.AMQP, config.MQTT, config.MQTT5):
+    for connection_type in (config.AMQP, config.AMQP10, config.MQTT, config.MQTT5):
         assert f"`{connection_type}`" in text, connection_type
     assert set(children(subparser("publish"))) == set(children(subparser("connect")))
 

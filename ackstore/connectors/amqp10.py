@@ -1,0 +1,438 @@
+"""The AMQP 1.0 transport (python-qpid-proton): QoS 1 from an AMQP 1.0 broker through the ledger.
+
+What a connector does beyond its protocol is :mod:`ackstore.connectors.core`; this module is how
+AMQP 1.0 receives, settles and replies, as Ditto's AMQP 1.0 consumer does (B.9's AMQP 1.0 row,
+decisions #112):
+
+* **Manual settlement.** Each source address is a receiving link; a delivery stays unsettled
+  until its decision is carried out: ``accepted``; ``rejected`` (a failure not to be
+  redelivered, PR #907); ``modified`` with delivery-failed (redeliver) — or ``released``, with
+  ``specificConfig`` ``ackstore.redeliveryOutcome`` for a broker that does not implement
+  ``modified`` (RabbitMQ 3.x ends the session on it). What is given back undecided is ``released``.
+* **The in-flight bound is the link credit** (``jms.prefetchPolicy.all``, default 65 535): a
+  link is granted that many deliveries and is granted one more only when one is settled, so a
+  link holds at most that many, held for a decision or waiting to be stored; the rest wait in
+  the broker. With decisions taken a time T after arrival, a link carries at most credit / T.
+* **A lost link or connection** ends the session: the broker takes back every unsettled delivery
+  and sends it again; the core reconnects after waits that double, and the copies are recognised
+  by their key (:func:`ackstore.rules.amqp10.message_key`) and never stored twice.
+* **Headers.** Application properties, ``message-id``, ``correlation-id``, ``reply-to`` and
+  ``content-type`` become Ditto headers (the envelope's own win).
+
+Answers go to the message's ``reply-to`` address on a sending link of the session (best effort).
+Targets publish on a connection of their own, each message unsettled until the broker's outcome
+issues the target's label: 200 when ``accepted``, 503 otherwise (Ditto: "5xx, retry feasible").
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterable, Mapping
+
+from proton import Data, Delivery, Endpoint, Event, Link, Message as ProtonMessage, symbol
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, SenderOption
+
+from ackstore import faults
+from ackstore.connectors.config import Amqp10Settings, ConnectionConfig, Target
+from ackstore.connectors.core import (Connector, Message, Options, Session, Transport, Unencodable, connection_name,
+                                     json_payload, shown)
+from ackstore.connectors.metrics import ConnectorMetrics
+from ackstore.connectors.outage import Outage
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
+from ackstore.ledger.store import AckStore
+from ackstore.rules import amqp10, connectivity, wire
+from ackstore.rules.connectivity import Disposition
+
+__all__ = ["Amqp10Connector", "Amqp10Lost", "Amqp10Transport", "ProtonConnection", "message_for"]
+
+log = logging.getLogger("ackstore.connector")
+
+OPEN_TIMEOUT_S = 30.0  # connecting and attaching the links
+CLOSE_TIMEOUT_S = 2.0  # waiting for the broker's answer to our close
+REPLY_LINKS = 64  # sending links to reply-to addresses kept open at once
+ACK_TOKEN = "ack-token"
+# proton's failures to encode a message (the backstop behind json_payload's check)
+UNENCODABLE = (Unencodable, UnicodeError, ValueError, TypeError)
+_OUTCOMES = {amqp10.ACCEPTED: Delivery.ACCEPTED, amqp10.REJECTED: Delivery.REJECTED,
+             amqp10.MODIFIED: Delivery.MODIFIED, amqp10.RELEASED: Delivery.RELEASED}
+
+
+class Amqp10Lost(Exception):
+    """The connection with the broker, or a receiving link, ended or could not start."""
+
+
+class Amqp10Connector(Connector):
+    """A connector whose broker speaks AMQP 1.0."""
+
+    def __init__(self, store: AckStore, config: ConnectionConfig, options: Options | None = None,
+                 metrics: ConnectorMetrics | None = None) -> None:
+        options = options or Options()
+        super().__init__(store, config, Amqp10Transport(config, options), options, metrics)
+
+
+class Amqp10Transport(Transport):
+    lost = (Amqp10Lost,)
+    unencodable = UNENCODABLE
+
+    def __init__(self, config: ConnectionConfig, options: Options) -> None:
+        if config.amqp10 is None:
+            raise ValueError("not an AMQP 1.0 connection")
+        self.config = config
+        self.settings: Amqp10Settings = config.amqp10
+        self.options = options
+
+    def connect(self, deliver: Callable[[Message], None]) -> Session:
+        return Amqp10Session(self.config, deliver)
+
+    def disposition(self, decision: str) -> Disposition:
+        return connectivity.amqp_disposition(decision)  # ack / reject / redeliver, as AMQP 0.9.1 (B.9)
+
+    def consuming(self) -> str:
+        addresses = ", ".join(a for s in self.config.sources for a in s.addresses) or "nothing"
+        return (f"{addresses} (link credit {self.settings.credit}, redeliver as {self.settings.redelivery}) "
+                "over AMQP 1.0")
+
+    def warnings(self, store: AckStore, options: Options) -> list[str]:
+        if self.settings.redelivery == amqp10.MODIFIED:
+            return ["a redeliver decision is settled modified[delivery-failed], as Ditto does: a broker that does "
+                    "not implement it (RabbitMQ 3) ends the session, and every delivery it held comes again; give "
+                    'specificConfig {"ackstore.redeliveryOutcome": "released"} for such a broker']
+        return []
+
+    def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
+                dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
+        if not self.config.targets:
+            return None
+        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
+                          dropped=dropped)
+        return Amqp10Targets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
+                             stop=stop).run
+
+
+class _Capability(SenderOption):
+    """A sending link to a node of this capability (``topic``, ``queue``: Ditto's address prefixes)."""
+
+    def __init__(self, capability: str) -> None:
+        self.capability = capability
+
+    def apply(self, sender: Any) -> None:
+        sender.target.capabilities.put_array(False, Data.SYMBOL)  # an array of one symbol
+        sender.target.capabilities.enter()
+        sender.target.capabilities.put_symbol(symbol(self.capability))
+        sender.target.capabilities.exit()
+
+
+class ProtonConnection(MessagingHandler):
+    """One connection to an AMQP 1.0 broker on a proton container of its own, stepped by the one
+    thread that owns it (:meth:`step`). Its owner is told of received messages (``received``)
+    and of the outcomes of what it sent (``outcome``); a failure of the connection, its session
+    or a receiving link is kept in :attr:`failure` (the owner ends the connection); a sending
+    link's failure is told to ``link_failed``."""
+
+    def __init__(self, uri: str, container_id: str, *,
+                 received: Callable[[Any, Any], None] | None = None,
+                 outcome: Callable[[Any, bool], None] | None = None,
+                 link_failed: Callable[[Any, str], None] | None = None) -> None:
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=True, peer_close_is_error=True)
+        self.failure: str | None = None
+        self._received = received
+        self._outcome = outcome
+        self._link_failed = link_failed
+        self.container = Container()
+        self.container.container_id = container_id
+        self.container.timeout = 0.0
+        self.container.start()
+        self.connection = self.container.connect(url=uri, handler=self, reconnect=False)
+        self.wait(lambda: bool(self.connection.state & Endpoint.REMOTE_ACTIVE), "opening the connection")
+
+    # --- stepping -------------------------------------------------------------------------------
+
+    def step(self, time_limit: float) -> None:
+        """Handle what the broker sent and send what waits, for up to ``time_limit`` seconds;
+        :class:`Amqp10Lost` once the connection failed."""
+        deadline = time.monotonic() + time_limit
+        while True:
+            self.container.timeout = max(0.0, deadline - time.monotonic())
+            self.container.process()
+            if self.failure is not None:
+                raise Amqp10Lost(self.failure)
+            if time.monotonic() >= deadline:
+                return
+
+    def wait(self, condition: Callable[[], bool], what: str, timeout: float = OPEN_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() >= deadline:
+                raise Amqp10Lost(f"{what} took longer than {timeout:.0f} s")
+            self.step(0.05)
+
+    def receiver(self, address: str, name: str) -> Any:
+        return self.container.create_receiver(self.connection, address, name=name)
+
+    def sender(self, address: str, name: str | None = None) -> Any:
+        node, capability = amqp10.target_node(address)
+        options = [_Capability(capability)] if capability else None
+        return self.container.create_sender(self.connection, node, name=name or f"to {address} {uuid.uuid4()}",
+                                            options=options)
+
+    def attached(self, link: Any) -> bool:
+        """Whether the broker attached ``link`` (a failure to is :attr:`failure` or ``link_failed``)."""
+        return bool(link.state & Endpoint.REMOTE_ACTIVE)
+
+    def close(self) -> None:
+        """End the connection; what it did not settle, the broker takes back."""
+        try:
+            if self.failure is None and self.connection.state & Endpoint.LOCAL_ACTIVE:
+                self.connection.close()
+                deadline = time.monotonic() + CLOSE_TIMEOUT_S
+                while not self.connection.state & Endpoint.REMOTE_CLOSED and time.monotonic() < deadline \
+                        and self.failure is None:
+                    self.container.timeout = 0.05
+                    self.container.process()
+        finally:
+            if self.connection.transport is not None:
+                self.connection.transport.close_tail()
+                self.connection.transport.close_head()
+            self.connection.free()
+            self.container.stop()
+            self.container.timeout = 0.0
+            self.container.process()
+            self.connection.handler = None
+            self.container.stop_events()
+
+    # --- proton's events ------------------------------------------------------------------------
+
+    def on_message(self, event: Event) -> None:
+        if self._received is not None:
+            self._received(event.delivery, event.message)
+
+    def on_accepted(self, event: Event) -> None:
+        if self._outcome is not None:
+            self._outcome(event.delivery, True)
+
+    def on_rejected(self, event: Event) -> None:
+        if self._outcome is not None:
+            self._outcome(event.delivery, False)
+
+    def on_released(self, event: Event) -> None:  # released or modified: not taken
+        if self._outcome is not None:
+            self._outcome(event.delivery, False)
+
+    def on_link_error(self, event: Event) -> None:
+        link: Link = event.link
+        why = _condition(link.remote_condition, f"the broker detached the link {link.name!r}")
+        if link.is_sender and self._link_failed is not None:
+            self._link_failed(link, why)
+            if link.state & Endpoint.LOCAL_ACTIVE:
+                link.close()
+            return
+        self._failed(why)
+
+    def on_session_error(self, event: Event) -> None:
+        self._failed(_condition(event.session.remote_condition, "the broker ended the session"))
+
+    def on_connection_error(self, event: Event) -> None:
+        self._failed(_condition(event.connection.remote_condition, "the broker closed the connection"))
+
+    def on_transport_error(self, event: Event) -> None:
+        self._failed(_condition(event.transport.condition, "the connection to the broker failed"))
+
+    def on_disconnected(self, event: Event) -> None:
+        self._failed("disconnected from the broker")
+
+    def _failed(self, why: str) -> None:
+        if self.failure is None:
+            self.failure = why
+
+
+def _condition(condition: Any, default: str) -> str:
+    if condition is None:
+        return default
+    return f"{condition.name}: {condition.description}" if condition.description else str(condition.name)
+
+
+class Amqp10Session(Session):
+    """One connection: a receiving link per source address, sending links for replies."""
+
+    def __init__(self, config: ConnectionConfig, deliver: Callable[[Message], None]) -> None:
+        assert config.amqp10 is not None
+        self.config = config
+        self.settings = config.amqp10
+        self._deliver = deliver
+        self._tags = 0
+        self._held: dict[int, Any] = {}  # our delivery tag -> proton's delivery, unsettled
+        self._sources: dict[str, tuple[Any, str]] = {}  # link name -> (its source, its address)
+        self._replies: collections.OrderedDict[str, Any] = collections.OrderedDict()  # address -> sending link
+        self._consuming = True
+        self._connection = ProtonConnection(config.uri, connection_name(config), received=self._on_message,
+                                            link_failed=self._reply_link_failed)
+        try:
+            receivers = []
+            for source in config.sources:
+                for address in source.addresses:
+                    name = f"ackstore {config.id} {address}"
+                    self._sources[name] = (source, address)
+                    receivers.append(self._connection.receiver(address, name))
+            self._connection.wait(lambda: all(self._connection.attached(r) for r in receivers), "attaching the links")
+            for receiver in receivers:
+                receiver.flow(self.settings.credit)
+        except BaseException:
+            self.close()
+            raise
+
+    def _on_message(self, delivery: Any, message: Any) -> None:
+        self._tags += 1
+        self._held[self._tags] = delivery
+        source, address = self._sources[delivery.link.name]
+        body = amqp10.body(message.body)
+        fields = amqp10.properties(message)
+        key = amqp10.message_key(address, message.id, body, fields["correlation_id"])
+        redelivered = message.delivery_count > 0 or not message.first_acquirer
+        self._deliver(Message(self._tags, redelivered, body, key, amqp10.application_properties(message.properties),
+                              fields, source, address))
+
+    def process(self, time_limit: float) -> None:
+        self._connection.step(time_limit)
+
+    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+        faults.checkpoint("connector:settling")
+        self._settle((tag, dispositions[tag]) for tag in dispositions)
+
+    def _settle(self, items: Iterable[tuple[int, Disposition]]) -> None:
+        credit: collections.Counter[Any] = collections.Counter()
+        for tag, disposition in items:
+            delivery = self._held.pop(tag, None)
+            if delivery is None:
+                continue
+            state = amqp10.outcome(disposition, self.settings.redelivery)
+            if state == amqp10.MODIFIED:
+                delivery.local.failed = True
+            delivery.update(_OUTCOMES[state])
+            delivery.settle()
+            credit[delivery.link] += 1
+        if self._consuming:
+            for link, settled in credit.items():
+                link.flow(settled)  # one more delivery for each settled: at most the credit unsettled
+        self._connection.step(0)
+
+    def give_back(self) -> bool:
+        if not self._held:
+            return False
+        self._settle((tag, Disposition(ack=False, requeue=True, given_back=True)) for tag in list(self._held))
+        return True
+
+    def stop_consuming(self) -> None:
+        """Grant no more credit: what the broker sent already arrives and is stored (or given back)."""
+        self._consuming = False
+
+    def reply(self, reply_to: str, message: dict[str, Any]) -> bool:
+        """Send ``message`` to the ``reply_to`` address (best effort, as in Ditto: the broker's
+        outcome is not awaited); :class:`Unencodable` when AMQP 1.0 cannot carry it."""
+        outbound = message_for(message)
+        sender = self._replies.get(reply_to)
+        if sender is None:
+            sender = self._connection.sender(reply_to)
+            self._replies[reply_to] = sender
+            if len(self._replies) > REPLY_LINKS:
+                _, oldest = self._replies.popitem(last=False)
+                oldest.close()
+        else:
+            self._replies.move_to_end(reply_to)
+        sender.send(outbound)
+        return True
+
+    def _reply_link_failed(self, link: Any, why: str) -> None:
+        for address, sender in list(self._replies.items()):
+            if sender is link:
+                del self._replies[address]
+                log.warning("connector %s: answers to %s cannot be sent (%s)", self.config.id, shown(address), why)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def message_for(message: dict[str, Any], message_id: str | None = None) -> ProtonMessage:
+    """The AMQP 1.0 message carrying a Ditto message: its JSON text as an ``amqp-value`` string
+    (as Ditto sends text), its correlation id and ack-token; :class:`Unencodable` when it holds
+    text no UTF-8 can."""
+    headers = message.get("headers", {})
+    correlation = headers.get(connectivity.CORRELATION_ID) if isinstance(headers, dict) else None
+    token = headers.get(ACK_TOKEN) if isinstance(headers, dict) else None
+    outbound = ProtonMessage(body=json_payload(message).decode(), content_type=wire.DITTO_CONTENT_TYPE, durable=True,
+                             correlation_id=correlation if isinstance(correlation, str) else None,
+                             properties={ACK_TOKEN: token} if isinstance(token, str) else None)
+    if message_id is not None:
+        outbound.id = message_id
+    try:
+        outbound.encode()  # what proton cannot encode (a lone surrogate in a header) fails here, not on the link
+    except UNENCODABLE as problem:
+        raise Unencodable(f"AMQP 1.0 cannot encode it: {type(problem).__name__}") from None
+    return outbound
+
+
+class Amqp10Targets:
+    """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss),
+    each message unsettled until the broker's outcome issues the target's label."""
+
+    def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
+        self.feed = feed
+        self.config = feed.config
+        self.interval_s = interval_s
+        self.reconnect_s = reconnect_s
+        self.stop = stop
+        self._unanswered: dict[Any, Published] = {}  # proton's delivery -> what it carried
+        self._answers: dict[bool, list[Published]] = {True: [], False: []}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            connection: ProtonConnection | None = None
+            try:
+                connection = ProtonConnection(self.config.uri, f"{connection_name(self.config)} targets",
+                                              outcome=self._outcome)  # a target's link failing ends it
+                self._publish_until_lost(connection)
+            except Amqp10Lost as problem:
+                log.warning("connector %s: targets' connection lost (%s); %d publishes unanswered are pulled again "
+                            "when their lease ends", self.config.id, problem, len(self._unanswered))
+            finally:
+                self._unanswered.clear()
+                if connection is not None:
+                    connection.close()
+            self.stop.wait(self.reconnect_s)
+
+    def _publish_until_lost(self, connection: ProtonConnection) -> None:
+        senders = {target.topic: connection.sender(target.topic, f"ackstore {self.config.id} target {n}")
+                   for n, target in enumerate(self.config.targets)}
+        connection.wait(lambda: all(connection.attached(s) for s in senders.values()), "attaching the targets' links")
+        next_pull = 0.0
+        while not self.stop.is_set():
+            connection.step(0.05)
+            self._tell_answers()
+            if time.monotonic() >= next_pull and len(self._unanswered) < UNCONFIRMED_MAX:
+                pulled, retry = self.feed.pull()
+                for target, item in pulled:
+                    self._publish(senders[target.topic], target, item)
+                next_pull = time.monotonic() + max(self.interval_s, retry)
+
+    def _publish(self, sender: Any, target: Target, item: Published) -> None:
+        try:
+            delivery = sender.send(message_for(item.message))
+        except UNENCODABLE as problem:
+            self.feed.unsendable(target.topic, item, problem)
+            return
+        self._unanswered[delivery] = item
+
+    def _outcome(self, delivery: Any, accepted: bool) -> None:
+        item = self._unanswered.pop(delivery, None)
+        if item is not None:
+            self._answers[accepted].append(item)
+
+    def _tell_answers(self) -> None:
+        for accepted, items in self._answers.items():
+            if items:
+                self.feed.answered(list(items), confirmed=accepted)
+                items.clear()

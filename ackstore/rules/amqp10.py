@@ -1,0 +1,90 @@
+"""What an AMQP 1.0 connection does with a message, as pure rules (B.9's AMQP 1.0 row, decisions #112).
+
+* :func:`outcome` is how AMQP 1.0 carries out a settlement decision: ``accepted``; ``rejected``
+  (a failure not to be redelivered, PR #907); ``modified`` with delivery-failed (Ditto's
+  redelivery), or ``released`` on a broker that does not implement ``modified`` (RabbitMQ 3.x
+  ends the session on it: docs/stack-notes.md). A delivery given back undecided is ``released``:
+  it was never tried, so it is not counted as a failed delivery.
+* :func:`message_key` keys a message for de-duplication: its ``message-id`` on its source address.
+* :func:`properties` and :func:`body` read what the connector needs of a received message.
+* :func:`target_node` reads a target's address (``name``, ``queue://name``, ``topic://name``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ackstore.rules import connectivity
+from ackstore.rules.connectivity import Disposition
+
+ACCEPTED, REJECTED, MODIFIED, RELEASED = "accepted", "rejected", "modified", "released"
+REDELIVERY_OUTCOMES = (MODIFIED, RELEASED)  # how a connection may carry out "redeliver"
+QUEUE_PREFIX, TOPIC_PREFIX = "queue://", "topic://"
+
+
+def outcome(disposition: Disposition, redelivery: str = MODIFIED) -> str:
+    """The outcome a delivery is settled with (B.9's AMQP 1.0 row)."""
+    if disposition.ack:
+        return ACCEPTED
+    if not disposition.requeue:
+        return REJECTED
+    return RELEASED if disposition.given_back else redelivery
+
+
+def identifier_text(value: object) -> str | None:
+    """A ``message-id`` or ``correlation-id`` (string, ulong, uuid or binary) as text: a binary
+    one's bytes that are no UTF-8 written as ``\\xff`` (distinct ids stay distinct)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return str(value)  # a string (or symbol), a ulong, a uuid
+
+
+def message_key(address: str, message_id: object, body: bytes, correlation_id: str | None) -> str:
+    """A message's key within its connection: its ``message-id`` on the source address it came
+    from (one id names a message only there), or a digest of the address, correlation id and
+    body. A copy the broker delivers again is the same message, so it maps to the same signal."""
+    text = identifier_text(message_id)
+    if text:
+        return f"{text}@{address}"
+    return connectivity.digest_key([address, correlation_id or ""], body)
+
+
+def properties(message: Any) -> dict[str, str | None]:
+    """The message's properties the connector maps to Ditto headers, as AMQP 0.9.1 names them."""
+    return {"correlation_id": identifier_text(message.correlation_id), "reply_to": _text(message.reply_to),
+            "content_type": _text(message.content_type), "message_id": identifier_text(message.id)}
+
+
+def _text(value: object) -> str | None:
+    """A property as plain text (proton hands a ``content-type`` over as a symbol, a ``str`` subclass)."""
+    return str(value) if value else None
+
+
+def body(value: object) -> bytes:
+    """A received body as bytes: an ``amqp-value`` string as UTF-8, a ``data`` section as it is.
+    Any other AMQP value (a map, a list, a number) is no Ditto Protocol text; its Python text is
+    handed on, and the ledger answers it as it answers any body that is no JSON object."""
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return repr(value).encode("utf-8", "backslashreplace")
+
+
+def application_properties(values: Mapping[Any, Any] | None) -> dict[str, Any]:
+    """Application properties as Ditto headers' JSON values (the AMQP header mapping, decisions #39)."""
+    return {str(name): connectivity.amqp_header_json(value) for name, value in (values or {}).items()}
+
+
+def target_node(address: str) -> tuple[str, str | None]:
+    """A target's address as its node's address and capability: ``queue://q`` is ``q`` (a
+    queue), ``topic://t`` is ``t`` with the ``topic`` capability, any other address as it is."""
+    if address.startswith(QUEUE_PREFIX):
+        return address[len(QUEUE_PREFIX):], "queue"
+    if address.startswith(TOPIC_PREFIX):
+        return address[len(TOPIC_PREFIX):], "topic"
+    return address, None

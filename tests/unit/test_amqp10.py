@@ -1,0 +1,78 @@
+"""B.9's AMQP 1.0 row and what an AMQP 1.0 message's parts mean to the connector, as pure rules."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ackstore.rules import amqp10, connectivity
+from ackstore.rules.connectivity import Disposition
+
+GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)
+
+
+@pytest.mark.parametrize(("decision", "redelivery", "outcome"), [
+    ("ack", "modified", "accepted"),
+    ("reject", "modified", "rejected"),  # PR #907: not redelivered to another consumer
+    ("dead-letter", "modified", "rejected"),
+    ("redeliver", "modified", "modified"),  # with delivery-failed: Ditto's
+    ("ack", "released", "accepted"),
+    ("reject", "released", "rejected"),
+    ("dead-letter", "released", "rejected"),
+    ("redeliver", "released", "released"),  # a broker without modified (RabbitMQ 3)
+])
+def test_each_settlement_decision_is_ditto_outcome(decision: str, redelivery: str, outcome: str) -> None:
+    assert amqp10.outcome(connectivity.amqp_disposition(decision), redelivery) == outcome
+
+
+@pytest.mark.parametrize("redelivery", amqp10.REDELIVERY_OUTCOMES)
+def test_an_undecided_delivery_given_back_is_released_never_counted_as_failed(redelivery: str) -> None:
+    assert amqp10.outcome(GIVE_BACK, redelivery) == "released"
+    assert amqp10.outcome(connectivity.CLIENT_ERROR, redelivery) == "rejected"
+
+
+@pytest.mark.parametrize(("message_id", "text"), [
+    ("m-1", "m-1"), (42, "42"), (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
+    (b"\xffid", "\\xffid"), (None, None), ("", None),
+])
+def test_a_message_id_of_each_amqp_type_is_text(message_id: object, text: str | None) -> None:
+    assert amqp10.identifier_text(message_id) == text
+
+
+def test_a_message_is_keyed_by_its_id_on_its_address_or_by_a_digest() -> None:
+    assert amqp10.message_key("/amq/queue/a", "m-1", b"{}", None) == "m-1@/amq/queue/a"
+    assert amqp10.message_key("/amq/queue/a", "m-1", b"{}", None) != amqp10.message_key("/amq/queue/b", "m-1", b"{}", None)
+    digest = amqp10.message_key("/amq/queue/a", None, b"{}", "c")
+    assert digest.startswith("sha256:") and digest == amqp10.message_key("/amq/queue/a", "", b"{}", "c")
+    assert digest != amqp10.message_key("/amq/queue/b", None, b"{}", "c")
+
+
+@given(st.text(), st.binary())
+def test_the_same_message_again_has_the_same_key_and_another_body_another(correlation: str, body: bytes) -> None:
+    key = amqp10.message_key("q", None, body, correlation)
+    assert key == amqp10.message_key("q", None, body, correlation)
+    assert key != amqp10.message_key("q", None, body + b"x", correlation)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ('{"a": "é"}', '{"a": "é"}'.encode()), (b"\xff", b"\xff"), (memoryview(b"ab"), b"ab"), (None, b""),
+    ({"a": 1}, b"{'a': 1}"),  # an AMQP map is no Ditto Protocol text: the ledger answers it as no JSON
+])
+def test_a_body_is_its_bytes_whatever_section_carries_it(value: object, expected: bytes) -> None:
+    assert amqp10.body(value) == expected
+
+
+@pytest.mark.parametrize(("address", "node"), [
+    ("events", ("events", None)), ("queue://events", ("events", "queue")), ("topic://events", ("events", "topic")),
+    ("/exchange/x/rk", ("/exchange/x/rk", None)),
+])
+def test_a_target_address_names_its_node_and_capability(address: str, node: tuple[str, str | None]) -> None:
+    assert amqp10.target_node(address) == node
+
+
+def test_application_properties_become_json_headers() -> None:
+    assert amqp10.application_properties({"n": 1, "f": float("nan"), "b": b"x\x00", "u": uuid.UUID(int=2)}) == {
+        "n": 1, "f": None, "b": "x\ufffd", "u": "00000000-0000-0000-0000-000000000002"}
+    assert amqp10.application_properties(None) == {}
