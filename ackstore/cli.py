@@ -288,6 +288,13 @@ def _connector_parsers(commands: Any) -> None:
     amqp10.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
     _metrics_arguments(amqp10)
     amqp10.set_defaults(run=_connect)
+    push = connect_kinds.add_parser(
+        "http-push", help="send the targets' events and live signals to an HTTP endpoint; its response issues the ack")
+    push.add_argument("--config", help="a Ditto http-push connection JSON (targets only)")
+    push.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
+    push.add_argument("--once", action="store_true", help="send what is there, then exit")
+    _metrics_arguments(push)
+    push.set_defaults(run=_connect)
 
     publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
     publish_kinds = publish.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
@@ -583,11 +590,13 @@ def _connect(args: argparse.Namespace) -> int:
     from ackstore.connectors.amqp import AmqpConnector
     from ackstore.connectors.amqp10 import Amqp10Connector
     from ackstore.connectors.core import Options
+    from ackstore.connectors.http_push import HttpPushConnector
     from ackstore.connectors.metrics import ConnectorMetrics
     from ackstore.connectors.mqtt import MqttConnector
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runs = {"amqp": (config.AMQP,), "mqtt": (config.MQTT, config.MQTT5), "amqp10": (config.AMQP10,)}[args.kind]
+    runs = {"amqp": (config.AMQP,), "mqtt": (config.MQTT, config.MQTT5), "amqp10": (config.AMQP10,),
+            "http-push": (config.HTTP_PUSH,)}[args.kind]
     try:
         if args.config:
             with open(args.config, "rb") as file:
@@ -604,13 +613,13 @@ def _connect(args: argparse.Namespace) -> int:
         elif args.kind == "amqp" and args.connection_id and args.queue:
             connection = config.simple(args.connection_id, args.queue, args.requested_acks, args.url)
         else:
-            what = {"amqp": "--queue", "mqtt": "--topic", "amqp10": "--address"}[args.kind]
+            what = {"amqp": "--queue", "mqtt": "--topic", "amqp10": "--address", "http-push": "--config"}[args.kind]
             print(f"ackstore connect {args.kind}: give --connection-id and {what}, or --config", file=sys.stderr)
             return EXIT_USAGE
     except errors.DittoError as error:
         return _answer(error.to_json())
-    options = Options(batch_size=args.batch_size, prefetch=getattr(args, "prefetch", 0), poll_s=args.poll,
-                      max_messages=args.max_messages, once=args.once)
+    options = Options(batch_size=getattr(args, "batch_size", 1000), prefetch=getattr(args, "prefetch", 0),
+                      poll_s=args.poll, max_messages=getattr(args, "max_messages", None), once=args.once)
     metrics = ConnectorMetrics(connection.id, connection.connection_type)
     if args.metrics_port is not None:
         try:
@@ -622,7 +631,8 @@ def _connect(args: argparse.Namespace) -> int:
         logging.getLogger("ackstore.connector").info("connector %s: metrics at http://%s:%d/metrics", connection.id,
                                                      args.metrics_host, port)
     with AckStore.connect(args.database_url) as store:
-        kind = {"amqp": AmqpConnector, "mqtt": MqttConnector, "amqp10": Amqp10Connector}[args.kind]
+        kind = {"amqp": AmqpConnector, "mqtt": MqttConnector, "amqp10": Amqp10Connector,
+                "http-push": HttpPushConnector}[args.kind]
         return kind(store, connection, options, metrics).run()
 
 

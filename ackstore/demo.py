@@ -50,6 +50,10 @@ RABBITMQ_QUEUE = "ackstore-demo"
 MQTT = "demo-mqtt"  # the real MQTT connector (its client id too), when a broker answers
 MQTT_URI = os.environ.get("ACKSTORE_DEMO_MQTT_URL", "mqtt://127.0.0.1:1883")  # the broker the demo goes through
 MQTT_TOPIC = "ackstore-demo/commands"
+AMQP10 = "demo-amqp10"  # the real AMQP 1.0 connector, when a broker speaks AMQP 1.0 there
+# a RabbitMQ with its rabbitmq_amqp1_0 plugin (scripts/ensure-rabbitmq.sh enables it on the machine's)
+AMQP10_URI = os.environ.get("ACKSTORE_DEMO_AMQP10_URL", "amqp://guest:guest@127.0.0.1:5672")
+AMQP10_QUEUE = "ackstore-demo-amqp10"
 LAMP = "org.acme/lamp-1/things"  # the thing every sample signal is about (samples/*.json too)
 
 
@@ -63,7 +67,7 @@ class Broker:
     and what settling a message sends it."""
 
     name: str
-    connector: Any  # AmqpConnector or MqttConnector
+    connector: Any  # AmqpConnector, MqttConnector or Amqp10Connector
     connection: Any  # its ConnectionConfig
     settles_with: str
 
@@ -142,7 +146,8 @@ def _submit_samples(store: AckStore, scenario: Scenario) -> None:
     scenario.redelivered_signal = stored.signal_id
     _step(f"a command from the connection {CONNECTION!r}, its {CUSTOM_LABEL} ack failing (503: redeliver)",
           store.acknowledge(SUBSCRIBER, _ack(CUSTOM_LABEL, scenario.cid("redelivered"), 503)))
-    scenario.brokers = [b for b in (_through_rabbitmq(store, scenario), _through_mqtt(store, scenario)) if b]
+    scenario.brokers = [b for b in (_through_rabbitmq(store, scenario), _through_mqtt(store, scenario),
+                                    _through_amqp10(store, scenario)) if b]
 
 
 def _after_the_run(store: AckStore, scenario: Scenario) -> None:
@@ -265,6 +270,40 @@ def _through_mqtt(store: AckStore, scenario: Scenario) -> Broker | None:
     _step(f"publish a command to the MQTT topic {MQTT_TOPIC!r} (MQTT 5, QoS 1)",
           publish_mqtt_lines(MQTT_URI, MQTT_TOPIC, [json.dumps(message).encode()], config.MQTT5))
     return _stored(store, broker, "held: no PUBACK until decided")
+
+
+def _through_amqp10(store: AckStore, scenario: Scenario) -> Broker | None:
+    """A message through an AMQP 1.0 broker and the real connector, when one answers at
+    ``AMQP10_URI``; None (and a line saying why) when none does. On RabbitMQ 3 (its AMQP 1.0
+    plugin) the queue is declared over AMQP 0.9.1 and received from ``/amq/queue/<name>``, and a
+    redeliver decision is released (decisions #112)."""
+    import pika
+
+    from ackstore.connectors import config
+    from ackstore.connectors.amqp10 import Amqp10Connector
+    from ackstore.connectors.publish import publish_amqp10_lines
+
+    address = f"/amq/queue/{AMQP10_QUEUE}"
+    connection = config.parse({"id": AMQP10, "uri": AMQP10_URI, "connectionType": config.AMQP10,
+                               "specificConfig": {config.AMQP10_REDELIVERY_SETTING: "released"},
+                               "sources": [{"addresses": [address],
+                                            "acknowledgementRequests": {"includes": [TWIN_PERSISTED]}}]})
+    broker = Broker("AMQP 1.0", Amqp10Connector, connection, "accepted")
+    probe = publish_amqp10_lines(AMQP10_URI, address, [])  # no lines: whether the broker speaks AMQP 1.0
+    if probe["status"] != 200:
+        return _skipped(broker, probe["message"].split(": ", 1)[-1].rstrip("."))
+    try:  # RabbitMQ's queue, declared over AMQP 0.9.1; another broker makes its node itself
+        declaring = pika.BlockingConnection(pika.URLParameters(AMQP10_URI + "/?connection_attempts=1&socket_timeout=3"))
+        try:
+            declaring.channel().queue_declare(AMQP10_QUEUE, durable=True)
+        finally:
+            declaring.close()
+    except pika.exceptions.AMQPError:
+        pass
+    message = _modify(scenario.cid("amqp10"), "/attributes/room", "hall", [TWIN_PERSISTED])
+    _step(f"send a command to the AMQP 1.0 address {address!r}",
+          publish_amqp10_lines(AMQP10_URI, address, [json.dumps(message).encode()]))
+    return _stored(store, broker, "its delivery unsettled until decided")
 
 
 def _skipped(broker: Broker, why: str) -> None:

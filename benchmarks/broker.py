@@ -3,6 +3,12 @@
     python -m benchmarks.broker --messages 100000                      # RabbitMQ
     python -m benchmarks.broker --protocol mqtt --messages 100000      # MQTT 5 (a Mosquitto of its own)
     python -m benchmarks.broker --protocol mqtt --sessions 4 --receive-maximum 2000 --pipeline-every 10
+    python -m benchmarks.broker --protocol amqp10 --messages 100000    # AMQP 1.0, then 0.9.1 on the same node
+
+``--protocol amqp10`` starts a RabbitMQ node of its own with the AMQP 1.0 plugin and measures the
+same run twice on it, back to back in one process: through the AMQP 1.0 connector (``--credit``,
+default 65 535: its in-flight bound), then through the AMQP 0.9.1 connector; last it prints the
+ratios of the two (end to end, and CPU per message).
 
 The MQTT runs (``benchmarks/transports.py``) publish to a topic the connectors' persistent
 sessions subscribed beforehand, with PUBACK withheld until each decision; ``--sessions K`` runs K
@@ -73,7 +79,7 @@ from ackstore.ledger.store import AckStore
 from benchmarks.cpu import CpuWindow, peak_rss_mib, print_profile
 from benchmarks.ingest import THINGS, messages
 from benchmarks.pipeline import DEFAULT_SERVER, fresh_database, postmaster, spark_jvm
-from benchmarks.transports import Amqp, Mqtt, own_mosquitto
+from benchmarks.transports import Amqp, Amqp10, Mqtt, own_amqp10_node, own_mosquitto
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AMQP = "amqp://guest:guest@127.0.0.1:5672/"
@@ -184,7 +190,8 @@ def scrape(ports: list[int], before: dict[str, float]) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--protocol", choices=("amqp", "mqtt"), default="amqp")
+    parser.add_argument("--protocol", choices=("amqp", "mqtt", "amqp10"), default="amqp")
+    parser.add_argument("--credit", type=int, default=65535, help="AMQP 1.0: the connector's link credit")
     parser.add_argument("--batch", type=int, default=1000, help="the connector's messages per ledger transaction")
     parser.add_argument("--prefetch", type=int, default=0, help="AMQP: the connector's prefetch (0: no limit)")
     parser.add_argument("--amqp", default=os.environ.get("ACKSTORE_BENCH_AMQP", DEFAULT_AMQP))
@@ -200,14 +207,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="connectors serve their metrics (--metrics-port), scraped after every pipeline run")
     args = parser.parse_args(argv)
     if args.protocol == "amqp":
-        return measure(args, Amqp(args.amqp))
+        return measure(args, Amqp(args.amqp))[0]
+    if args.protocol == "amqp10":
+        return both_amqp_versions(args)
     if args.mqtt:
-        return measure(args, Mqtt(args.mqtt, None))
+        return measure(args, Mqtt(args.mqtt, None))[0]
     with own_mosquitto() as (url, pid):
-        return measure(args, Mqtt(url, pid))
+        return measure(args, Mqtt(url, pid))[0]
 
 
-def measure(args: argparse.Namespace, transport: Amqp | Mqtt) -> int:
+def both_amqp_versions(args: argparse.Namespace) -> int:
+    """The run through AMQP 1.0, then through AMQP 0.9.1, on one node of the benchmark's own; their ratios."""
+    with own_amqp10_node() as node:
+        _, seconds_10, cpu_10 = measure(args, Amqp10(node.url, node.amqp10_url, args.credit))
+        print()
+        args.protocol = "amqp"
+        _, seconds_091, cpu_091 = measure(args, Amqp(node.url))
+    print(f"\nAMQP 1.0 vs AMQP 0.9.1 on one node, {args.messages:,} messages: end to end {seconds_10 / seconds_091:.2f}x "
+          f"({seconds_10:.1f} s vs {seconds_091:.1f} s); CPU per message {cpu_10 / cpu_091:.2f}x "
+          f"({cpu_10:.0f} µs vs {cpu_091:.0f} µs)")
+    return 0
+
+
+def measure(args: argparse.Namespace, transport: Amqp | Mqtt) -> tuple[int, float, float]:
+    """One run: (exit status, seconds end to end, our CPU µs per message)."""
     n, run = args.messages, uuid.uuid4().hex[:8]
 
     from jobs import pipeline
@@ -262,7 +285,7 @@ def measure(args: argparse.Namespace, transport: Amqp | Mqtt) -> int:
             while held_count(url, second_at) < holding:
                 time.sleep(0.2)
             time.sleep(1.0)  # the last batch's holds registered
-            time.sleep(2.0 if args.protocol == "mqtt" else 0.0)  # anything past the in-flight bound would come now
+            time.sleep(2.0 if args.protocol in ("mqtt", "amqp10") else 0.0)  # anything past the in-flight bound would come now
             held_when_stopped = held_count(url, second_at)
             stopping = time.perf_counter()
             for connector in connectors:
@@ -286,6 +309,10 @@ def measure(args: argparse.Namespace, transport: Amqp | Mqtt) -> int:
     print(f"    raw consumer (insert batch, settle after commit) {raw:7.1f} s  {n / raw:10,.0f} messages/s")
     print(f"    ratio end-to-end/raw: {end_to_end / raw:.2f}x;  vs Ditto's ~{DITTO_QOS1_MODIFIES_PER_S:,}/s: "
           f"{n / end_to_end / DITTO_QOS1_MODIFIES_PER_S:.2f}x")
+    if args.protocol == "amqp10":
+        print(f"    in flight: link credit {args.credit:,}; mean received -> carried out T = {held:.1f} s; "
+              f"bound credit / T = {args.credit / held if held else float('inf'):,.0f} messages/s; "
+              f"held undecided when stopped: {held_when_stopped:,} of {n:,} published")
     if args.protocol == "mqtt":
         bound = args.sessions * args.receive_maximum / held if held else float("inf")
         print(f"    in flight: {args.sessions} session(s) x receive maximum {args.receive_maximum:,}; mean received -> "
@@ -299,7 +326,7 @@ def measure(args: argparse.Namespace, transport: Amqp | Mqtt) -> int:
     print(f"    CPU per message: {ours:.0f} µs (goal ≤ {GOAL_CPU_PER_MESSAGE_US})")
     print("    peak RSS: " + ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in peak_rss_mib().items())
           + " (the children waited for: the connectors, and a broker the benchmark started)")
-    return 0
+    return 0, end_to_end, ours
 
 
 if __name__ == "__main__":

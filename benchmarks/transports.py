@@ -1,6 +1,11 @@
-"""The brokers ``benchmarks.broker`` measures through: what differs between RabbitMQ (AMQP 0.9.1)
-and an MQTT broker — publishing a backlog, the bare consumer the ledger is compared with, and
-the connector's command. Everything else in the benchmark is the same for both.
+"""The brokers ``benchmarks.broker`` measures through: what differs between RabbitMQ (AMQP 0.9.1),
+RabbitMQ over AMQP 1.0 and an MQTT broker — publishing a backlog, the bare consumer the ledger is
+compared with, and the connector's command. Everything else in the benchmark is the same for all.
+
+AMQP 1.0 runs on a RabbitMQ node of the benchmark's own with the ``rabbitmq_amqp1_0`` plugin
+(``tests/support/own_rabbitmq.py``): the backlog is published over AMQP 0.9.1 (as fast as the
+other runs'), then received over 1.0 — by the connector, and by a bare consumer with the same
+credit that accepts each batch after its commit.
 
 The MQTT broker is, unless ``--mqtt URL`` names one, a Mosquitto of the benchmark's own with the
 project's configuration (``tests/support/own_mosquitto.py``, ``docker/mosquitto.conf``). An MQTT
@@ -220,12 +225,73 @@ class Mqtt:
         """Nothing to delete: the run's topic and sessions end with the broker."""
 
 
+class Amqp10(Amqp):
+    """RabbitMQ over AMQP 1.0: a queue per run, received from its ``/amq/queue/<name>`` address."""
+
+    def __init__(self, url: str, amqp10_url: str, credit: int) -> None:
+        super().__init__(url)
+        self.amqp10_url = amqp10_url
+        self.credit = credit
+
+    def holds_at_most(self, count: int, sessions: int, receive_maximum: int) -> int:
+        """How many of ``count`` undecided deliveries the connector holds: its link credit."""
+        return min(count, self.credit)
+
+    def raw_consumer(self, db_url: str, address: str, count: int, batch: int, prefetch: int) -> float:
+        """Receive ``count`` messages with the connector's credit, insert each batch into a bare
+        table, accept it after the commit (one more credit for each)."""
+        from ackstore.connectors.amqp10 import ProtonConnection
+        from ackstore.rules import amqp10
+
+        engine = raw_engine(db_url)
+        pending: list[tuple[Any, str, bytes]] = []
+        connection = ProtonConnection(self.amqp10_url, f"bench-raw-{time.monotonic_ns()}",
+                                      received=lambda delivery, message: pending.append(
+                                          (delivery, str(message.id), amqp10.body(message.body))))
+        receiver = connection.receiver(f"/amq/queue/{address}", "bench-raw")
+        connection.wait(lambda: connection.attached(receiver), "attaching")
+        receiver.flow(self.credit)
+        done = 0
+        started = time.perf_counter()
+        while done < count:
+            connection.step(0.005)
+            if pending and (len(pending) >= batch or done + len(pending) >= count):
+                taken, pending[:] = pending[:batch], pending[batch:]
+                raw_insert(engine, [(message_id, body) for _, message_id, body in taken])
+                for delivery, _, _ in taken:
+                    delivery.update(delivery.ACCEPTED)
+                    delivery.settle()
+                receiver.flow(len(taken))
+                done += len(taken)
+        seconds = time.perf_counter() - started
+        connection.close()
+        engine.dispose()
+        return seconds
+
+    def connectors(self, address: str, sessions: int, batch: int, prefetch: int, receive_maximum: int,
+                   workdir: Path) -> list[list[str]]:
+        if sessions != 1:
+            raise SystemExit("--sessions is for MQTT's shared subscriptions")
+        return [["connect", "amqp10", "--url", self.amqp10_url, "--connection-id", "bench", "--address",
+                 f"/amq/queue/{address}", "--requested-acks", "twin-persisted", "--batch-size", str(batch),
+                 "--credit", str(self.credit)]]
+
+
 def _published(infos: list[Any]) -> None:
     for info in infos:
         info.wait_for_publish(300)
         if not info.is_published():
             raise SystemExit("the broker did not PUBACK a publish in 300 s")
     infos.clear()
+
+
+@contextmanager
+def own_amqp10_node() -> Iterator[Any]:
+    """A RabbitMQ node of the benchmark's own with the AMQP 1.0 plugin (AMQP 0.9.1 and 1.0 on one port)."""
+    from tests.support.own_rabbitmq import OwnRabbitMQ
+
+    with OwnRabbitMQ(plugins=("rabbitmq_amqp1_0",)) as node:
+        yield node
 
 
 @contextmanager

@@ -10,10 +10,12 @@ command -v rabbitmq-server >/dev/null || {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq rabbitmq-server >/dev/null
 }
-ready && exit 0
+# AMQP 1.0 on the same port, for the demo's AMQP 1.0 connector (the tests start nodes of their own)
+amqp10() { rabbitmq-plugins -q is_enabled rabbitmq_amqp1_0 >/dev/null 2>&1 || rabbitmq-plugins -q enable rabbitmq_amqp1_0 >/dev/null || true; }
+ready && { amqp10; exit 0; }
 
 echo "ensure-rabbitmq: starting rabbitmq-server"
 rabbitmq-server -detached || true
-for _ in $(seq 1 60); do ready && exit 0; sleep 1; done
+for _ in $(seq 1 60); do ready && { amqp10; exit 0; }; sleep 1; done
 echo "ensure-rabbitmq: RabbitMQ did not come up on 127.0.0.1:5672" >&2
 exit 1

@@ -148,7 +148,11 @@ class ProtonConnection(MessagingHandler):
         self.container.timeout = 0.0
         self.container.start()
         self.connection = self.container.connect(url=uri, handler=self, reconnect=False)
-        self.wait(lambda: bool(self.connection.state & Endpoint.REMOTE_ACTIVE), "opening the connection")
+        try:
+            self.wait(lambda: bool(self.connection.state & Endpoint.REMOTE_ACTIVE), "opening the connection")
+        except BaseException:
+            self.close()
+            raise
 
     # --- stepping -------------------------------------------------------------------------------
 
@@ -334,6 +338,10 @@ class Amqp10Session(Session):
         """Send ``message`` to the ``reply_to`` address (best effort, as in Ditto: the broker's
         outcome is not awaited); :class:`Unencodable` when AMQP 1.0 cannot carry it."""
         outbound = message_for(message)
+        try:
+            reply_to.encode("utf-8")  # proton would fail on it later, inside the event loop
+        except UnicodeEncodeError:
+            raise Unencodable("its reply-to address holds text no UTF-8 can") from None
         sender = self._replies.get(reply_to)
         if sender is None:
             sender = self._connection.sender(reply_to)

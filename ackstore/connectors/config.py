@@ -32,12 +32,14 @@ from urllib.parse import parse_qs
 
 from ackstore.rules import durations, errors, labels, limits, rql
 from ackstore.rules import amqp10 as amqp10_rules
+from ackstore.rules import http_push as http_push_rules
 from ackstore.rules import mqtt as mqtt_rules
 from ackstore.rules.enforcement import SOURCE_ADDRESS, Enforcement
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
-AMQP, AMQP10, MQTT, MQTT5 = "amqp-091", "amqp-10", "mqtt", "mqtt-5"  # Ditto's connection types
-SCHEMES = {AMQP: ("amqp://", "amqps://"), MQTT: ("mqtt://", "mqtts://", "tcp://", "ssl://")}
+AMQP, AMQP10, MQTT, MQTT5, HTTP_PUSH = "amqp-091", "amqp-10", "mqtt", "mqtt-5", "http-push"  # Ditto's connection types
+SCHEMES = {AMQP: ("amqp://", "amqps://"), MQTT: ("mqtt://", "mqtts://", "tcp://", "ssl://"),
+           HTTP_PUSH: ("http://", "https://")}
 SCHEMES[MQTT5] = SCHEMES[MQTT]
 SCHEMES[AMQP10] = SCHEMES[AMQP]
 REPLY_TO_PLACEHOLDER = "{{header:reply-to}}"
@@ -122,6 +124,16 @@ class Amqp10Settings:
     redelivery: str = "modified"  # how "redeliver" is carried out: modified[delivery-failed], or released
 
 
+@dataclass(frozen=True)
+class HttpPushSettings:
+    """An HTTP push connection's ``specificConfig``, with Ditto's defaults."""
+
+    parallelism: int = 1  # requests in flight at once
+    idle_timeout_s: float = 60.0  # a request unanswered this long issues 408
+
+
+HTTP_PUSH_SETTINGS = ("parallelism", "idleTimeout")
+HTTP_PUSH_TARGET_KEYS = {"address", "topics", "authorizationContext", "issuedAcknowledgementLabel"}
 AMQP10_CREDIT_SETTINGS = ("jms.prefetchPolicy.all", "jms.prefetchPolicy.queuePrefetch")
 AMQP10_REDELIVERY_SETTING = "ackstore.redeliveryOutcome"
 AMQP10_CONNECTION_KEYS = {"id", "name", "connectionType", "connectionStatus", "uri", "sources", "targets",
@@ -150,6 +162,7 @@ class ConnectionConfig:
     connection_type: str = AMQP
     mqtt: MqttSettings | None = None  # an MQTT connection's settings
     amqp10: Amqp10Settings | None = None  # an AMQP 1.0 connection's settings
+    http_push: HttpPushSettings | None = None  # an HTTP push connection's settings
 
     @property
     def is_mqtt(self) -> bool:
@@ -160,7 +173,7 @@ class ConnectionConfig:
         """Every label the connection issues: its sources' declared acks and its targets' labels."""
         found: list[str] = []
         for label in [*(l for s in self.sources for l in s.declared_acks), *(t.issued_label for t in self.targets)]:
-            if label and label not in found:
+            if label and label not in found and label != labels.LIVE_RESPONSE:  # built in: never declared
                 found.append(label)
         return found
 
@@ -191,6 +204,11 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
     elif kind == AMQP10:
         _unsupported(document, AMQP10_CONNECTION_KEYS, "The AMQP 1.0 connection")
         _supported_as_default(document)
+    elif kind == HTTP_PUSH:
+        _unsupported(document, AMQP10_CONNECTION_KEYS, "The HTTP push connection")
+        _supported_as_default(document)
+        if document.get("sources"):
+            raise errors.connection_config_invalid("An HTTP push connection has no sources: give targets only.")
     sources = tuple(_source(s, connection_id, kind) for s in _list(document, "sources"))
     targets = tuple(_target(t, connection_id, kind) for t in _list(document, "targets"))
     if not sources and not targets:
@@ -198,7 +216,8 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
     specific = document.get("specificConfig", {})
     mqtt = _mqtt_settings(specific, connection_id, kind) if kind in (MQTT, MQTT5) else None
     amqp10 = _amqp10_settings(specific) if kind == AMQP10 else None
-    return ConnectionConfig(connection_id, uri, sources, targets, kind, mqtt, amqp10)
+    http_push = _http_push_settings(specific) if kind == HTTP_PUSH else None
+    return ConnectionConfig(connection_id, uri, sources, targets, kind, mqtt, amqp10, http_push)
 
 
 def _supported_as_default(document: Mapping[str, Any]) -> None:
@@ -382,6 +401,14 @@ def _target(document: object, connection_id: str, kind: str) -> Target:
                 f"An AMQP 1.0 target's 'address' <{errors.shown(address)}> must be a node's address, queue://name or "
                 "topic://name (no placeholders).")
         exchange, routing_key = address, ""
+    elif kind == HTTP_PUSH:
+        _unsupported(document, HTTP_PUSH_TARGET_KEYS, "The HTTP push target")
+        try:
+            http_push_rules.parse_address(address)
+        except ValueError as problem:
+            raise errors.connection_config_invalid(f"An HTTP push target's 'address' <{errors.shown(address)}> {problem}.") \
+                from None
+        exchange, routing_key = str(address), ""
     elif kind in (MQTT, MQTT5):
         _unsupported(document, MQTT_TARGET_KEYS, "The MQTT target")
         if not isinstance(address, str) or not address or "+" in address or "#" in address or "{{" in address:
@@ -414,7 +441,14 @@ def _target(document: object, connection_id: str, kind: str) -> Target:
         except errors.DittoError as error:
             raise errors.connection_config_invalid(f"The target's filter is invalid: {error.message}") from None
     issued = document.get("issuedAcknowledgementLabel")
-    issued_label = _declarable(issued, connection_id) if issued is not None else None
+    if issued == labels.LIVE_RESPONSE and kind == HTTP_PUSH:  # the endpoint's response is the live response
+        issued_label: str | None = labels.LIVE_RESPONSE
+        if channels != ["live"]:
+            raise errors.connection_config_invalid(
+                "A target that issues live-response must send live signals only (_/_/things/live/commands or "
+                "_/_/things/live/messages).")
+    else:
+        issued_label = _declarable(issued, connection_id) if issued is not None else None
     return Target(exchange, routing_key, tuple(channels), namespaces, filter_text, issued_label, qos)
 
 
@@ -503,6 +537,32 @@ def _amqp10_settings(document: object) -> Amqp10Settings:
             "modified with delivery-failed) or \"released\" (for a broker that does not implement modified, such as "
             "RabbitMQ 3).")
     return Amqp10Settings(credit, redelivery)
+
+
+def _http_push_settings(document: object) -> HttpPushSettings:
+    """An HTTP push connection's ``specificConfig``: ``parallelism`` and ``idleTimeout`` (the
+    request timeout), as Ditto names them; any other setting is a 400 naming it."""
+    if not isinstance(document, Mapping):
+        raise errors.connection_config_invalid("'specificConfig' must be a JSON object.")
+    _unsupported(document, set(HTTP_PUSH_SETTINGS), "The specificConfig")
+    parallelism = document.get("parallelism", HttpPushSettings.parallelism)
+    if isinstance(parallelism, str) and parallelism.isascii() and parallelism.isdigit():
+        parallelism = int(parallelism)
+    if not isinstance(parallelism, int) or isinstance(parallelism, bool) or not 1 <= parallelism <= 64:
+        raise errors.connection_config_invalid(
+            f"'specificConfig.parallelism' <{errors.shown(document.get('parallelism'))}> must be a whole number from 1 to 64.")
+    timeout_s = HttpPushSettings.idle_timeout_s
+    if "idleTimeout" in document:
+        value = document["idleTimeout"]
+        try:
+            ms = durations.parse_duration_ms(value) if isinstance(value, str) else None
+        except errors.DittoError:
+            ms = None
+        if ms is None or not 100 <= ms <= 600_000:
+            raise errors.connection_config_invalid(
+                f"'specificConfig.idleTimeout' <{errors.shown(value)}> must be a duration from 100ms to 10m, such as 5s.")
+        timeout_s = ms / 1000
+    return HttpPushSettings(parallelism, timeout_s)
 
 
 def _declarable(label: object, connection_id: str) -> str:

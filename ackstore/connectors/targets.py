@@ -89,12 +89,26 @@ class TargetFeed:
         self._issue([item], UNSENDABLE_STATUS)
 
     def _issue(self, items: list[Published], status: int) -> None:
+        for item in items:
+            self.issue(item, status)
+
+    def issue(self, item: Published, status: int, value: Any = None) -> None:
+        """Issue the target's label for one publish (when the signal requested it), with a value."""
+        if not item.label:
+            return
         try:
-            for item in items:
-                if item.label:
-                    self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status))
+            self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status, value))
         except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
             self.outage.failed(type(problem.orig).__name__)
+
+    def respond(self, item: Published, response: dict[str, Any]) -> dict[str, Any] | None:
+        """The endpoint's answer as the signal's live response (a target issuing ``live-response``):
+        the ledger's answer, or None when the database is away (the lease ends, it is sent again)."""
+        try:
+            return self.store.respond(item.subscriber, response)
+        except DBAPIError as problem:
+            self.outage.failed(type(problem.orig).__name__)
+            return None
 
 
 class Targets:
@@ -181,12 +195,13 @@ class Targets:
         self.feed.answered([self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed], confirmed=confirmed)
 
 
-def issued_ack(message: dict[str, Any], label: str, status: int) -> dict[str, Any]:
+def issued_ack(message: dict[str, Any], label: str, status: int, value: Any = None) -> dict[str, Any]:
     thing_id, channel = envelopes.thing_of_topic(message["topic"])  # a pulled signal's topic names its thing
-    return {
+    ack = {
         "topic": wire.acks_topic(thing_id, channel, label),
         "headers": {"correlation-id": message["headers"]["correlation-id"],
                     "ack-token": message["headers"]["ack-token"]},
         "path": "/",
         "status": status,
     }
+    return ack if value is None else {**ack, "value": value}

@@ -330,3 +330,26 @@ def test_ackstore_connect_amqp10_answers_an_unsupported_setting_with_a_400_namin
     answer = json.loads(out)
     assert (process.returncode, answer["status"], answer["error"]) == (1, 400, errors.connection_config_invalid("").error)
     assert "'jms.closeTimeout' is not supported" in answer["message"]
+
+
+def test_an_answer_amqp10_cannot_carry_is_refused_before_proton_and_the_session_goes_on(
+    own_amqp10, broker: Broker
+) -> None:
+    """Issue 37's rule on the third transport: a reply-to or a correlation id holding a lone
+    surrogate is :class:`Unencodable` at once (proton would fail inside its event loop), and the
+    next answer goes out."""
+    from ackstore.connectors.core import Unencodable
+
+    replies = broker.queue("replies")
+    session, _ = _session(own_amqp10.amqp10_url, broker.queue("commands"))
+    answer = {"topic": "org.acme/t/things/twin/errors", "path": "/", "status": 400, "headers": {"correlation-id": "c"}}
+    try:
+        with pytest.raises(Unencodable, match="reply-to"):
+            session.reply("\ud800", answer)
+        with pytest.raises(Unencodable):
+            session.reply(address(replies), {**answer, "headers": {"correlation-id": "\udfff"}})
+        assert session.reply(address(replies), answer)
+        session.process(0.5)
+    finally:
+        session.close()
+    assert [str(m.correlation_id) for m in receive(own_amqp10.amqp10_url, address(replies))] == ["c"]

@@ -17,6 +17,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         # MQTT 5 through a Mosquitto of its own, two connectors sharing the subscription
         ("benchmarks.broker", ["--protocol", "mqtt", "--messages", "300", "--batch", "100", "--sessions", "2"],
          "in flight: 2 session(s)"),
+        # AMQP 1.0 through a RabbitMQ node of its own, then AMQP 0.9.1 on it, and their ratios
+        ("benchmarks.broker", ["--protocol", "amqp10", "--messages", "300", "--batch", "100", "--credit", "200"],
+         ("in flight: link credit 200", "AMQP 1.0 vs AMQP 0.9.1 on one node, 300 messages")),
         # ackstore airflow on its schedule, a connector, 15 s of publishing (about 4 minutes): all
         # 300 messages modify existing things and end acked on the broker
         ("benchmarks.sustained", ["--rates", "20", "--minutes", "0.25", "--things", "200", "--drain-minutes", "4"],

@@ -81,9 +81,9 @@ def test_usage_errors_exit_2(database_url: str) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path, own_mosquitto) -> None:
-    env = {"ACKSTORE_HOME": str(tmp_path / "home"), "ACKSTORE_DATABASE_URL": "",
-           "ACKSTORE_DEMO_MQTT_URL": own_mosquitto.url}  # a broker of the test's own, never the machine's
+def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path, own_mosquitto, own_amqp10) -> None:
+    env = {"ACKSTORE_HOME": str(tmp_path / "home"), "ACKSTORE_DATABASE_URL": "",  # brokers of the test's own
+           "ACKSTORE_DEMO_MQTT_URL": own_mosquitto.url, "ACKSTORE_DEMO_AMQP10_URL": own_amqp10.amqp10_url}
     completed = subprocess.run(
         [sys.executable, "-m", "ackstore.cli", "demo"], capture_output=True, timeout=600, env={**os.environ, **env}
     )
@@ -113,9 +113,11 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert rabbitmq or "RabbitMQ source skipped" in output
     settled_by_puback = output.split("the MQTT connector settles its message on the broker (PUBACK)")[1].split("==")[0]
     assert '"carried out": {\n    "ack": 1' in settled_by_puback
+    accepted = output.split("the AMQP 1.0 connector settles its message on the broker (accepted)")[1].split("==")[0]
+    assert '"carried out": {\n    "ack": 1' in accepted
     report = output.split("Settlement status per source")[1]
     assert "demo-amqp" in report and "redeliver" in report and (not rabbitmq or "demo-rabbitmq" in report)
-    assert "demo-mqtt" in report
+    assert "demo-mqtt" in report and "demo-amqp10" in report
     for name in ("latency", "watermarks", "late-acks"):
         assert f"== ackstore report {name} --since 1h" in output
     late = output.split("== ackstore report late-acks")[1]

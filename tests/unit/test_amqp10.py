@@ -76,3 +76,23 @@ def test_application_properties_become_json_headers() -> None:
     assert amqp10.application_properties({"n": 1, "f": float("nan"), "b": b"x\x00", "u": uuid.UUID(int=2)}) == {
         "n": 1, "f": None, "b": "x\ufffd", "u": "00000000-0000-0000-0000-000000000002"}
     assert amqp10.application_properties(None) == {}
+
+
+@given(st.text(), st.text(), st.text())
+def test_a_message_either_encodes_or_is_unencodable_never_a_failure_of_the_library(
+    correlation: str, token: str, value: str
+) -> None:
+    """What a sender chose (its correlation id, any text in its envelope) never reaches proton's
+    encoder unchecked: the message encodes, or message_for says it cannot be carried."""
+    from ackstore.connectors.amqp10 import message_for
+    from ackstore.connectors.core import Unencodable
+
+    envelope = {"topic": "org.acme/t/things/twin/events/modified", "path": "/", "value": value,
+                "headers": {"correlation-id": correlation, "ack-token": token}}
+    try:
+        message = message_for(envelope)
+    except Unencodable:
+        assert any(0xD800 <= ord(c) <= 0xDFFF for c in correlation + token + value)
+        return
+    assert message.encode()
+    assert message.correlation_id == correlation and message.properties == {"ack-token": token}

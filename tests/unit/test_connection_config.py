@@ -236,3 +236,15 @@ def test_the_sample_amqp10_connection_in_the_docs_parses() -> None:
     parsed = config.parse(parse_json_text(sample.read_bytes()))
     assert parsed.amqp10 == config.Amqp10Settings(65535, "released")
     assert parsed.declared_labels == ["plant-h:checked", "plant-h:published"]
+
+
+def test_the_sample_http_push_connection_in_the_docs_parses() -> None:
+    from pathlib import Path
+
+    from ackstore.rules.errors import parse_json_text
+
+    sample = Path(config.__file__).parent.parent / "samples" / "http-push-connection.json"
+    parsed = config.parse(parse_json_text(sample.read_bytes()))
+    assert parsed.http_push == config.HttpPushSettings(4, 10.0)
+    assert [t.issued_label for t in parsed.targets] == ["plant-w:webhook", "live-response"]
+    assert parsed.declared_labels == ["plant-w:webhook"], "live-response is built in: never declared"

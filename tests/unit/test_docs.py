@@ -219,9 +219,10 @@ def test_connectors_md_names_every_transport_and_connection_type() -> None:
     text = read(DOCS / "connectors.md")
     for kind in children(subparser("connect")):
         assert f"ackstore connect {kind}" in text, kind
-    for connection_type in (config.AMQP, config.AMQP10, config.MQTT, config.MQTT5):
+    for connection_type in (config.AMQP, config.AMQP10, config.MQTT, config.MQTT5, config.HTTP_PUSH):
         assert f"`{connection_type}`" in text, connection_type
-    assert set(children(subparser("publish"))) == set(children(subparser("connect")))
+    # every connector a broker feeds has its publisher; HTTP push has no sources to publish to
+    assert set(children(subparser("publish"))) == set(children(subparser("connect"))) - {"http-push"}
 
 
 # --- the roles ------------------------------------------------------------------------------------
@@ -379,7 +380,7 @@ def test_the_data_model_names_every_table() -> None:
 
 def test_operating_md_states_every_setting_the_code_reads_and_no_other() -> None:
     read_by_code = {name for folder in ("ackstore", "jobs", "dags") for path in (ROOT / folder).rglob("*.py")
-                    for name in re.findall(r"(?<![A-Z_])ACKSTORE_[A-Z_]+[A-Z]", read(path))}
+                    for name in re.findall(r"(?<![A-Z_])ACKSTORE_[A-Z0-9_]+[A-Z0-9]", read(path))}
     text = section(read(DOCS / "operating.md"), "Settings")
     assert {ticked(row[0])[0] for row in table_rows(text, "variable")} == read_by_code
 
@@ -388,7 +389,7 @@ def test_the_benchmarks_and_tests_own_variables_are_documented() -> None:
     everything = "".join(read(path) for path in every_document())
     for folder in ("benchmarks", "tests"):
         for path in (ROOT / folder).rglob("*.py"):
-            for name in re.findall(r"environ\.get\(\"(ACKSTORE_[A-Z_]+)\"", read(path)):
+            for name in re.findall(r"environ\.get\(\"(ACKSTORE_[A-Z0-9_]+)\"", read(path)):
                 assert name in everything, f"{name} ({path.relative_to(ROOT)})"
 
 
