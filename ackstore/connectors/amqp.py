@@ -35,7 +35,7 @@ from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Options, Se
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.tags import DeliveryTags, Frame
-from ackstore.connectors.targets import AMQP_UNENCODABLE, TargetFeed, Targets
+from ackstore.connectors.targets import AMQP_UNENCODABLE, Targets, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, wire
 from ackstore.rules.connectivity import Disposition
@@ -81,12 +81,9 @@ class AmqpTransport(Transport):
 
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
-        if not self.config.targets:
-            return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
-                          dropped=dropped)
-        return Targets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
-                       stop=stop).run
+        return targets_work(store, self.config, self.options, outage, answered, dropped,
+                            lambda feed: Targets(feed, interval_s=self.options.target_interval_s,
+                                                 reconnect_s=self.options.reconnect_s, stop=stop).run)
 
 
 class AmqpSession(Session):

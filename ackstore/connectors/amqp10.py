@@ -43,7 +43,7 @@ from ackstore.connectors.core import (Connector, Message, Options, Session, Tran
                                      json_payload, shown)
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
-from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp10, connectivity, wire
 from ackstore.rules.connectivity import Disposition
@@ -106,12 +106,9 @@ class Amqp10Transport(Transport):
 
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
-        if not self.config.targets:
-            return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
-                          dropped=dropped)
-        return Amqp10Targets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
-                             stop=stop).run
+        return targets_work(store, self.config, self.options, outage, answered, dropped,
+                            lambda feed: Amqp10Targets(feed, interval_s=self.options.target_interval_s,
+                                                       reconnect_s=self.options.reconnect_s, stop=stop).run)
 
 
 class _Capability(SenderOption):

@@ -31,7 +31,7 @@ from ackstore.connectors.config import ConnectionConfig, HttpPushSettings, Targe
 from ackstore.connectors.core import Connector, Message, Options, Session, Transport, Unencodable, json_payload
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
-from ackstore.connectors.targets import Published, TargetFeed
+from ackstore.connectors.targets import Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import http_push, labels, wire
 from ackstore.rules.connectivity import Disposition
@@ -69,9 +69,9 @@ class HttpPushTransport(Transport):
 
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
-                          dropped=dropped)
-        return HttpPushTargets(feed, self.settings, interval_s=self.options.target_interval_s, stop=stop).run
+        return targets_work(store, self.config, self.options, outage, answered, dropped,
+                            lambda feed: HttpPushTargets(feed, self.settings, interval_s=self.options.target_interval_s,
+                                                         stop=stop).run)
 
 
 class _NoSources(Session):

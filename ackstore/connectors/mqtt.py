@@ -58,7 +58,7 @@ from ackstore.connectors.core import (Connector, Message, Options, Session, Tran
                                      shown)
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
-from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import mqtt
 from ackstore.rules.connectivity import Disposition
@@ -137,12 +137,9 @@ class MqttTransport(Transport):
 
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
-        if not self.config.targets:
-            return None
-        feed = TargetFeed(store, self.config, lease=self.options.target_lease, outage=outage, answered=answered,
-                          dropped=dropped)
-        return MqttTargets(feed, interval_s=self.options.target_interval_s, reconnect_s=self.options.reconnect_s,
-                           stop=stop).run
+        return targets_work(store, self.config, self.options, outage, answered, dropped,
+                            lambda feed: MqttTargets(feed, interval_s=self.options.target_interval_s,
+                                                     reconnect_s=self.options.reconnect_s, stop=stop).run)
 
 
 def client_for(uri: str, client_id: str, *, version5: bool, persistent: bool, manual_ack: bool) -> paho.Client:

@@ -25,7 +25,7 @@ from pika.spec import Basic
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig, Target
-from ackstore.connectors.core import Unencodable, json_payload, shown
+from ackstore.connectors.core import Options, Unencodable, json_payload, shown
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, wire
@@ -109,6 +109,17 @@ class TargetFeed:
         except DBAPIError as problem:
             self.outage.failed(type(problem.orig).__name__)
             return None
+
+
+def targets_work(store: AckStore, config: ConnectionConfig, options: Options, outage: Outage,
+                 answered: Callable[[int, bool], None], dropped: Callable[[str, BaseException], None],
+                 make: Callable[[TargetFeed], Callable[[], None]]) -> Callable[[], None] | None:
+    """A transport's targets' work (``make`` of their feed), run on a thread of its own; None
+    without targets (every transport's ``Transport.targets``)."""
+    if not config.targets:
+        return None
+    return make(TargetFeed(store, config, lease=options.target_lease, outage=outage, answered=answered,
+                           dropped=dropped))
 
 
 class Targets:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ackstore.rules import amqp10, connectivity
 from ackstore.rules.connectivity import Disposition
@@ -78,6 +78,7 @@ def test_application_properties_become_json_headers() -> None:
     assert amqp10.application_properties(None) == {}
 
 
+@settings(deadline=None)  # the first example imports proton
 @given(st.text(), st.text(), st.text())
 def test_a_message_either_encodes_or_is_unencodable_never_a_failure_of_the_library(
     correlation: str, token: str, value: str
