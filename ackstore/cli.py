@@ -291,7 +291,6 @@ def _connector_parsers(commands: Any) -> None:
     push = connect_kinds.add_parser(
         "http-push", help="send the targets' events and live signals to an HTTP endpoint; its response issues the ack")
     push.add_argument("--config", help="a Ditto http-push connection JSON (targets only)")
-    push.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
     push.add_argument("--once", action="store_true", help="send what is there, then exit")
     _metrics_arguments(push)
     push.set_defaults(run=_connect)
@@ -619,7 +618,7 @@ def _connect(args: argparse.Namespace) -> int:
     except errors.DittoError as error:
         return _answer(error.to_json())
     options = Options(batch_size=getattr(args, "batch_size", 1000), prefetch=getattr(args, "prefetch", 0),
-                      poll_s=args.poll, max_messages=getattr(args, "max_messages", None), once=args.once)
+                      poll_s=getattr(args, "poll", 2.0), max_messages=getattr(args, "max_messages", None), once=args.once)
     metrics = ConnectorMetrics(connection.id, connection.connection_type)
     if args.metrics_port is not None:
         try:

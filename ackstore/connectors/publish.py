@@ -7,9 +7,8 @@ One JSON message per line. On AMQP each gets a fresh ``message_id`` unless its h
 the same name. On MQTT 5 its ``correlation-id`` becomes correlation data, its ``reply-to`` the
 response topic and its ``message-id`` a user property; MQTT 3.1.1 sends the line alone. On AMQP
 1.0 the line is the message's ``data`` section (its bytes as they are), with properties as on
-AMQP 0.9.1. A line
-that is not JSON is sent as it is (useful to test rejections). A line whose headers the protocol
-cannot carry (a ``message-id`` past AMQP's 255 bytes, a correlation id past MQTT 5's 65 535) is
+AMQP 0.9.1. A line that is not JSON is sent as it is (useful to test rejections). A line whose
+headers the protocol cannot carry (a ``message-id`` past AMQP's 255 bytes, a correlation id past MQTT 5's 65 535) is
 not sent, and counted as refused.
 """
 
@@ -27,6 +26,7 @@ from ackstore.connectors.core import Unencodable
 from ackstore.rules import connectivity, errors, wire
 
 PUBACK_WAIT_S = 60.0
+AMQP10_WINDOW = 1000  # AMQP 1.0 messages sent before their outcomes are read
 
 
 def _headers(line: bytes) -> dict[str, Any]:
@@ -40,16 +40,18 @@ def _headers(line: bytes) -> dict[str, Any]:
     return {}
 
 
+def _text(headers: dict[str, Any], name: str) -> str | None:
+    """A header a line's envelope carries as non-empty text, if it does."""
+    value = headers.get(name)
+    return value if isinstance(value, str) and value else None
+
+
 def _properties(queue: str, line: bytes) -> pika.BasicProperties:
     """The AMQP properties of a line; :class:`Unencodable` when AMQP 0.9.1 cannot carry them."""
     headers = _headers(line)
-
-    def text(name: str) -> str | None:
-        value = headers.get(name)
-        return value if isinstance(value, str) and value else None
-
-    properties = {"message_id": text("message-id") or uuid.uuid4().hex, "correlation_id": text("correlation-id"),
-                  "reply_to": text("reply-to"), "content_type": wire.DITTO_CONTENT_TYPE}
+    properties = {"message_id": _text(headers, "message-id") or uuid.uuid4().hex,
+                  "correlation_id": _text(headers, "correlation-id"), "reply_to": _text(headers, "reply-to"),
+                  "content_type": wire.DITTO_CONTENT_TYPE}
     problem = connectivity.amqp_publish_problem(queue, properties)
     if problem is not None:
         raise Unencodable(problem)
@@ -145,7 +147,7 @@ def publish_amqp10_lines(url: str, address: str, lines: Iterable[bytes]) -> dict
                                       outcome=lambda _delivery, accepted: outcomes.append(accepted))
     except Amqp10Lost as problem:
         return _broker_unavailable(str(problem), "AMQP 1.0")
-    sent = refused = 0
+    sent = 0
     try:
         sender = connection.sender(address, "ackstore publish")
         connection.wait(lambda: connection.attached(sender), "attaching the link")
@@ -154,27 +156,20 @@ def publish_amqp10_lines(url: str, address: str, lines: Iterable[bytes]) -> dict
             if not line.strip():
                 continue
             headers = _headers(line)
-
-            def text(name: str) -> str | None:
-                value = headers.get(name)
-                return value if isinstance(value, str) and value else None
-
-            sender.send(Message(body=line, id=text("message-id") or uuid.uuid4().hex, durable=True,
-                                correlation_id=text("correlation-id"), reply_to=text("reply-to"),
+            sender.send(Message(body=line, id=_text(headers, "message-id") or uuid.uuid4().hex, durable=True,
+                                correlation_id=_text(headers, "correlation-id"), reply_to=_text(headers, "reply-to"),
                                 content_type=wire.DITTO_CONTENT_TYPE))
             sent += 1
-            if sent - len(outcomes) >= 1000:
+            if sent - len(outcomes) >= AMQP10_WINDOW:
                 connection.step(0)
         connection.wait(lambda: len(outcomes) >= sent, "the broker's outcomes", timeout=PUBACK_WAIT_S)
-    except Amqp10Lost as problem:
-        refused += sent - len(outcomes)
-        sent = len(outcomes)
+    except Amqp10Lost as problem:  # what was not accepted by then counts as refused
         if not outcomes:
             return _broker_unavailable(str(problem), "AMQP 1.0")
     finally:
         connection.close()
     published = sum(outcomes)
-    refused += len(outcomes) - published
+    refused = sent - published
     return {"status": 200 if not refused else 503, "address": address, "published": published, "refused": refused}
 
 

@@ -80,7 +80,7 @@ def endpoint() -> Iterator[Endpoint]:
 def _connector(database_url: str, config_path: str) -> subprocess.Popen:
     """``ackstore connect http-push --config FILE`` as a subprocess, its log on a pipe."""
     return subprocess.Popen([sys.executable, "-m", "ackstore.cli", "--database-url", database_url, "connect",
-                             "http-push", "--config", config_path, "--poll", "0.5"], cwd=ROOT, env=dict(os.environ),
+                             "http-push", "--config", config_path], cwd=ROOT, env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
