@@ -68,7 +68,8 @@ def live_response(signal: Mapping[str, Any], status: int, content_type: str | No
 
     For a live message: the message's response (its topic, its path's ``inbox`` as ``outbox``,
     the status, the body as its value). For a live command: the body, a Ditto Protocol command
-    response, with the signal's correlation id and ack token where it lacks them."""
+    response, with the signal's correlation id and ack token (the response answers the request
+    it came back on, whatever its body names)."""
     headers = {"correlation-id": signal["headers"]["correlation-id"], "ack-token": signal["headers"].get("ack-token")}
     if "/things/live/messages/" in signal["topic"]:
         path = str(signal.get("path", ""))
@@ -78,7 +79,7 @@ def live_response(signal: Mapping[str, Any], status: int, content_type: str | No
     if not isinstance(value, dict):
         value = {"topic": signal["topic"], "path": signal.get("path", "/"), "status": status, "value": value}
     given = value.get("headers") if isinstance(value.get("headers"), dict) else {}
-    return {**value, "headers": {**headers, **given}}
+    return {**value, "headers": {**given, **headers}}
 
 
 def request_body(method: str, payload: bytes) -> bytes | None:

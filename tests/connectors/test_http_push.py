@@ -29,10 +29,13 @@ ANSWERS: dict[str, tuple[int, str, bytes, float]] = {  # path -> status, content
     "/ok": (200, "application/json", b'{"seen": true}', 0.0),
     "/created": (201, "text/plain", b"stored it", 0.0),
     "/refuse": (400, "application/json", b'{"error": "no"}', 0.0),
-    "/fail": (503, "text/plain", b"down", 0.0),
+    "/fail": (500, "text/plain", b"down", 0.0),
     "/slow": (200, "application/json", b"{}", 3.0),  # past the connection's idleTimeout of 1s
-    "/answer": (200, "application/json", b'{"answer": 42}', 0.0),
+    "/answer": (200, "application/json", b'{"answer": 42}', 0.0),  # a live message's answer
 }
+COMMAND_RESPONSE = (200, "application/vnd.eclipse.ditto+json", json.dumps(  # a live command's, as Ditto Protocol
+    {"topic": "org.acme/lamp-1/things/live/commands/modify", "headers": {}, "path": "/attributes/on",
+     "status": 204}).encode(), 0.0)
 
 
 class Endpoint(ThreadingHTTPServer):
@@ -54,7 +57,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         self.server.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
                                      "body": json.loads(body) if body else None})
-        status, content_type, answer, delay = ANSWERS[self.path]
+        sent = self.server.requests[-1]["body"] or {}
+        command = "/things/live/commands/" in str(sent.get("topic"))
+        status, content_type, answer, delay = COMMAND_RESPONSE if command else ANSWERS[self.path]
         time.sleep(delay)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -99,7 +104,7 @@ ISSUED = {  # label -> target address, the status and value its ack gets
     "ok": ("POST:/ok", 200, {"seen": True}),
     "created": ("PUT:/created", 201, "stored it"),
     "refuse": ("POST:/refuse", 400, {"error": "no"}),
-    "fail": ("POST:/fail", 503, "down"),
+    "fail": ("POST:/fail", 500, "down"),
     "slow": ("POST:/slow", 408, None),
 }
 
@@ -153,26 +158,33 @@ def test_a_refused_connection_issues_500(tmp_path, engine: Engine, database_url:
     assert "failed" in log
 
 
-def test_a_live_message_target_issuing_live_response_takes_the_endpoint_response_as_the_answer(
+def test_a_target_issuing_live_response_takes_the_endpoint_response_as_the_live_response(
     tmp_path, engine: Engine, database_url: str, store, endpoint: Endpoint
 ) -> None:
-    """Ditto PR #809: the response to a pushed live message is its live response."""
-    targets = [{"address": "POST:/answer", "topics": ["_/_/things/live/messages"],
+    """Ditto PR #809: the response to a pushed live message is its response (built from the
+    status and body); the response to a pushed live command is the command response its body is."""
+    targets = [{"address": "POST:/answer", "topics": ["_/_/things/live/messages", "_/_/things/live/commands"],
                 "issuedAcknowledgementLabel": "live-response"}]
     process = _connector(database_url, _connection(tmp_path, endpoint.url, targets))
     try:
         wait_for(lambda: count(engine, "SELECT count(*) FROM subscribers WHERE id = 'push/target-0'"),
                  what="the target declared")
         assert store.submit(live_message("ask-1", timeout="30s"))["status"] == 202
-        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label = 'live-response'"), what="the response")
+        command = {"topic": "org.acme/lamp-1/things/live/commands/modify", "path": "/attributes/on", "value": True,
+                   "headers": {"correlation-id": "cmd-1", "timeout": "30s"}}
+        assert store.submit(command)["status"] == 202
+        answered = wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label = 'live-response'") == 2,
+                            what="both responses", timeout=60, raises=False)
     finally:
         code, log = stop(process)
-    assert code == 0, log
+    assert code == 0 and answered, log[-3000:]
     with engine.connect() as conn:
-        status, value, issuer = conn.execute(text(
-            "SELECT status, payload, issuer FROM acks WHERE label = 'live-response'")).one()
-    assert (status, value, issuer) == (200, {"answer": 42}, "push/target-0")
-    assert [r["body"]["path"] for r in endpoint.requests] == ["/inbox/messages/ask"]
+        responses = conn.execute(text(
+            "SELECT s.correlation_id, a.status, a.payload, a.issuer, a.disposition FROM acks a "
+            "JOIN signals s ON s.id = a.signal_id WHERE a.label = 'live-response' ORDER BY 1")).all()
+    assert [tuple(r) for r in responses] == [("ask-1", 200, {"answer": 42}, "push/target-0", "counted"),
+                                             ("cmd-1", 204, None, "push/target-0", "counted")]
+    assert sorted(r["body"]["path"] for r in endpoint.requests) == ["/attributes/on", "/inbox/messages/ask"]
 
 
 @pytest.mark.parametrize(("document", "problem"), [
