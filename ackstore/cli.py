@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(what the daily DAG ackstore_archive runs)")
     archive.add_argument("--root", help="the archive's root: a folder or a Hadoop URI (s3a://…) (default "
                                         "$ACKSTORE_ARCHIVE, else $ACKSTORE_HOME/archive)")
-    archive.add_argument("--retention-days", metavar="DAYS",  # text: jobs.archive.retention_days answers it
+    archive.add_argument("--retention-days", metavar="DAYS",  # text: rules.settings.retention_days answers it
                          help="how long sealed history stays hot, 0 to 36500 (default $ACKSTORE_RETENTION_DAYS, "
                               "else 30)")
     archive.add_argument("--spark-remote", help="a Spark Connect URL (default: $SPARK_REMOTE, else a local session)")
@@ -493,17 +493,16 @@ def _export(store: AckStore, args: argparse.Namespace) -> int:
 def _archive(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from ackstore.rules.settings import retention_days
     from jobs import archive
     from jobs.settings import PipelineSettings
     from jobs.spark import LazySession
 
-    if os.environ.get(archive.RETENTION_VARIABLE) is not None:  # the settings read it as a float, flag or not
-        archive.retention_days(os.environ[archive.RETENTION_VARIABLE])
     settings = PipelineSettings.from_env(args.database_url)
     if args.root:
         settings = replace(settings, archive_root=args.root)
     if args.retention_days is not None:
-        settings = replace(settings, retention_days=archive.retention_days(args.retention_days, "--retention-days"))
+        settings = replace(settings, retention_days=retention_days(args.retention_days, "--retention-days"))
     spark = LazySession("ackstore-archive", remote=args.spark_remote)  # opened only when a prefix may leave
     try:
         return _answer({"status": 200, "archive": archive.run(spark, settings)})

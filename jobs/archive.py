@@ -22,7 +22,6 @@ they are archived. Every row is hot or archived, once.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -32,7 +31,8 @@ from sqlalchemy import delete
 from ackstore import faults
 from ackstore.ledger.schema import SEALED_TABLES, deliveries
 from ackstore.ledger.seals import FACT_TYPES, column_types
-from ackstore.rules import canonical, errors, merkle
+from ackstore.rules import canonical, merkle
+from ackstore.rules.settings import retention_days
 from jobs.settings import PipelineSettings
 from jobs.sql import statement
 from jobs.step import Step
@@ -41,10 +41,6 @@ JOB = "archive"
 MANIFESTS = "_manifests"
 DELIVERY_TYPES = column_types(deliveries)
 LEAVES = "seal long, seq long, fact_table string, leaf binary"
-RETENTION_VARIABLE = "ACKSTORE_RETENTION_DAYS"
-# A century: longer keeps everything hot anyway, and now() - the retention must stay a timestamp
-# PostgreSQL holds (4713 BC at the earliest; 10^8 days reach past it).
-MAX_RETENTION_DAYS = 36_500
 
 
 @dataclass(frozen=True)
@@ -59,19 +55,6 @@ class Prefix:
     @property
     def range(self) -> str:
         return f"{self.first_seal}-{self.last_seal}"
-
-
-def retention_days(value: object, origin: str = RETENTION_VARIABLE) -> float:
-    """The retention in days from ``value`` (a number, or the text of ``origin``), or 400
-    ``archive:retention.invalid`` naming ``origin``: not a number, NaN, negative, or past
-    :data:`MAX_RETENTION_DAYS`."""
-    try:
-        days = float(value)  # type: ignore[arg-type]  # any text: what float() refuses is answered
-    except (TypeError, ValueError, OverflowError):
-        days = math.nan
-    if not 0 <= days <= MAX_RETENTION_DAYS:  # NaN compares false: refused too
-        raise errors.retention_invalid(origin, errors.shown(value), MAX_RETENTION_DAYS)
-    return days
 
 
 def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ackstore.ledger import heads
 from ackstore.ledger.database import ackstore_home, resolve_url
-from ackstore.rules.settings import Settings, whole_number
+from ackstore.rules.settings import (DEFAULT_RETENTION_DAYS, RETENTION_VARIABLE, Settings, retention_days,
+                                     whole_number)
 from ackstore.rules.twin import DEFAULT_MAX_THING_BYTES
 
 
@@ -35,7 +36,7 @@ class PipelineSettings:
     heads: Path | None = None  # where the seal step appends the seals' heads; None: it does not
     seal_key: Path | None = None  # the Ed25519 private key that signs them; None: unsigned
     archive_root: str = ""  # where the archive job writes Parquet: a folder or a Hadoop URI
-    retention_days: float = 30  # how long a seal stays hot before the archive job may move it out
+    retention_days: float = DEFAULT_RETENTION_DAYS  # how long a seal stays hot before the archive job may move it out
     lock_timeout_ms: int = 5000  # how long a step waits for a writer's lock before deferring to the next pass
     in_driver_rows: int = IN_DRIVER_ROWS  # a step's work up to this many rows runs in the driver, not in a Spark job
 
@@ -56,7 +57,7 @@ class PipelineSettings:
             heads=heads.configured_path(url),
             seal_key=heads.configured_key(),
             archive_root=os.environ.get("ACKSTORE_ARCHIVE") or str(ackstore_home() / "archive"),
-            retention_days=float(os.environ.get("ACKSTORE_RETENTION_DAYS", 30)),
+            retention_days=retention_days(os.environ.get(RETENTION_VARIABLE, DEFAULT_RETENTION_DAYS)),
             rules=Settings.from_env(),
             partitions=whole_number(os.environ, "ACKSTORE_PARTITIONS", 4, minimum=1),
             # at least 1: PostgreSQL reads 0 as no timeout, which would let a writer's transaction stall a step

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Mapping
@@ -13,6 +14,11 @@ DEFAULT_TIMEOUT_MS = 5 * 60_000
 MAX_TIMEOUT_MS = 20 * 60_000
 MAX_ENVELOPE_BYTES = 1024 * 1024
 MAX_ATTEMPTS = 5
+RETENTION_VARIABLE = "ACKSTORE_RETENTION_DAYS"
+DEFAULT_RETENTION_DAYS = 30.0
+# A century: longer keeps everything hot anyway, and now() - the retention must stay a timestamp
+# PostgreSQL holds (4713 BC at the earliest; 10^8 days reach past it).
+MAX_RETENTION_DAYS = 36_500
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,19 @@ def whole_number(env: Mapping[str, str], name: str, default: int, *, minimum: in
     if not (text.lstrip("+-").isdigit() and text.isascii()) or int(text) < minimum:
         raise errors.setting_invalid(name, raw, minimum)
     return int(text)
+
+
+def retention_days(value: object, origin: str = RETENTION_VARIABLE) -> float:
+    """The retention in days from ``value`` (a number, or the text of ``origin``), or 400
+    ``archive:retention.invalid`` naming ``origin``: not a number, NaN, negative, or past
+    :data:`MAX_RETENTION_DAYS`."""
+    try:
+        days = float(value)  # type: ignore[arg-type]  # any text: what float() refuses is answered
+    except (TypeError, ValueError, OverflowError):
+        days = math.nan
+    if not 0 <= days <= MAX_RETENTION_DAYS:  # NaN compares false: refused too
+        raise errors.retention_invalid(origin, errors.shown(value), MAX_RETENTION_DAYS)
+    return days
 
 
 def _duration(env: Mapping[str, str], name: str, default: int) -> int:

@@ -360,7 +360,7 @@ def test_a_retention_from_0_to_a_century_is_taken(engine: Engine, database_url: 
 
 @pytest.mark.parametrize("days", [float("nan"), -1.0, 1e8])
 def test_the_archive_job_itself_refuses_a_retention_it_cannot_use(database_url: str, days: float) -> None:
-    """The DAG's path: PipelineSettings.from_env takes any float of $ACKSTORE_RETENTION_DAYS."""
+    """Settings built in code, not read by PipelineSettings.from_env, are checked by the job too."""
     from ackstore.rules.errors import DittoError
 
     with pytest.raises(DittoError) as raised:

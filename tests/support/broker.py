@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 import pika

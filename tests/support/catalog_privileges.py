@@ -5,7 +5,6 @@ the two."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from sqlalchemy import Connection, text
 

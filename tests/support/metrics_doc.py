@@ -4,7 +4,6 @@ the dashboard are each held to them."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from tests.support.paths import ROOT
 
 METRICS_DOC = ROOT / "docs" / "metrics.md"

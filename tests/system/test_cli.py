@@ -104,7 +104,7 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert [line.split()[0] for line in lines] == seven * (len(lines) // 7) and lines  # one pass, or more
     assert [line.endswith(f"(pass {n // 7 + 1})") for n, line in enumerate(lines)] == [n >= 7 for n in range(len(lines))]
     assert "manual__" in steps  # a run Airflow made
-    weak = output.split(f"== the weak ack of")[1].split("==")[0]
+    weak = output.split("== the weak ack of")[1].split("==")[0]
     assert '"weak": true' in weak and '"status": 200' in weak
     assert '"on": true' in output.split("== the live message's requester")[1].split("==")[0]
     assert '"status": 408' in output.split("== the timed-out command")[1].split("==")[0]
@@ -210,3 +210,16 @@ def test_a_setting_that_is_no_whole_number_is_answered_not_a_traceback(store: Ac
     assert code == 1 and isinstance(answer, dict), answer
     assert (answer["status"], answer["error"]) == (400, "ackstore:setting.invalid")
     assert f"<{name}>" in answer["message"] and answer["description"]
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "1e9"])
+def test_a_retention_that_is_no_number_of_days_stops_every_step_with_an_answer(store: AckStore, database_url: str,
+                                                                              value: str) -> None:
+    """Every step reads the pipeline's settings, so a bad $ACKSTORE_RETENTION_DAYS is refused by
+    ``pipeline run`` too, not only by ``archive`` (it was a ValueError traceback, issue 40's note)."""
+    before = snapshot(store.engine)
+    code, answer = run("pipeline", "run", url=database_url, env={"ACKSTORE_RETENTION_DAYS": value})
+    assert code == 1 and isinstance(answer, dict), answer
+    assert (answer["status"], answer["error"]) == (400, "archive:retention.invalid"), answer
+    assert "<ACKSTORE_RETENTION_DAYS>" in answer["message"] and answer["description"]
+    assert snapshot(store.engine) == before
