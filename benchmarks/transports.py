@@ -103,6 +103,21 @@ class Amqp:
         return [["connect", "amqp", "--url", self.url, "--connection-id", "bench", "--queue", address,
                  "--requested-acks", "twin-persisted", "--batch-size", str(batch), "--prefetch", str(prefetch)]]
 
+    def ready_again(self, address: str, count: int, timeout_s: float = 1800) -> float | None:
+        """Seconds until the queue holds ``count`` messages ready again (what a stopped connector
+        gave back: the broker's side of the give-back), or None past ``timeout_s``."""
+        connection = pika.BlockingConnection(pika.URLParameters(self.url))
+        channel = connection.channel()
+        started = time.perf_counter()
+        try:
+            while time.perf_counter() - started < timeout_s:
+                if channel.queue_declare(address, passive=True).method.message_count >= count:  # ready ones
+                    return time.perf_counter() - started
+                time.sleep(0.1)
+            return None
+        finally:
+            connection.close()
+
     def delete(self, address: str) -> None:
         connection = pika.BlockingConnection(pika.URLParameters(self.url))
         connection.channel().queue_delete(address)
@@ -205,6 +220,10 @@ class Mqtt:
         client.loop_stop()
         engine.dispose()
         return seconds
+
+    def ready_again(self, address: str, count: int, timeout_s: float = 1800) -> float | None:
+        """None: a persistent session keeps what it was given (MQTT gives nothing back)."""
+        return None
 
     def connectors(self, address: str, sessions: int, batch: int, prefetch: int, receive_maximum: int,
                    workdir: Path) -> list[list[str]]:

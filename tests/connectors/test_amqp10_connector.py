@@ -13,6 +13,7 @@ import time
 from typing import Iterator
 
 import pytest
+from proton import Message as ProtonMessage
 from sqlalchemy import Engine, text
 
 from ackstore.connectors import config
@@ -150,7 +151,7 @@ def test_a_qos1_message_is_held_unsettled_until_decided_then_accepted_and_answer
 
 
 @pytest.mark.spark
-def test_undecided_deliveries_are_released_on_stop_and_recognised_when_they_come_again(
+def test_undecided_deliveries_go_back_on_stop_and_are_recognised_when_they_come_again(
     engine: Engine, database_url: str, own_amqp10, broker: Broker, run_pipeline
 ) -> None:
     source = broker.queue("commands")
@@ -170,6 +171,27 @@ def test_undecided_deliveries_are_released_on_stop_and_recognised_when_they_come
     assert settled(engine) == {"ack": 5} and "stored 5 (redelivered 5)" in log
     assert count(engine, "SELECT max(revision) FROM things") == 1, "applied once"
     assert broker.depth(source) == 0
+
+
+def test_a_stopping_connector_gives_back_what_it_holds_by_closing_not_by_releasing_each(
+    engine: Engine, database_url: str
+) -> None:
+    """Decisions #114: RabbitMQ 3's plugin requeues ``released`` deliveries one at a time, a walk of
+    the queue each (65 535 took 12 minutes, the queue delivering nothing meanwhile), while a
+    closed connection's unsettled deliveries go back at once. So a stopping connector settles
+    nothing it has not decided: the source sees no disposition, and all 5 unsettled at the close."""
+    offered = [ProtonMessage(body=json.dumps(thing_modify(n)), id=f"m-{n}", durable=True) for n in range(5)]
+    with Amqp10Peer(lambda _: "accepted", offered=offered) as peer:
+        process = amqp10_connector(database_url, peer.url, "--connection-id", "plant", "--address", "commands",
+                                   "--requested-acks", "twin-persisted")
+        try:
+            wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == 5, what="5 signals stored")
+        finally:
+            code, log = stop(process)
+        assert code == 0, log
+        assert "gave 5 undecided deliveries back" in log
+        wait_for(lambda: peer.unsettled_at_close == 5, timeout=10, what="the close, holding 5 unsettled", raises=False)
+    assert (peer.settled, peer.unsettled_at_close) == ([], 5), log
 
 
 MALFORMED = {
