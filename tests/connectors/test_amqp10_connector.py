@@ -224,6 +224,44 @@ def test_malformed_messages_are_rejected_and_answered_and_a_good_one_after_them_
     assert count(engine, "SELECT count(*) FROM signals") == 1 and "rejected 4" in log and "settled at once 1" in log
 
 
+def test_a_message_id_at_and_past_the_ledger_limit_and_a_huge_properties_map_between_good_ones_stop_nothing(
+    engine: Engine, database_url: str, own_amqp10, broker: Broker
+) -> None:
+    """AMQP 1.0 bounds neither a ``message-id`` nor the application properties, and RabbitMQ 3.10
+    passes both through (measured: a message-id of 2 000 bytes, 5 000 properties). The key
+    ``message-id@address`` is held at the ledger's 1 024 bytes: at the limit the message is
+    stored, one byte past it is rejected and answered 400 naming the source message id. A map of
+    5 000 properties (500 kB) becomes headers and is stored; 12 000 (1.2 MB) pass the envelope's
+    1 MiB and are answered 413. The good messages between them are stored, nothing stops."""
+    source, replies = broker.queue("commands"), broker.queue("replies")
+    url, where = own_amqp10.amqp10_url, address(source)
+    at_limit = "i" * (1024 - len(f"@{where}"))
+    hostile = {  # correlation id -> (message-id, application properties)
+        "id at the limit": (at_limit, None),
+        "id past the limit": (at_limit + "i", None),
+        "5 000 properties": (None, {f"p{n}": "v" * 100 for n in range(5000)}),
+        "12 000 properties": (None, {f"p{n}": "v" * 100 for n in range(12_000)}),
+    }
+    send(url, where, [thing_modify(0, requested_acks=[], response_required=False)])
+    for n, (name, (message_id, properties)) in enumerate(hostile.items(), start=1):
+        envelope = twin_command("modify", thing=f"org.acme/h{n}", path="/", value={}, correlation_id=name,
+                                **({"message-id": message_id} if message_id else {}))
+        send(url, where, [envelope], reply_to=address(replies), properties=properties)
+        send(url, where, [thing_modify(n, requested_acks=[], response_required=False)])
+    code, log = _once(database_url, url, "--connection-id", "plant", "--address", where)
+    assert code == 0, log
+    assert "Traceback" not in log and "reconnects 0;" in log
+    answered = {str(m.correlation_id): json.loads(m.body) for m in receive(url, address(replies))}
+    assert {name: (answer["status"], answer["value"]["error"]) for name, answer in answered.items()} == {
+        "id past the limit": (400, "id.invalid"), "12 000 properties": (413, "message.toolarge")}, answered
+    assert "source message id" in answered["id past the limit"]["value"]["message"]
+    with engine.connect() as conn:
+        stored = dict(conn.execute(text("SELECT correlation_id, length(source_message_id) FROM signals")).all())
+    assert set(stored) == {"id at the limit", "5 000 properties"} | {f"c-{n}" for n in range(5)}
+    assert stored["id at the limit"] == 1024
+    assert broker.depth(source) == 2, "the two stored and held go back when --once ends; the refused do not"
+
+
 @pytest.mark.spark
 def test_a_target_sends_events_and_issues_its_label_200_when_the_broker_accepts(
     tmp_path, engine: Engine, database_url: str, own_amqp10, broker: Broker, run_pipeline
