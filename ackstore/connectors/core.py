@@ -141,7 +141,8 @@ class Session(abc.ABC):
 
     @abc.abstractmethod
     def give_back(self) -> bool:
-        """Return every outstanding delivery to the broker; whether there was any."""
+        """Return every outstanding delivery to the broker — now, or with the :meth:`close` that
+        follows (AMQP 1.0, decisions #114); whether there was any."""
 
     @abc.abstractmethod
     def stop_consuming(self) -> None:
