@@ -97,9 +97,14 @@ class TargetFeed:
         if not item.label:
             return
         try:
-            self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status, value))
+            answer = self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status, value))
         except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
             self.outage.failed(type(problem.orig).__name__)
+            return
+        if answer.get("status") != 204:  # never silently: the label stays open until the signal's timeout
+            log.warning("connector %s: the ledger refused the label %s %d of %s: %s", self.config.id,
+                        shown(item.label), status, shown(str(item.message["headers"].get("correlation-id"))),
+                        shown(str(answer.get("message")), 300))
 
     def respond(self, item: Published, response: dict[str, Any]) -> dict[str, Any] | None:
         """The endpoint's answer as the signal's live response (a target issuing ``live-response``):
