@@ -28,7 +28,7 @@ from ackstore.connectors.config import ConnectionConfig, Target
 from ackstore.connectors.core import Options, Unencodable, json_payload, shown
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, envelopes, wire
+from ackstore.rules import connectivity, envelopes, labels, wire
 
 log = logging.getLogger("ackstore.connector")
 
@@ -86,7 +86,8 @@ class TargetFeed:
         never be carried: neither published again nor redelivered)."""
         correlation_id = str(item.message["headers"].get("correlation-id"))
         self.dropped(f"the message {shown(correlation_id)} to the target {shown(address)}", problem)
-        self._issue([item], UNSENDABLE_STATUS)
+        if item.label != labels.LIVE_RESPONSE:  # a live response is no ack: unanswered, the signal's timeout decides
+            self._issue([item], UNSENDABLE_STATUS)
 
     def _issue(self, items: list[Published], status: int) -> None:
         for item in items:
