@@ -25,6 +25,7 @@ from tests.support.amqp10_peer import Amqp10Peer
 from tests.support.broker import Broker, stop, wait_for
 from tests.support.dispositions import ACK, REDELIVER, REJECT
 from tests.support.ledger import count, settled, thing_modify, twin_command
+from tests.support.no_secrets import assert_no_password
 
 pytestmark = [pytest.mark.slow]
 
@@ -40,6 +41,7 @@ def broker(own_amqp10) -> Iterator[Broker]:
 def _once(database_url: str, url: str, *args: str) -> tuple[int, str]:
     process = amqp10_connector(database_url, url, *args, "--once")
     _, log = process.communicate(timeout=120)
+    assert_no_password(log)
     return process.returncode, log
 
 

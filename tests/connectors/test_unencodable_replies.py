@@ -32,6 +32,7 @@ from ackstore.rules import connectivity, mqtt
 from tests.support.broker import stop, wait_for
 from tests.support.ledger import count, settled, twin_command
 from tests.support.mqtt_clients import Collector, mqtt_connector, publish, session_backlog
+from tests.support.no_secrets import assert_no_password
 
 EXAMPLES = int(os.environ.get("ACKSTORE_FUZZ_EXAMPLES", 150))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -206,6 +207,7 @@ def good(n: int, **headers: Any) -> dict:
 def _once(database_url: str, url: str, *args: str) -> tuple[int, str]:
     process = mqtt_connector(database_url, url, *args, "--once")
     _, log = process.communicate(timeout=120)
+    assert_no_password(log)
     return process.returncode, log
 
 

@@ -19,6 +19,7 @@ from typing import IO, Any, Iterable, Union
 from proton import Message
 from proton.utils import BlockingConnection
 
+from ackstore.connectors.amqp10 import sasl_options
 from tests.support.broker import ROOT
 
 Envelope = Union[dict[str, Any], bytes]
@@ -44,7 +45,7 @@ def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | No
     """Send each envelope (JSON as an ``amqp-value`` string, as Ditto sends text, or — with
     ``text_body=False`` or bytes — a ``data`` section) with a message id of its own, and wait
     for the broker to accept each; how many were sent."""
-    connection = BlockingConnection(url, timeout=30)
+    connection = BlockingConnection(url, timeout=30, **sasl_options(url))
     try:
         sender = connection.create_sender(to)
         sent = 0
@@ -63,7 +64,7 @@ def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | No
 
 def receive(url: str, source: str, *, wait_s: float = 1.0) -> list[Message]:
     """Every message ``source`` holds now (until none comes for ``wait_s``), each accepted."""
-    connection = BlockingConnection(url, timeout=30)
+    connection = BlockingConnection(url, timeout=30, **sasl_options(url))
     taken: list[Message] = []
     try:
         receiver = connection.create_receiver(source, credit=100)
