@@ -41,10 +41,11 @@ def amqp10_connector(database_url: str, url: str, *args: str, env: dict[str, str
 
 
 def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | None = None,
-         text_body: bool = True, **properties: Any) -> int:
+         text_body: bool = True, message_id: Any = None, **properties: Any) -> int:
     """Send each envelope (JSON as an ``amqp-value`` string, as Ditto sends text, or — with
-    ``text_body=False`` or bytes — a ``data`` section) with a message id of its own, and wait
-    for the broker to accept each; how many were sent."""
+    ``text_body=False`` or bytes — a ``data`` section) with a message id of its own (its
+    ``message-id`` header, else ``message_id``: any AMQP type, binary too, else a new one), and
+    wait for the broker to accept each; how many were sent."""
     connection = BlockingConnection(url, timeout=30, **sasl_options(url))
     try:
         sender = connection.create_sender(to)
@@ -55,7 +56,8 @@ def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | No
             if not text_body and isinstance(body, str):
                 body = body.encode()
             fields = {"correlation_id": headers.get("correlation-id"), "reply_to": reply_to, **properties}
-            sender.send(Message(body=body, id=headers.get("message-id", uuid.uuid4().hex), durable=True, **fields))
+            given = headers.get("message-id", message_id)
+            sender.send(Message(body=body, id=uuid.uuid4().hex if given is None else given, durable=True, **fields))
             sent += 1
         return sent
     finally:
