@@ -523,8 +523,9 @@ class Connector:
             self.metrics.acknowledged(acknowledged)
         if replies:
             self.metrics.replied(sum(self._reply(session, r.reply_to, r.message) for r in replies if r.reply_to))
-        for reply_to, why in session.refused_answers():
-            self._dropped(f"the answer to {shown(reply_to)}", Unencodable(f"the broker refused its link: {why}"))
+        for reply_to, why in session.refused_answers():  # the broker's words may quote the address: clipped
+            self._dropped(f"the answer to {shown(reply_to)}",
+                          Unencodable(f"the broker refused its link: {errors.shown(why, 200)}"))
 
     def _reply(self, session: Session, reply_to: str, message: dict[str, Any]) -> bool:
         """The one place answers are published: one the protocol cannot carry (the transport's
