@@ -27,7 +27,11 @@ class Guarded(logging.Filter):
         self.secrets = tuple(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.guarded(record.getMessage())
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 — a library's malformed call: its parts, never an error in the caller
+            message = f"{record.msg} {record.args!r}"
+        record.msg = self.guarded(message)
         record.args = None  # the message is written: a second handler formats it as it is
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

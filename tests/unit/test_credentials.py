@@ -77,6 +77,7 @@ def test_the_log_filter_guards_every_record_a_handler_writes_from_any_logger(cap
     try:
         logging.getLogger("proton").info("Connecting to %r...", "Url('amqp://u:S3cr3t-long@h')")
         logging.getLogger("pika.adapters").warning("sender said %s", "x\x1b]52;c;bad\x07\nINFO forged")
+        logging.getLogger("paho").warning("a malformed call %d", "amqp://u:S3cr3t-long@h")  # raises nothing
         try:
             raise ValueError("password S3cr3t-long refused")
         except ValueError:
@@ -87,3 +88,4 @@ def test_the_log_filter_guards_every_record_a_handler_writes_from_any_logger(cap
     assert "S3cr3t-long" not in text and "amqp://u:***@h" in text
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\\nINFO forged" in text
     assert "password *** refused" in text and "Traceback (most recent call last):\n" in text
+    assert "a malformed call %d ('amqp://u:***@h',)" in text
