@@ -584,7 +584,7 @@ def _metrics_arguments(connect: argparse.ArgumentParser) -> None:
 def _connect(args: argparse.Namespace) -> int:
     import logging
 
-    from ackstore.connectors import config
+    from ackstore.connectors import config, logs
     from ackstore.connectors.amqp import AmqpConnector
     from ackstore.connectors.amqp10 import Amqp10Connector
     from ackstore.connectors.core import Options
@@ -592,7 +592,6 @@ def _connect(args: argparse.Namespace) -> int:
     from ackstore.connectors.metrics import ConnectorMetrics
     from ackstore.connectors.mqtt import MqttConnector
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     runs = {"amqp": (config.AMQP,), "mqtt": (config.MQTT, config.MQTT5), "amqp10": (config.AMQP10,),
             "http-push": (config.HTTP_PUSH,)}[args.kind]
     try:
@@ -616,6 +615,7 @@ def _connect(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     except errors.DittoError as error:
         return _answer(error.to_json())
+    logs.configure([*logs.secrets_of([connection.uri]), *_ledger_password(args)])  # no library logs one
     options = Options(batch_size=getattr(args, "batch_size", 1000), prefetch=getattr(args, "prefetch", 0),
                       poll_s=getattr(args, "poll", 2.0), max_messages=getattr(args, "max_messages", None), once=args.once)
     metrics = ConnectorMetrics(connection.id, connection.connection_type)
@@ -631,7 +631,21 @@ def _connect(args: argparse.Namespace) -> int:
     with AckStore.connect(args.database_url) as store:
         kind = {"amqp": AmqpConnector, "mqtt": MqttConnector, "amqp10": Amqp10Connector,
                 "http-push": HttpPushConnector}[args.kind]
-        return kind(store, connection, options, metrics).run()
+        connector = kind(store, connection, options, metrics)
+        code = connector.run()
+    if connector.failure is not None:  # --once and a broker that stayed unreachable
+        return _answer(connector.failure.to_json())
+    return code
+
+
+def _ledger_password(args: argparse.Namespace) -> list[str]:
+    """The password of the ledger's URL, if one is given: a secret no log line shows."""
+    url = args.database_url or os.environ.get(URL_VARIABLE)
+    try:
+        password = DatabaseUrl.parse(url).libpq().get("password") if url else None
+    except errors.DittoError:  # answered where the ledger is opened
+        return []
+    return [password] if password else []
 
 
 def _db(args: argparse.Namespace) -> int:

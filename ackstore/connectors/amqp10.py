@@ -20,7 +20,11 @@ decisions #112):
 * **Headers.** Application properties, ``message-id``, ``correlation-id``, ``reply-to`` and
   ``content-type`` become Ditto headers (the envelope's own win).
 
-Answers go to the message's ``reply-to`` address on a sending link of the session (best effort).
+Answers go to the message's ``reply-to`` address (best effort), each address a sending link on a
+session of its own: RabbitMQ 3's plugin answers an attach it refuses by ending the link's session,
+so a sender's reply-to can end only its own link, never the receiving links and what they hold. An
+address none of the plugin's forms is refused before any attach, as an answer the protocol cannot
+carry (one log line, counted, decisions #B2).
 Targets publish on a connection of their own, each message unsettled until the broker's outcome
 issues the target's label: 200 when ``accepted``, 503 otherwise (Ditto: "5xx, retry feasible").
 """
@@ -33,6 +37,7 @@ import threading
 import time
 import uuid
 from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
 
 from proton import Data, Delivery, Endpoint, Event, Link, Message as ProtonMessage, symbol
 from proton.handlers import MessagingHandler
@@ -130,7 +135,8 @@ class ProtonConnection(MessagingHandler):
     thread that owns it (:meth:`step`). Its owner is told of received messages (``received``)
     and of the outcomes of what it sent (``outcome``); a failure of the connection, its session
     or a receiving link is kept in :attr:`failure` (the owner ends the connection); a sending
-    link's failure is told to ``link_failed``."""
+    link's failure — or the failure of a session opened for sending links alone — is told to
+    ``link_failed``, for each of its links."""
 
     def __init__(self, uri: str, container_id: str, *,
                  received: Callable[[Any, Any], None] | None = None,
@@ -141,11 +147,12 @@ class ProtonConnection(MessagingHandler):
         self._received = received
         self._outcome = outcome
         self._link_failed = link_failed
+        self._sending_sessions: set[Any] = set()  # sessions of sending links alone: their end is theirs
         self.container = Container()
         self.container.container_id = container_id
         self.container.timeout = 0.0
         self.container.start()
-        self.connection = self.container.connect(url=uri, handler=self, reconnect=False)
+        self.connection = self.container.connect(url=uri, handler=self, reconnect=False, **sasl_options(uri))
         try:
             self.wait(lambda: bool(self.connection.state & Endpoint.REMOTE_ACTIVE), "opening the connection")
         except BaseException:
@@ -176,11 +183,28 @@ class ProtonConnection(MessagingHandler):
     def receiver(self, address: str, name: str) -> Any:
         return self.container.create_receiver(self.connection, address, name=name)
 
-    def sender(self, address: str, name: str | None = None) -> Any:
+    def sender(self, address: str, name: str | None = None, *, own_session: bool = False) -> Any:
+        """A sending link to ``address``; ``own_session``: on a session of its own, which the
+        broker may end without ending anything else (:meth:`close_sender` ends both)."""
         node, capability = amqp10.target_node(address)
         options = [_Capability(capability)] if capability else None
-        return self.container.create_sender(self.connection, node, name=name or f"to {address} {uuid.uuid4()}",
+        context: Any = self.connection
+        if own_session:
+            context = self.connection.session()
+            context.open()
+            self._sending_sessions.add(context)
+        return self.container.create_sender(context, node, name=name or f"to {address} {uuid.uuid4()}",
                                             options=options)
+
+    def close_sender(self, sender: Any) -> None:
+        """End a sending link, and its session if it was the link's own."""
+        if sender.state & Endpoint.LOCAL_ACTIVE:
+            sender.close()
+        session = sender.session
+        if session in self._sending_sessions:
+            self._sending_sessions.discard(session)
+            if session.state & Endpoint.LOCAL_ACTIVE:
+                session.close()
 
     def attached(self, link: Any) -> bool:
         """Whether the broker attached ``link`` (a failure to is :attr:`failure` or ``link_failed``)."""
@@ -236,7 +260,22 @@ class ProtonConnection(MessagingHandler):
         self._failed(why)
 
     def on_session_error(self, event: Event) -> None:
-        self._failed(_condition(event.session.remote_condition, "the broker ended the session"))
+        session = event.session
+        why = _condition(session.remote_condition, "the broker ended the session")
+        if session in self._sending_sessions and self._link_failed is not None:
+            self._sending_sessions.discard(session)
+            for link in self._links_of(session):
+                self._link_failed(link, why)
+            return
+        self._failed(why)
+
+    def _links_of(self, session: Any) -> list[Any]:
+        links, link = [], self.connection.link_head(0)
+        while link is not None:
+            if link.session == session:
+                links.append(link)
+            link = link.next(0)
+        return links
 
     def on_connection_error(self, event: Event) -> None:
         self._failed(_condition(event.connection.remote_condition, "the broker closed the connection"))
@@ -250,6 +289,18 @@ class ProtonConnection(MessagingHandler):
     def _failed(self, why: str) -> None:
         if self.failure is None:
             self.failure = why
+
+
+def sasl_options(uri: str) -> dict[str, str]:
+    """How the connection authenticates: as the URI's user, when it names one. Proton's own SASL
+    takes the first mechanism the broker offers, and RabbitMQ's plugin offers ANONYMOUS first: the
+    connection would be its default user's (``guest``), whatever user and password the URI gives
+    (measured on RabbitMQ 3.10; Qpid JMS, Ditto's client, takes ANONYMOUS only without credentials)."""
+    try:
+        named = urlsplit(uri).username is not None
+    except ValueError:  # proton answers a URL it cannot use
+        named = False
+    return {"allowed_mechs": "PLAIN"} if named else {}
 
 
 def _condition(condition: Any, default: str) -> str:
@@ -270,6 +321,7 @@ class Amqp10Session(Session):
         self._held: dict[int, Any] = {}  # our delivery tag -> proton's delivery, unsettled
         self._sources: dict[str, tuple[Any, str]] = {}  # link name -> (its source, its address)
         self._replies: collections.OrderedDict[str, Any] = collections.OrderedDict()  # address -> sending link
+        self._refused: list[tuple[str, str]] = []  # (address, why): reply links the broker refused
         self._consuming = True
         self._connection = ProtonConnection(config.uri, connection_name(config), received=self._on_message,
                                             link_failed=self._reply_link_failed)
@@ -343,27 +395,33 @@ class Amqp10Session(Session):
         """Send ``message`` to the ``reply_to`` address (best effort, as in Ditto: the broker's
         outcome is not awaited); :class:`Unencodable` when AMQP 1.0 cannot carry it."""
         outbound = message_for(message)
-        try:
-            reply_to.encode("utf-8")  # proton would fail on it later, inside the event loop
-        except UnicodeEncodeError:
-            raise Unencodable("its reply-to address holds text no UTF-8 can") from None
+        problem = amqp10.reply_address_problem(reply_to)  # what the broker would refuse by ending a session
+        if problem is not None:
+            raise Unencodable(problem)
         sender = self._replies.get(reply_to)
         if sender is None:
-            sender = self._connection.sender(reply_to)
+            sender = self._connection.sender(reply_to, own_session=True)
             self._replies[reply_to] = sender
             if len(self._replies) > REPLY_LINKS:
                 _, oldest = self._replies.popitem(last=False)
-                oldest.close()
+                self._connection.close_sender(oldest)
         else:
             self._replies.move_to_end(reply_to)
         sender.send(outbound)
         return True
 
+    def refused_answers(self) -> list[tuple[str, str]]:
+        refused, self._refused = self._refused, []
+        return refused
+
     def _reply_link_failed(self, link: Any, why: str) -> None:
+        """The broker refused a reply link (or ended its session): that address's answers are
+        dropped, the next answer to it attaches again; nothing else ends."""
         for address, sender in list(self._replies.items()):
-            if sender is link:
+            if sender == link:
                 del self._replies[address]
-                log.warning("connector %s: answers to %s cannot be sent (%s)", self.config.id, shown(address), why)
+                self._connection.close_sender(sender)
+                self._refused.append((address, why))
 
     def close(self) -> None:
         self._connection.close()

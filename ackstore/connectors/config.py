@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qs
 
-from ackstore.rules import durations, errors, labels, limits, rql
+from ackstore.rules import credentials, durations, errors, labels, limits, rql
 from ackstore.rules import amqp10 as amqp10_rules
 from ackstore.rules import http_push as http_push_rules
 from ackstore.rules import mqtt as mqtt_rules
@@ -196,7 +196,8 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
     uri = document.get("uri", DEFAULT_URI)
     if not isinstance(uri, str) or not uri.startswith(SCHEMES[kind]):
         what = "an MQTT URI (mqtt://, mqtts://, tcp:// or ssl://)" if kind in (MQTT, MQTT5) else "an AMQP URI"
-        raise errors.connection_config_invalid(f"The connection's 'uri' <{errors.shown(uri)}> is not {what}.")
+        raise errors.connection_config_invalid(
+            f"The connection's 'uri' <{errors.shown(credentials.masked(uri))}> is not {what}.")
     if kind in (MQTT, MQTT5):
         _unsupported(document, MQTT_CONNECTION_KEYS, "The MQTT connection")
         _supported_as_default(document)
@@ -209,6 +210,11 @@ def parse(document: Mapping[str, Any]) -> ConnectionConfig:
         _supported_as_default(document)
         if document.get("sources"):
             raise errors.connection_config_invalid("An HTTP push connection has no sources: give targets only.")
+        try:
+            http_push_rules.parse_endpoint(uri)
+        except ValueError as problem:
+            raise errors.connection_config_invalid(
+                f"The connection's 'uri' <{errors.shown(credentials.masked(uri))}> {problem}.") from None
     sources = tuple(_source(s, connection_id, kind) for s in _list(document, "sources"))
     targets = tuple(_target(t, connection_id, kind) for t in _list(document, "targets"))
     if not sources and not targets:

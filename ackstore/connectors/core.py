@@ -79,6 +79,7 @@ class Options:
     consumer_timeout_ms: int = connectivity.DEFAULT_CONSUMER_TIMEOUT_MS
     max_messages: int | None = None  # stop consuming after this many, exit once all are settled
     once: bool = False  # take what is queued now, settle what is decided, exit
+    once_broker_wait_s: float = 30.0  # with once: how long an unreachable broker is tried before exiting 503
     reconnect_s: float = 1.0  # the first wait before reconnecting; doubled after each failure
     max_reconnect_s: float = 30.0
     batches_waiting: int = 4  # received batches waiting to be stored before the socket is left unread
@@ -156,6 +157,10 @@ class Session(abc.ABC):
     def wants_reconnect(self) -> bool:
         """Whether the session should end now so the broker redelivers (MQTT's only redelivery)."""
         return False
+
+    def refused_answers(self) -> list[tuple[str, str]]:
+        """Answers the broker refused after :meth:`reply` sent them, since the last call: (reply-to, why)."""
+        return []
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -260,6 +265,7 @@ class Connector:
         self._final_pass = threading.Event()  # the deciding thread's last pass is asked for …
         self._final_pass_done = threading.Event()  # … and done
         self._broken: BaseException | None = None  # a helper thread's unexpected failure
+        self.failure: errors.DittoError | None = None  # why it exits non-zero, in Ditto's shape (the CLI prints it)
         self._counting = threading.Lock()
         self._session = 0  # the broker connection in use (a delivery tag is only valid on it)
         self._live_session: int | None = None
@@ -288,7 +294,7 @@ class Connector:
         if targets is not None:
             threads.append(self._start(targets, "targets"))
         try:
-            while not self.stopping and self._broken is None:
+            while not self.stopping and self._broken is None and self.failure is None:
                 try:
                     if self._run_session():
                         break
@@ -302,6 +308,9 @@ class Connector:
             log.info("connector %s stopped: %s", self.config.id, self.counts.line(len(self._held)))
         if self._broken is not None:
             log.error("connector %s: a thread failed: %s", self.config.id, described(self._broken))
+            return 1
+        if self.failure is not None:
+            log.error("connector %s: %s", self.config.id, self.failure.message)
             return 1
         return 0
 
@@ -410,10 +419,21 @@ class Connector:
         self._broker_out(True)
         if self._broker_down is None:
             self._broker_down = (datetime.now(timezone.utc), time.monotonic(), described(problem))
+        wait_s = self._backoff_s
+        if self.options.once:  # taking what waits now: an unreachable broker is tried for a bounded time
+            left = self.options.once_broker_wait_s - (time.monotonic() - self._broker_down[1])
+            if left <= 0:
+                self.failure = errors.connection_failed(
+                    f"The broker of connection '{self.config.id}' was unreachable for "
+                    f"{self.options.once_broker_wait_s:g} s ({self.counts.reconnects} attempts): {described(problem)}.")
+                began, since, why = self._broker_down
+                self._log("outage", f"the broker unavailable for {time.monotonic() - since:.1f} s, given up: {why}",
+                          happened_at=began)
+                return
+            wait_s = min(wait_s, left)
         log.warning("connector %s: broker connection lost (%s); reconnecting in %.1f s — held deliveries "
-                    "return to the broker and are recognised when redelivered", self.config.id, problem,
-                    self._backoff_s)
-        deadline = time.monotonic() + self._backoff_s
+                    "return to the broker and are recognised when redelivered", self.config.id, problem, wait_s)
+        deadline = time.monotonic() + wait_s
         while not self.stopping and time.monotonic() < deadline:
             time.sleep(0.1)
         self._backoff_s = min(self._backoff_s * 2, self.options.max_reconnect_s)
@@ -503,6 +523,9 @@ class Connector:
             self.metrics.acknowledged(acknowledged)
         if replies:
             self.metrics.replied(sum(self._reply(session, r.reply_to, r.message) for r in replies if r.reply_to))
+        for reply_to, why in session.refused_answers():  # the broker's words may quote the address: clipped
+            self._dropped(f"the answer to {shown(reply_to)}",
+                          Unencodable(f"the broker refused its link: {errors.shown(why, 200)}"))
 
     def _reply(self, session: Session, reply_to: str, message: dict[str, Any]) -> bool:
         """The one place answers are published: one the protocol cannot carry (the transport's

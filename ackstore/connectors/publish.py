@@ -174,5 +174,4 @@ def publish_amqp10_lines(url: str, address: str, lines: Iterable[bytes]) -> dict
 
 
 def _broker_unavailable(why: str, protocol: str = "MQTT") -> dict[str, Any]:
-    return errors.DittoError(503, "connectivity:connection.failed", f"Cannot publish to the {protocol} broker: {why}.",
-                             "Check that the broker runs at the URL given and accepts this client.").to_json()
+    return errors.connection_failed(f"Cannot publish to the {protocol} broker: {why}.").to_json()

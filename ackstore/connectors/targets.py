@@ -28,7 +28,7 @@ from ackstore.connectors.config import ConnectionConfig, Target
 from ackstore.connectors.core import Options, Unencodable, json_payload, shown
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, envelopes, wire
+from ackstore.rules import connectivity, envelopes, labels, wire
 
 log = logging.getLogger("ackstore.connector")
 
@@ -86,7 +86,8 @@ class TargetFeed:
         never be carried: neither published again nor redelivered)."""
         correlation_id = str(item.message["headers"].get("correlation-id"))
         self.dropped(f"the message {shown(correlation_id)} to the target {shown(address)}", problem)
-        self._issue([item], UNSENDABLE_STATUS)
+        if item.label != labels.LIVE_RESPONSE:  # a live response is no ack: unanswered, the signal's timeout decides
+            self._issue([item], UNSENDABLE_STATUS)
 
     def _issue(self, items: list[Published], status: int) -> None:
         for item in items:
@@ -97,9 +98,14 @@ class TargetFeed:
         if not item.label:
             return
         try:
-            self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status, value))
+            answer = self.store.acknowledge(item.subscriber, issued_ack(item.message, item.label, status, value))
         except DBAPIError as problem:  # not acknowledged: the lease ends, the signal is published again
             self.outage.failed(type(problem.orig).__name__)
+            return
+        if answer.get("status") != 204:  # never silently: the label stays open until the signal's timeout
+            log.warning("connector %s: the ledger refused the label %s %d of %s: %s", self.config.id,
+                        shown(item.label), status, shown(str(item.message["headers"].get("correlation-id"))),
+                        shown(str(answer.get("message")), 300))
 
     def respond(self, item: Published, response: dict[str, Any]) -> dict[str, Any] | None:
         """The endpoint's answer as the signal's live response (a target issuing ``live-response``):

@@ -12,7 +12,7 @@ from sqlalchemy import Connection
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import CONNECTION_EVENTS
-from ackstore.rules import errors
+from ackstore.rules import errors, limits
 
 SPANS = ("last_minute", "last_hour", "last_day")
 
@@ -20,12 +20,14 @@ SPANS = ("last_minute", "last_hour", "last_day")
 def record(conn: Connection, connection: str, kind: str, detail: str, *, message_id: str | None = None,
            happened_at: datetime | None = None) -> None:
     """Log one failure of ``connection``'s connector (``kind``: one of CONNECTION_EVENTS); only
-    the connection's login may."""
+    the connection's login may. Every transport's entries come through here, so here the text a
+    sender chose (a message id of any bytes, a reply-to) is made storable: a U+0000 or a lone
+    surrogate PostgreSQL's text refuses would lose the whole batch's entries, and hide its drops."""
     if kind not in CONNECTION_EVENTS:
         raise ValueError(f"{kind!r} is none of the connection log's kinds {CONNECTION_EVENTS}")
     conn.execute(ledger_statement("connections", "record"), {
-        "connection": connection, "kind": kind, "detail": detail, "message_id": message_id,
-        "happened_at": happened_at})
+        "connection": connection, "kind": kind, "detail": limits.storable(detail),
+        "message_id": limits.storable(message_id) if message_id is not None else None, "happened_at": happened_at})
 
 
 def metrics(conn: Connection, connection: str) -> dict[str, dict[str, int]]:

@@ -8,10 +8,14 @@
 * :func:`message_key` keys a message for de-duplication: its ``message-id`` on its source address.
 * :func:`properties` and :func:`body` read what the connector needs of a received message.
 * :func:`target_node` reads a target's address (``name``, ``queue://name``, ``topic://name``).
+* :func:`reply_address_problem` says why a sender's ``reply-to`` is no address to attach a link
+  to: RabbitMQ 3's plugin ends the whole session on a refused attach, and aborts the connection
+  on some (decisions #B2).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from ackstore.rules import connectivity
@@ -20,6 +24,12 @@ from ackstore.rules.connectivity import Disposition
 ACCEPTED, REJECTED, MODIFIED, RELEASED = "accepted", "rejected", "modified", "released"
 REDELIVERY_OUTCOMES = (MODIFIED, RELEASED)  # how a connection may carry out "redeliver"
 QUEUE_PREFIX, TOPIC_PREFIX = "queue://", "topic://"
+# The target addresses RabbitMQ 3.10's AMQP 1.0 plugin attaches a link to and routes a message
+# without a subject by (measured, docs/stack-notes.md): a queue it declares, an existing queue, a
+# queue of direct reply-to, a topic's routing key, an exchange with a routing key, a bare queue
+# name. Any other ("/", "/queue/", "/exchange/x" without a key, "/temp-queue/x", "a/b") it refuses
+# by ending the session, or — "/temp-queue/x", an empty routing key on a topic exchange — worse.
+_REPLY_ADDRESS = re.compile(r"/(?:queue|amq/queue|reply-queue|topic)/[^/]+|/exchange/[^/]+/[^/]+|[^/]+")
 
 
 def outcome(disposition: Disposition, redelivery: str = MODIFIED) -> str:
@@ -33,11 +43,12 @@ def outcome(disposition: Disposition, redelivery: str = MODIFIED) -> str:
 
 def identifier_text(value: object) -> str | None:
     """A ``message-id`` or ``correlation-id`` (string, ulong, uuid or binary) as text: a binary
-    one's bytes that are no UTF-8 written as ``\\xff`` (distinct ids stay distinct)."""
+    one's bytes that are no UTF-8, and its 0x00 bytes (a binary id is any bytes: a raw UUID often
+    holds one; text cannot), written as ``\\xff`` and ``\\x00``."""
     if value is None or value == "":
         return None
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "backslashreplace")
+        return bytes(value).decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
     return str(value)  # a string (or symbol), a ulong, a uuid
 
 
@@ -88,3 +99,21 @@ def target_node(address: str) -> tuple[str, str | None]:
     if address.startswith(TOPIC_PREFIX):
         return address[len(TOPIC_PREFIX):], "topic"
     return address, None
+
+
+def reply_address_problem(address: str) -> str | None:
+    """Why a message's answers cannot go to ``address`` (its node's, :func:`target_node`), or None:
+    an address of the forms RabbitMQ's AMQP 1.0 plugin attaches — ``/queue/Q``, ``/amq/queue/Q``,
+    ``/reply-queue/Q``, ``/topic/KEY``, ``/exchange/X/KEY``, a bare queue name ``Q`` — of UTF-8 text
+    without U+0000."""
+    node, _ = target_node(address)
+    try:
+        node.encode("utf-8")
+    except UnicodeEncodeError:
+        return "its reply-to address holds text no UTF-8 can"
+    if "\x00" in node:
+        return "its reply-to address holds U+0000"
+    if not _REPLY_ADDRESS.fullmatch(node):
+        return ("its reply-to address is none of /queue/Q, /amq/queue/Q, /reply-queue/Q, /topic/KEY, "
+                "/exchange/X/KEY or a queue's name")
+    return None

@@ -384,6 +384,19 @@ def connection_config_invalid(message: str) -> DittoError:
     )
 
 
+def connection_failed(message: str) -> DittoError:
+    """A broker that cannot be reached or refused the connection (Ditto's ``ConnectionFailedException``)."""
+    return DittoError(503, "connectivity:connection.failed", message,
+                      "Check that the broker runs at the URL given and accepts this client.")
+
+
+def message_sending_failed(message: str) -> DittoError:
+    """A message that could not be sent (Ditto's ``MessageSendingFailedException``, 503)."""
+    return DittoError(503, "connectivity:message.sending.failed", message,
+                      "Sending the message to an external system failed, please check if your connection is "
+                      "configured properly and the target system is available and consuming messages.")
+
+
 def database_url_invalid(origin: str, why: str, shown: str | None = None) -> DittoError:
     """A database URL that cannot be used; ``shown`` is the URL without its password."""
     where = f" ({shown})" if shown else ""

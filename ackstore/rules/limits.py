@@ -40,6 +40,19 @@ def check_text(what: str, text: str) -> str:
     return text
 
 
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL's text can hold it, for what is kept whatever a sender chose (a
+    connection's log): U+0000 written as ``\\x00`` and a lone surrogate as ``\\udc80``, the rest
+    as it is."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def check_thing_id(thing_id: str) -> str:
     if len(thing_id) > MAX_THING_ID_CHARS:
         raise errors.thing_id_invalid(thing_id)

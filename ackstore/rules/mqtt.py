@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from ackstore.rules import connectivity, errors
+from ackstore.rules import connectivity, credentials, errors
 from ackstore.rules.connectivity import CONTENT_TYPE, MESSAGE_ID, REPLY_TO, Disposition
 from ackstore.rules.headers import CORRELATION_ID
 from ackstore.rules.settlement import Settlement
@@ -50,18 +50,13 @@ def broker_address(url: str) -> BrokerAddress:
         raise errors.connection_config_invalid(f"The MQTT URL is malformed: {problem}.") from None
     if parts.scheme not in (*TLS_SCHEMES, *PLAIN_SCHEMES) or not parts.hostname:
         raise errors.connection_config_invalid(
-            f"The URL <{errors.shown(_without_credentials(url))}> is not mqtt://, mqtts://, tcp:// or ssl://HOST[:PORT].")
+            f"The URL <{errors.shown(credentials.masked(url))}> is not mqtt://, mqtts://, tcp:// or ssl://HOST[:PORT].")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise errors.connection_config_invalid("An MQTT URL has no path, query or fragment: give mqtt://HOST:PORT.")
     tls = parts.scheme in TLS_SCHEMES
     return BrokerAddress(parts.hostname, port or (8883 if tls else 1883), tls,
                          unquote(parts.username) if parts.username is not None else None,
                          unquote(parts.password) if parts.password is not None else None)
-
-
-def _without_credentials(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url.rpartition("@")[2]
 
 
 def inbound(user_properties: Iterable[tuple[str, str]] | None, content_type: str | None,

@@ -25,6 +25,7 @@ from tests.support.amqp10_peer import Amqp10Peer
 from tests.support.broker import Broker, stop, wait_for
 from tests.support.dispositions import ACK, REDELIVER, REJECT
 from tests.support.ledger import count, settled, thing_modify, twin_command
+from tests.support.no_secrets import assert_no_password
 
 pytestmark = [pytest.mark.slow]
 
@@ -40,6 +41,7 @@ def broker(own_amqp10) -> Iterator[Broker]:
 def _once(database_url: str, url: str, *args: str) -> tuple[int, str]:
     process = amqp10_connector(database_url, url, *args, "--once")
     _, log = process.communicate(timeout=120)
+    assert_no_password(log)
     return process.returncode, log
 
 
@@ -413,3 +415,59 @@ def test_an_answer_amqp10_cannot_carry_is_refused_before_proton_and_the_session_
     finally:
         session.close()
     assert [str(m.correlation_id) for m in receive(own_amqp10.amqp10_url, address(replies))] == ["c"]
+
+
+def test_hostile_reply_to_addresses_and_ids_between_good_messages_drop_no_connection_and_no_log_entry(
+    tmp_path, engine: Engine, database_url: str, own_amqp10, broker: Broker
+) -> None:
+    """Issue 50: a sender's ``reply-to: "/"`` made RabbitMQ refuse the reply link's attach by ending
+    the session — the connector's one session, so every reply of the batch was lost and the
+    connection made again (three such messages, three lost connections); and a message id holding
+    U+0000 emptied the batch's connection log ("did not take 83 entries"). Now an address none of
+    the plugin's forms is refused before any attach, one the broker refuses anyway ends only its
+    reply link's own session, and each is one log line and one count; a binary id's 0x00 is stored
+    as ``\\x00``, a text id's U+0000 refused and logged escaped. The good messages between them
+    are stored, and the good refusals answered, on the one connection."""
+    source, replies, durable = broker.queue("commands"), broker.queue("replies"), broker.queue("durable")
+    url, where = own_amqp10.amqp10_url, address(source)
+    hostile = {  # reply-to -> refused before the attach (else: by the broker, ending the link's own session)
+        "/": True, "//": True, "/queue/": True, "/exchange/x": True, "/temp-queue/x": True, "a/b": True,
+        "/exchange/missing/rk": False,  # not-found: RabbitMQ ends the session
+        f"/queue/{durable}": False,  # precondition-failed: the plugin would declare it non-durable
+    }
+    good_refused: list[str] = []
+    for n, reply_to in enumerate(hostile):
+        send(url, where, [thing_modify(n, requested_acks=[], response_required=False)])
+        send(url, where, [b"not json"], reply_to=address(replies), correlation_id=f"answered-{n}")
+        send(url, where, [b"not json"], reply_to=reply_to, correlation_id=f"hostile-{n}")
+        good_refused.append(f"answered-{n}")
+    binary = thing_modify(20, requested_acks=[], response_required=False)  # a raw id: 0x00 and no UTF-8
+    send(url, where, [binary], message_id=b"\x00\x01\xffbinary-id")
+    text_nul = twin_command("modify", thing="org.acme/nul", path="/", value={}, correlation_id="text-nul")
+    send(url, where, [text_nul], reply_to=address(replies), message_id="text\x00id")
+    log_path = tmp_path / "connector.log"
+    with open(log_path, "w") as log_file:
+        process = amqp10_connector(database_url, url, "--connection-id", "plant", "--address", where, log=log_file)
+        try:
+            wait_for(lambda: count(engine, "SELECT count(*) FROM connection_log WHERE kind = 'unsendable'")
+                     == len(hostile), what="every hostile reply-to counted")
+            answers = {str(m.correlation_id): json.loads(m.body) for m in receive(url, address(replies))}
+        finally:
+            code, _ = stop(process)
+    log = log_path.read_text()
+    assert code == 0, log
+    assert "reconnects 0;" in log and "did not take" not in log and "Traceback" not in log, log
+    assert set(answers) == {*good_refused, "text-nul"}, "every good refusal answered, on the one connection"
+    assert answers["text-nul"]["status"] == 400
+    with engine.connect() as conn:
+        stored = dict(conn.execute(text("SELECT correlation_id, source_message_id FROM signals")).all())
+        entries = conn.execute(text("SELECT kind, message_id FROM connection_log WHERE connection = 'plant'")).all()
+    assert set(stored) == {f"c-{n}" for n in range(len(hostile))} | {"c-20"}
+    assert stored["c-20"] == f"\\x00\x01\\xffbinary-id@{where}"  # 0x01 is UTF-8: itself
+    dropped = [message_id for kind, message_id in entries if kind == "dropped"]
+    assert len(dropped) == 2 * len(hostile) + 1, "every refusal of the batch in the connection's log"
+    assert f"text\\x00id@{where}" in dropped, "the id's U+0000 written as its escape"
+    assert sum(kind == "unsendable" for kind, _ in entries) == len(hostile)
+    lines = [line for line in log.splitlines() if "is dropped" in line]
+    assert len(lines) == len(hostile)
+    assert sum("the broker refused its link" in line for line in lines) == list(hostile.values()).count(False)

@@ -238,6 +238,11 @@ def hostile_amqp(replies: str, long_queue: str) -> list[Hostile]:
                 {"reply_to": replies}, False, True),
         Hostile("a message-id header of 1 025 bytes", held_command("mi-past", message_id="m" * 1025),
                 {"reply_to": replies}, True),
+        # issue 50: a U+0000 in what the connection's log keeps (the message's key) lost the batch's entries
+        Hostile("a message_id holding U+0000", held_command("mi-nul"), {"message_id": "m\x00id", "reply_to": replies},
+                False),
+        Hostile("a message_id of terminal sequences", held_command("mi-esc"),
+                {"message_id": "m\x1b[2J\r\nINFO forged", "reply_to": replies}, True),
     ]
 
 
@@ -290,4 +295,10 @@ def test_every_amqp_property_and_header_at_and_past_its_limit_between_good_messa
     with engine.connect() as conn:
         stored = conn.execute(text("SELECT correlation_id, source_message_id FROM signals")).all()
     assert ("raw-\\xff", "\\xfd") in stored, "shortstrs that are no UTF-8 are stored, their bytes escaped"
+    assert ("mi-esc", "m\x1b[2J\r\nINFO forged") in stored, "stored as sent; a log shows it escaped"
+    assert "\x1b" not in log and "did not take" not in log, "no raw control character; every log entry taken"
+    with engine.connect() as conn:
+        logged = conn.execute(text("SELECT message_id FROM connection_log WHERE kind = 'dropped'")).scalars().all()
+    assert len(logged) == len(cases) + len(good) - held, "every refusal in the connection's log"
+    assert "m\\x00id" in logged, "its U+0000 written as its escape"
 

@@ -136,6 +136,54 @@ def test_a_connection_config_with_acknowledgement_requests_of_the_wrong_shape_is
     assert (raised.value.status, raised.value.error) == (400, "connectivity:connection.configuration.invalid")
 
 
+SECRET = "S3cr3t-hostile"
+
+
+@pytest.mark.parametrize(("document", "problem"), [  # issue 50: a traceback, or the password in the answer
+    ({"connectionType": "http-push", "uri": f"http://u:{SECRET}@127.0.0.1:99999"}, "Port out of range"),
+    ({"connectionType": "http-push", "uri": f"http://u:{SECRET}@[::1"}, "Invalid IPv6 URL"),
+    ({"connectionType": "http-push", "uri": f"http://u:{SECRET}@h:0"}, "a port from 1 to 65535"),
+    ({"connectionType": "http-push", "uri": f"http://u:{SECRET}@bücher.example"}, "IDNA"),
+    ({"connectionType": "http-push", "targets": [{"address": "POST:/☃", "topics": ["_/_/things/twin/events"]}]},
+     "percent-encode"),
+    ({"connectionType": "amqp-10", "uri": f"ftp://u:{SECRET}@h"}, "is not an AMQP URI"),
+    ({"connectionType": "mqtt", "uri": f"mqtts://u:{SECRET}@:1883"}, "is not mqtt://"),
+])
+def test_a_connection_uri_or_address_no_client_can_use_is_400_never_showing_the_password(document: dict,
+                                                                                           problem: str) -> None:
+    targets = [{"address": "POST:/e" if document["connectionType"] == "http-push" else "out",
+                "topics": ["_/_/things/twin/events"]}]
+    full = {"id": "plant", "uri": f"http://u:{SECRET}@127.0.0.1:8080", "targets": targets, **document}
+    with pytest.raises(errors.DittoError) as raised:
+        config.parse(full)
+    assert (raised.value.status, raised.value.error) == (400, "connectivity:connection.configuration.invalid")
+    assert problem in raised.value.message and SECRET not in json.dumps(raised.value.to_json())
+
+
+TEXT_NO_COLUMN_TAKES = ["m\x00id", "\ud800-lone", "a\x00\udfff\x00"]
+
+
+def test_a_connection_log_entry_takes_any_text_a_sender_chose_and_its_batch_keeps_every_entry(
+    store: AckStore, engine: Engine
+) -> None:
+    """Issue 50: a U+0000 in an entry's message id made PostgreSQL refuse the batch's whole
+    transaction ("did not take 83 entries"): a sender could hide its drops. Every transport's
+    entries go through ``connection_log.record``, which writes what text cannot hold as its escape."""
+    from ackstore.ledger import connection_log
+
+    assert store.claim_connection("hostile")["status"] == 204
+    with engine.begin() as conn:  # one batch, as a connector writes it: the hostile entries among plain ones
+        connection_log.record(conn, "hostile", "dropped", "plain before", message_id="plain-1")
+        for text_ in TEXT_NO_COLUMN_TAKES:
+            connection_log.record(conn, "hostile", "dropped", f"400 id.invalid: {text_}", message_id=text_)
+        connection_log.record(conn, "hostile", "unsendable", "plain after \x1b[2J kept as sent", message_id="plain-2")
+    with engine.connect() as conn:
+        entries = connection_log.logs(conn, "hostile", 10)
+    assert [e["message_id"] for e in reversed(entries)] == [
+        "plain-1", "m\\x00id", "\\ud800-lone", "a\\x00\\udfff\\x00", "plain-2"]
+    assert entries[0]["detail"] == "plain after \x1b[2J kept as sent", "storable text is stored as it is"
+
+
 def test_a_connection_id_past_its_maximum_is_a_configuration_error() -> None:
     with pytest.raises(errors.DittoError) as raised:
         config.parse({"id": _long(300), "sources": [{"addresses": ["q"]}]})

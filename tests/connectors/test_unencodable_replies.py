@@ -11,6 +11,8 @@ Size, and a target's event whose headers MQTT cannot carry.
 
 from __future__ import annotations
 
+import email.parser
+import http.client
 import json
 import os
 import struct
@@ -32,6 +34,7 @@ from ackstore.rules import connectivity, mqtt
 from tests.support.broker import stop, wait_for
 from tests.support.ledger import count, settled, twin_command
 from tests.support.mqtt_clients import Collector, mqtt_connector, publish, session_backlog
+from tests.support.no_secrets import assert_no_password
 
 EXAMPLES = int(os.environ.get("ACKSTORE_FUZZ_EXAMPLES", 150))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -191,6 +194,38 @@ def _pika_encodes(routing_key: str, properties: dict) -> bool:
     return True
 
 
+# --- the HTTP push rule, and http.client (issue 50) ------------------------------------------------
+
+header_text = st.one_of(
+    st.text(max_size=12),  # controls, CR LF, surrogates, non-ASCII
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=30),
+    st.text(st.characters(min_codepoint=0x00, max_codepoint=0xff), max_size=12),  # Latin-1, which http.client sends
+)
+
+
+@FUZZ
+@given(value=header_text)
+def test_what_the_http_push_rule_lets_through_http_client_sends_as_it_is(value: str) -> None:
+    """A correlation id the rule lets through, http.client sends byte for byte, and a receiver
+    reads back the same text; whatever http.client refuses (CR LF, past Latin-1), the rule
+    refuses — and Latin-1 besides, which a receiver may read in another charset."""
+    from ackstore.rules import http_push
+
+    allowed = http_push.header_problem("correlation-id", value) is None
+    connection = http.client.HTTPConnection("127.0.0.1", 1)  # buffers the request: nothing is sent
+    connection.putrequest("POST", "/events", skip_host=True, skip_accept_encoding=True)
+    try:
+        connection.putheader("correlation-id", value)
+    except (ValueError, UnicodeEncodeError):
+        assert not allowed, "what http.client refuses, the rule refuses"
+        return
+    if allowed:
+        sent = connection._buffer[-1]
+        assert sent == b"correlation-id: " + value.encode("ascii")
+        assert email.parser.HeaderParser().parsestr(f"correlation-id: {sent[16:].decode()}\n\n")[
+            "correlation-id"] == value, "read back as it was sent"
+
+
 # --- the real brokers ----------------------------------------------------------------------------
 
 def names() -> tuple[str, str]:
@@ -206,6 +241,7 @@ def good(n: int, **headers: Any) -> dict:
 def _once(database_url: str, url: str, *args: str) -> tuple[int, str]:
     process = mqtt_connector(database_url, url, *args, "--once")
     _, log = process.communicate(timeout=120)
+    assert_no_password(log)
     return process.returncode, log
 
 

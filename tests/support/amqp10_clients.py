@@ -19,6 +19,7 @@ from typing import IO, Any, Iterable, Union
 from proton import Message
 from proton.utils import BlockingConnection
 
+from ackstore.connectors.amqp10 import sasl_options
 from tests.support.broker import ROOT
 
 Envelope = Union[dict[str, Any], bytes]
@@ -40,11 +41,12 @@ def amqp10_connector(database_url: str, url: str, *args: str, env: dict[str, str
 
 
 def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | None = None,
-         text_body: bool = True, **properties: Any) -> int:
+         text_body: bool = True, message_id: Any = None, **properties: Any) -> int:
     """Send each envelope (JSON as an ``amqp-value`` string, as Ditto sends text, or — with
-    ``text_body=False`` or bytes — a ``data`` section) with a message id of its own, and wait
-    for the broker to accept each; how many were sent."""
-    connection = BlockingConnection(url, timeout=30)
+    ``text_body=False`` or bytes — a ``data`` section) with a message id of its own (its
+    ``message-id`` header, else ``message_id``: any AMQP type, binary too, else a new one), and
+    wait for the broker to accept each; how many were sent."""
+    connection = BlockingConnection(url, timeout=30, **sasl_options(url))
     try:
         sender = connection.create_sender(to)
         sent = 0
@@ -54,7 +56,8 @@ def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | No
             if not text_body and isinstance(body, str):
                 body = body.encode()
             fields = {"correlation_id": headers.get("correlation-id"), "reply_to": reply_to, **properties}
-            sender.send(Message(body=body, id=headers.get("message-id", uuid.uuid4().hex), durable=True, **fields))
+            given = headers.get("message-id", message_id)
+            sender.send(Message(body=body, id=uuid.uuid4().hex if given is None else given, durable=True, **fields))
             sent += 1
         return sent
     finally:
@@ -63,7 +66,7 @@ def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | No
 
 def receive(url: str, source: str, *, wait_s: float = 1.0) -> list[Message]:
     """Every message ``source`` holds now (until none comes for ``wait_s``), each accepted."""
-    connection = BlockingConnection(url, timeout=30)
+    connection = BlockingConnection(url, timeout=30, **sasl_options(url))
     taken: list[Message] = []
     try:
         receiver = connection.create_receiver(source, credit=100)

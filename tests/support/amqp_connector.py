@@ -9,6 +9,7 @@ from typing import Iterator
 import pytest
 
 from tests.support.broker import Broker
+from tests.support.no_secrets import assert_no_password
 
 
 @pytest.fixture
@@ -20,4 +21,5 @@ def broker() -> Iterator[Broker]:
 
 def stop_when_done(process, timeout: float = 120) -> tuple[int, str]:
     _, log = process.communicate(timeout=timeout)
+    assert_no_password(log or "")
     return process.returncode, log

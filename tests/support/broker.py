@@ -16,6 +16,7 @@ import uuid
 from typing import IO, Any, Callable, Iterable
 
 import pika
+from tests.support.no_secrets import assert_no_password
 from tests.support.paths import ROOT
 
 AMQP_URL = os.environ.get("ACKSTORE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -90,10 +91,11 @@ def connector(database_url: str, *args: str, env: dict[str, str] | None = None, 
 
 
 def stop(process: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
-    """SIGTERM, then the exit status and the log."""
+    """SIGTERM, then the exit status and the log — which shows no URL's password (decisions #B3)."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     _, log = process.communicate(timeout=timeout)
+    assert_no_password(log or "")
     return process.returncode, log
 
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import uuid
 from typing import IO, Any, Iterable, Mapping, Union
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -46,6 +46,9 @@ def _client(client_id: str, version: int, **kwargs: Any) -> paho.Client:
 def _connected(client: paho.Client, url: str, **connect: Any) -> paho.Client:
     done = threading.Event()
     client.on_connect = lambda *_: done.set()
+    parts = urlsplit(url)
+    if parts.username is not None:  # a broker of the test's own that takes one user (own_mosquitto's credentials)
+        client.username_pw_set(unquote(parts.username), unquote(parts.password or ""))
     client.connect(*_address(url), **connect)
     client.loop_start()
     if not done.wait(10):

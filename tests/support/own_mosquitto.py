@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -51,11 +52,16 @@ class OwnMosquitto(OwnChildServer):
 
     name = "mosquitto"
 
-    def __init__(self, **overrides: Setting) -> None:
+    def __init__(self, credentials: tuple[str, str] | None = None, **overrides: Setting) -> None:
         if not SERVER.exists():
             raise RuntimeError(f"no {SERVER}: run scripts/ensure-mosquitto.sh")
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="ackstore-own-mosquitto-"))
+        self.credentials = credentials  # (user, password): the broker takes that user alone, no anonymous client
+        if credentials is not None:
+            subprocess.run(["mosquitto_passwd", "-b", "-c", str(self.root / "passwords"), *credentials], check=True,
+                           capture_output=True, timeout=30)
+            overrides = {"allow_anonymous": False, "password_file": str(self.root / "passwords"), **overrides}
         self.config = self.root / "mosquitto.conf"
         self.config.write_text(configuration(PROJECT_CONFIG.read_text(), {
             "listener": f"{self.port} 127.0.0.1",
@@ -66,12 +72,16 @@ class OwnMosquitto(OwnChildServer):
         self.database = self.root / "mosquitto.db"  # Mosquitto's persistence_file default
         if os.geteuid() == 0:  # as root Mosquitto drops to the `mosquitto` user, who must write the folder
             user = pwd.getpwnam("mosquitto")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
+            for owned in (self.root, *self.root.iterdir()):  # its password file too
+                os.chown(owned, user.pw_uid, user.pw_gid)
         self._process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
+        if self.credentials is None:
+            return f"mqtt://127.0.0.1:{self.port}"
+        user, password = (quote(part, safe="") for part in self.credentials)
+        return f"mqtt://{user}:{password}@127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -97,6 +107,8 @@ class OwnMosquitto(OwnChildServer):
                              protocol=mqtt.MQTTv311, clean_session=True)
         answer: list = []
         client.on_connect = lambda _c, _u, _f, reason, _p: answer.append(reason)
+        if self.credentials is not None:
+            client.username_pw_set(*self.credentials)
         try:
             client.connect("127.0.0.1", self.port, keepalive=10)
             deadline = time.monotonic() + 2

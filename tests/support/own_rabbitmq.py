@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pika
 
@@ -33,13 +34,15 @@ class OwnRabbitMQ(OwnServer):
     """``start`` (waits until AMQP answers), ``kill`` (SIGKILL of the whole node, as a crash),
     ``close`` (kill whatever runs, remove the folder)."""
 
-    def __init__(self, plugins: tuple[str, ...] = ()) -> None:
+    def __init__(self, plugins: tuple[str, ...] = (), user: str = "guest", password: str = "guest") -> None:
         if not SERVER.exists():
             raise RuntimeError(f"no {SERVER}: run scripts/ensure-rabbitmq.sh")
         self.port, self.dist_port = free_port(), free_port()
+        self.user, self.password = user, password  # the node's one user (RabbitMQ's default_user), an administrator
         self.root = Path(tempfile.mkdtemp(prefix="ackstore-own-rabbitmq-"))
         self.node = f"ackstore-test-{self.port}@localhost"
-        (self.root / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\nloopback_users = none\n")
+        (self.root / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\nloopback_users = none\n"
+                                                 f"default_user = {user}\ndefault_pass = {password}\n")
         (self.root / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
         (self.root / "rabbitmq-env.conf").write_text("")  # not the machine's (it names the machine's node)
         self.log = self.root / "server.out"
@@ -47,12 +50,12 @@ class OwnRabbitMQ(OwnServer):
 
     @property
     def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        return f"amqp://{quote(self.user, safe='')}:{quote(self.password, safe='')}@127.0.0.1:{self.port}/"
 
     @property
     def amqp10_url(self) -> str:
         """The node's AMQP 1.0 URL (with ``rabbitmq_amqp1_0``: the same port; no virtual host path)."""
-        return f"amqp://guest:guest@127.0.0.1:{self.port}"
+        return self.url.rstrip("/")
 
     def _environment(self) -> dict[str, str]:
         root = str(self.root)

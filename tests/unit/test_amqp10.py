@@ -36,6 +36,7 @@ def test_an_undecided_delivery_given_back_is_released_never_counted_as_failed(re
 @pytest.mark.parametrize(("message_id", "text"), [
     ("m-1", "m-1"), (42, "42"), (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
     (b"\xffid", "\\xffid"), (None, None), ("", None),
+    (b"\x00\x01id", "\\x00\x01id"),  # a binary id's 0x00 (a raw UUID's): no text holds it, its escape does
 ])
 def test_a_message_id_of_each_amqp_type_is_text(message_id: object, text: str | None) -> None:
     assert amqp10.identifier_text(message_id) == text
@@ -97,3 +98,26 @@ def test_a_message_either_encodes_or_is_unencodable_never_a_failure_of_the_libra
         return
     assert message.encode()
     assert message.correlation_id == correlation and message.properties == {"ack-token": token}
+
+
+# Measured on RabbitMQ 3.10's rabbitmq_amqp1_0 (docs/stack-notes.md): the plugin attaches the
+# first group; it ends the session on each of the second ("/temp-queue/x" aborts the connection,
+# "/exchange/x" routes by a subject Ditto's answers lack: a topic exchange's channel crashes).
+ATTACHED = ["/queue/replies", "/queue/a b", "/amq/queue/replies", "/reply-queue/amq.rabbitmq.reply-to", "/topic/a.b",
+            "/exchange/amq.direct/key", "replies", "queue://replies", "queue:///amq/queue/replies", "topic://a.b"]
+REFUSED = ["/", "", "//", "/queue", "/queue/", "/queue/a/b", "/exchange", "/exchange/", "/exchange/x",
+           "/exchange/x/", "/exchange/x/a/b", "/topic", "/topic/a/b", "/amq/queue", "/amq/queue/", "/amq/x/y", "/foo",
+           "a/b", "/temp-queue/x", "queue://", "a\x00b", "/queue/\x00", "\ud800", "/queue/\udfff"]
+
+
+@pytest.mark.parametrize("address", ATTACHED)
+def test_a_reply_address_of_the_plugins_forms_is_sent_to(address: str) -> None:
+    assert amqp10.reply_address_problem(address) is None
+
+
+@pytest.mark.parametrize("address", REFUSED)
+def test_a_reply_address_the_plugin_would_refuse_by_ending_the_session_is_refused_first(address: str) -> None:
+    assert amqp10.reply_address_problem(address) in {  # the reason never holds the sender's text
+        "its reply-to address holds text no UTF-8 can", "its reply-to address holds U+0000",
+        "its reply-to address is none of /queue/Q, /amq/queue/Q, /reply-queue/Q, /topic/KEY, /exchange/X/KEY or a "
+        "queue's name"}

@@ -16,17 +16,74 @@ def test_a_target_address_is_its_method_and_path(address: str, parsed: tuple[str
 
 
 @pytest.mark.parametrize("address", ["/events", "post:/events", "SEND:/e", "POST:e", "POST:/a b", "POST:/\r\nX: y",
-                                     "POST:/{{ thing:id }}", None, 7])
+                                     "POST:/{{ thing:id }}", None, 7, "POST:/☃", "POST:/a\x00", "POST:/\x7f",
+                                     "POST:/a\tb"])
 def test_an_address_that_is_no_verb_and_path_is_refused(address: object) -> None:
     with pytest.raises(ValueError):
         http_push.parse_address(address)
 
 
-@pytest.mark.parametrize(("status", "timed_out", "issued"), [
-    (200, False, 200), (404, False, 404), (503, False, 503), (None, True, 408), (None, False, 500),
+def test_a_path_past_ascii_is_refused_with_its_percent_encoding_named() -> None:
+    with pytest.raises(ValueError, match="/%E2%98%83"):
+        http_push.parse_address("POST:/☃")
+    assert http_push.parse_address("POST:/%E2%98%83") == ("POST", "/%E2%98%83")
+
+
+@pytest.mark.parametrize(("uri", "parsed"), [
+    ("http://127.0.0.1:8080", (False, "127.0.0.1", 8080, "", None, None)),
+    ("https://user:p%40ss@example.org/base/", (True, "example.org", 443, "/base", "user", "p@ss")),
+    ("http://[::1]:9000/x", (False, "::1", 9000, "/x", None, None)),
+    ("http://h", (False, "h", 80, "", None, None)),
 ])
-def test_the_label_is_the_status_else_408_or_500(status: int | None, timed_out: bool, issued: int) -> None:
+def test_an_endpoint_is_its_scheme_host_port_base_and_credentials(uri: str, parsed: tuple) -> None:
+    assert tuple(http_push.parse_endpoint(uri)) == parsed
+
+
+@pytest.mark.parametrize(("uri", "problem"), [
+    ("http://127.0.0.1:99999", "Port out of range"), ("http://[::1", "Invalid IPv6 URL"), ("http://h:0", "port from 1"),
+    ("http://h:abc", "no URL"), ("http://", "needs a host"), ("http:///x", "needs a host"),
+    ("http://bücher.example", "IDNA"), ("http://h/☃", "percent-encode"), ("http://h/a b", "percent-encode"),
+    ("http://h?x=1", "query or fragment"), ("http://h#f", "query or fragment"), ("ftp://h", "http:// or https://"),
+])
+def test_an_endpoint_no_request_can_go_to_is_refused_saying_why(uri: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        http_push.parse_endpoint(uri)
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("c-1", None), ("", None), ("a b\tc", None), ("~!#$%&'*+-.^_`|", None), ("x" * 5000, None),
+    ("c-☃", "U+2603"), ("é", "U+00E9"), ("c\r\nX-Injected: 1", "U+000D"), ("a\nb", "U+000A"), ("\x1b[2J", "U+001B"),
+    ("a\x7f", "U+007F"), ("a\x00", "U+0000"), ("\ud800", "U+D800"), (" lead", "begins or ends with a space"),
+    ("trail\t", "begins or ends with a space"),
+])
+def test_a_header_value_http_cannot_carry_as_it_is_is_refused_naming_the_character(value: str,
+                                                                                  problem: str | None) -> None:
+    found = http_push.header_problem("correlation-id", value)
+    assert found is None if problem is None else (problem in found and "correlation-id" in found)
+
+
+@pytest.mark.parametrize(("status", "timed_out", "issued"), [
+    (200, False, 200), (404, False, 404), (503, False, 503), (599, False, 599), (None, True, 408), (None, False, 500),
+    (600, False, 503), (999, False, 503), (101, False, 503), (103, False, 503), (100, False, 503),
+])
+def test_the_label_is_the_status_else_408_or_500_and_503_for_no_final_status(status: int | None, timed_out: bool,
+                                                                              issued: int) -> None:
     assert http_push.issued_status(status, timed_out) == issued
+
+
+def test_a_status_with_no_final_meaning_is_answered_with_dittos_sending_failure() -> None:
+    assert http_push.unknown_status_error(600) == {
+        "error": "connectivity:message.sending.failed", "message": "Remote server delivered unknown HTTP status code <600>!",
+        "description": "Sending the message to an external system failed, please check if your connection is configured "
+                       "properly and the target system is available and consuming messages."}
+    message = {"topic": "org.acme/t/things/live/messages/ask", "path": "/inbox/messages/ask",
+               "headers": {"correlation-id": "m", "ack-token": "1.x"}}
+    command = {"topic": "org.acme/t/things/live/commands/modify", "path": "/attributes/on",
+               "headers": {"correlation-id": "c", "ack-token": "2.y"}}
+    for signal in (message, command):
+        response = http_push.live_response(signal, 999, "application/json", b'{"topic": "x", "status": 999}')
+        assert response["status"] == 503 and response["value"]["error"] == "connectivity:message.sending.failed"
+        assert response["headers"] == signal["headers"]
 
 
 def test_a_body_at_the_size_kept_is_the_value_and_one_past_it_is_none() -> None:
