@@ -291,8 +291,8 @@ def _check_manifests(conn: Connection, found: Verification) -> list[Finding]:
         recorded: set[int] = set()
         for path in files:
             try:
-                copies = heads.parse(path.read_bytes())
-            except (OSError, heads.HeadsUnreadable) as error:
+                copies = heads.parse_lines(heads.read_lines(path))
+            except heads.HeadsUnreadable as error:
                 findings.append(Finding(f"the archive's manifest {path} cannot be read: {error}"))
                 continue
             recorded.update(head["number"] for head in copies)

@@ -776,6 +776,19 @@ def export_directory_invalid(path: str, why: str) -> DittoError:
     )
 
 
+def file_refused(path: str, what: str, why: str, *, too_large: bool = False, setting: str | None = None) -> DittoError:
+    """A file a command was told to read cannot be used (``ackstore.files``): no name, not there,
+    a directory, unreadable — or longer than its maximum (413), refused before it is parsed."""
+    if too_large:
+        where = f" ({setting} sets it)" if setting else ""
+        return DittoError(413, "file.toolarge", f"The {what} '{shown(path)}' cannot be used: {why}{where}.",
+                          "Give a smaller file. A file is read to its maximum and no further, so that a device or a "
+                          "pipe that never ends (/dev/zero, a FIFO) is refused at once.")
+    return DittoError(400, "file.invalid", f"The {what} '{shown(path)}' cannot be used: {why}.",
+                      "Name a file this user may read: a path to an existing regular file (or - for standard "
+                      "input where the command takes it).")
+
+
 def permission_denied(login: str | None, reason: str) -> DittoError:
     """The database refused the login a statement (SQLSTATE 42501); ``reason`` is PostgreSQL's
     message, naming the table, function or schema the login lacks a privilege on."""
