@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_with_store(_report))
 
     connection = commands.add_parser(
-        "connection", help="a connection's counts for the last minute, hour and day, and its recent failures")
+        "connection", help="a connection's counts for the last minute, hour and day, its recent failures, and "
+                           "which login it is reserved for")
     connection_commands = connection.add_subparsers(dest="connection_command", required=True)
     connection_metrics = connection_commands.add_parser(
         "metrics", help="consumed, stored, dropped, acknowledged, rejected, redelivered, dead-lettered: "
@@ -209,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     connection_logs.add_argument("--limit", type=int, default=100, help="at most this many entries (default 100)")
     connection_metrics.set_defaults(run=_with_store(_connection_metrics))
     connection_logs.set_defaults(run=_with_store(_connection_logs))
+    reserve = connection_commands.add_parser(
+        "reserve", help="grant a connection to the database login its connector runs as (an operator's command)",
+        description="Reserve the connection for LOGIN, a login of the ingest role: its connector then claims it, "
+                    "and no other ingest login may (docs/roles.md). Run as a login of the admin role.")
+    reserve.add_argument("connection_id", metavar="ID", help="the connection's id")
+    reserve.add_argument("--login", required=True, help="the login role (a member of ackstore_ingest) it is for")
+    reserve.set_defaults(run=_with_store(
+        lambda store, args: _answer(store.reserve_connection(args.connection_id, args.login))))
 
     metrics = commands.add_parser(
         "metrics", help="serve the ledger's metrics to Prometheus (http://HOST:PORT/metrics) until Ctrl-C",

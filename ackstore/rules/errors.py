@@ -169,10 +169,32 @@ def connection_not_yours(connection: str) -> DittoError:
     return DittoError(
         403,
         "connectivity:connection.forbidden",
-        f"The connection <{shown(connection)}> belongs to another database login.",
-        "Only the login that claimed a connection first (declaring into it, storing its first message, or its "
-        "connector starting) may declare its subscribers, store its messages or settle them: connect with that "
-        "login, or give the connection another id.",
+        f"The connection <{shown(connection)}> is not this database login's.",
+        "Only the login an operator reserved a connection for (ackstore connection reserve ID --login LOGIN, "
+        "docs/roles.md) declares its subscribers, stores its messages and settles them: ask an operator to reserve "
+        "it for this login, or connect with the login it is reserved for.",
+    )
+
+
+def connection_reserved(connection: str) -> DittoError:
+    """``ackstore connection reserve`` of a connection that is another login's already (issue 50)."""
+    return DittoError(
+        409,
+        "connectivity:connection.conflict",
+        f"The connection <{shown(connection)}> is reserved for another database login.",
+        "A connection keeps the login it was reserved for: reserve another id, or move this one as docs/roles.md "
+        "says (its subscribers and its signals' settlements go with it).",
+    )
+
+
+def connection_login_invalid(login: str) -> DittoError:
+    """A connection reserved for a name that is no login of the ingest role (issue 50)."""
+    return DittoError(
+        400,
+        "connectivity:connection.login.invalid",
+        f"The database login <{shown(login)}> is no login of the ingest role.",
+        "Reserve a connection for a login role that is a member of ackstore_ingest (CREATE ROLE … LOGIN IN ROLE "
+        "ackstore_ingest, docs/roles.md): its connector claims the connection when it starts.",
     )
 
 
@@ -800,5 +822,5 @@ def permission_denied(login: str | None, reason: str) -> DittoError:
         "Connect as a login that is a member of the command's group role (docs/roles.md): ackstore_ingest for "
         "submit, declare, ack, pull, respond, result and search; ackstore_reporter for report, show, prove, "
         "verify and export; ackstore_pipeline for pipeline run; ackstore_archive for archive; ackstore_admin "
-        "for db upgrade.",
+        "for db upgrade and connection reserve.",
     )
