@@ -1,6 +1,9 @@
 """The schema module, the SQL object files and the Alembic migrations describe the same database."""
 
+import json
 import re
+import subprocess
+import sys
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
@@ -86,6 +89,27 @@ def test_a_released_version_never_changes() -> None:
     changed = sorted(f"{name} {version}" for (name, version), digest in found.items() if locked.get((name, version)) != digest)
     assert changed == [], "changed or new versions: add a migration and a versions.lock line, never edit a released one"
     assert locked.keys() == found.keys()
+
+
+def test_two_first_upgrades_at_once_both_end_at_head() -> None:
+    """Two real `ackstore db upgrade` processes on an empty database at once (issue 50: the second
+    failed with "tuple concurrently updated"): the second waits for the first and finds it done."""
+    with scratch_database(ADMIN_URL, "race") as url:
+        command = [sys.executable, "-m", "ackstore.cli", "--database-url", url, "db", "upgrade"]
+        processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for _ in range(2)]
+        answers = [process.communicate(timeout=300) for process in processes]
+        for process, (out, err) in zip(processes, answers):
+            assert process.returncode == 0, err
+            assert json.loads(out) == {"revision": migrate.head_revision(), "head": migrate.head_revision()}
+        engine = make_engine(url)
+        try:
+            with engine.connect() as conn:
+                migrated = catalog(conn)
+                assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar_one() == 1
+        finally:
+            engine.dispose()
+    assert len(migrated["functions"]) == sum(item.kind == "function" for item in objects.current().values())
 
 
 def _revisions() -> list[str]:
