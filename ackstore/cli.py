@@ -517,7 +517,7 @@ def _prove(store: AckStore, args: argparse.Namespace) -> int:
 def _export(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.ledger.export import export
 
-    written = export(store.engine, Path(args.directory), args.first, args.last)
+    written = export(store.engine, args.directory, args.first, args.last)
     return _answer({"status": 200, "directory": str(Path(args.directory).resolve()), **written})
 
 

@@ -77,6 +77,7 @@ def verify(engine: Engine, exported: list[dict[str, Any]] | None, public_key: by
     ``exported`` heads (None: none to compare with; as ackstore.ledger.heads.parse gives them) and,
     with ``public_key`` (raw Ed25519), each head's signature; then the ``witness`` (later heads
     kept elsewhere) and every archive's manifests against the ledger's seals."""
+    seals.check_range(first, last)
     found = Verification()
     to_newest = last is None  # then a head past the ledger's newest seal is one missing from it
     with engine.connect() as conn:

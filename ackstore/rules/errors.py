@@ -711,6 +711,17 @@ def ledger_not_as_sealed(first: str, differences: int) -> DittoError:
     )
 
 
+def seal_range_invalid(first: int, last: int | None) -> DittoError:
+    """`verify` or `export` asked for seals that are no range (``--from`` after ``--to``)."""
+    shown_last = "the newest" if last is None else f"<{last}>"
+    return DittoError(
+        400,
+        "ledger:seals.range.invalid",
+        f"The seals from <{first}> to {shown_last} are no range of seals.",
+        "Give --from and --to as seal numbers of 1 or more, --from at most --to (--to left out: up to the newest).",
+    )
+
+
 def heads_mismatch(path: str, why: str) -> DittoError:
     """The seal step's heads file and the ledger disagree: another ledger's file, or a rewritten ledger."""
     return DittoError(

@@ -18,9 +18,10 @@ from typing import IO
 ADDRESS_SPACE_BYTES = 2 * 1024 ** 3
 
 
-def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dict | None = None) -> tuple[int, object]:
+def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dict | None = None,
+        cwd: str | None = None) -> tuple[int, object]:
     completed = subprocess.run(
-        _command(args, url), input=stdin, capture_output=True, timeout=120, env={**os.environ, **(env or {})}
+        _command(args, url), input=stdin, capture_output=True, timeout=120, env={**os.environ, **(env or {})}, cwd=cwd
     )
     return completed.returncode, _answer(completed.stdout, completed.stderr)
 

@@ -149,6 +149,8 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
 # --- answers in Ditto's shape, not tracebacks (issue 37, part 5) --------------------------------
 
 EXPORT_TARGETS = [
+    ("", "it names no directory (the name is empty or blank)"),  # was the working folder (issue 50)
+    (" ", "it names no directory (the name is empty or blank)"),
     ("/etc/passwd", "it exists and is not a directory"),
     ("/dev/null", "it exists and is not a directory"),
     ("/etc/passwd/export", "a part of its path is not a directory"),
@@ -162,11 +164,11 @@ def test_export_to_a_target_that_is_no_directory_is_a_400_saying_why(store: AckS
                                                                      tmp_path: Path, target: str, why: str) -> None:
     (tmp_path / "a-file").write_text("kept\n")
     path = target.replace("{tmp}", str(tmp_path))
-    code, answer = run("export", path, url=database_url)
+    code, answer = run("export", path, url=database_url, cwd=str(tmp_path))  # the working folder: the test's
     assert code == 1, answer
     assert (answer["status"], answer["error"]) == (400, "ledger:export.directory.invalid")
     assert f"'{path}' cannot be used: {why}." in answer["message"] and answer["description"]
-    assert (tmp_path / "a-file").read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "kept\n"
 
 
 def test_export_makes_a_new_directory_with_its_parents(store: AckStore, database_url: str, tmp_path: Path) -> None:
