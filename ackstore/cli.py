@@ -565,18 +565,15 @@ def _lines_read_ahead(name: str) -> Iterator[bytes]:
     """``publish``'s messages, a line of UTF-8 text each, no longer than the ledger takes an envelope
     (issue 50): the first read now, so that a file it cannot use is answered before a broker is
     reached; a line past the limit, or not text, stops the publishing there (those before it are sent)."""
-    cap = Settings.from_env().max_envelope_bytes
-    lines = files.capped_lines(name, cap, stdin=True, text=True)
-    try:
-        first = next(lines, None)
-    except files.FileRefused as refused:
-        raise refused.answer(name, "message file", MAX_ENVELOPE_VARIABLE) from None
-    return _answered_lines(name, itertools.chain([] if first is None else [first], lines))
+    lines = _answered_lines(name, Settings.from_env().max_envelope_bytes)
+    first = next(lines, None)
+    return itertools.chain([] if first is None else [first], lines)
 
 
-def _answered_lines(name: str, lines: Iterator[bytes]) -> Iterator[bytes]:
+def _answered_lines(name: str, cap: int) -> Iterator[bytes]:
+    """The lines of ``name``, a refusal raised as its answer (a DittoError)."""
     try:
-        yield from lines
+        yield from files.capped_lines(name, cap, stdin=True, text=True)
     except files.FileRefused as refused:
         raise refused.answer(name, "message file", MAX_ENVELOPE_VARIABLE) from None
 

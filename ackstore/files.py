@@ -63,7 +63,8 @@ def capped_lines(name: str, cap: int, *, stdin: bool = False, text: bool = False
     """The lines of file ``name`` (standard input for ``-`` when ``stdin``) as they are read,
     each with its line end, or :class:`FileRefused` at the first whose text (without its line
     end) is longer than ``cap`` — or, with ``text``, is not UTF-8: memory holds one line, however
-    long the file, and a device of random bytes (/dev/urandom, short lines) stops at its first."""
+    long the file, and a device of random bytes (/dev/urandom: short lines) stops at its first line
+    that is not text."""
     with _opened(name, stdin) as file:
         number = 0
         while True:

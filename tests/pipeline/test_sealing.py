@@ -44,7 +44,7 @@ TAMPER = {
     "request_results": "status = status + 1",
     "search_marks": "changed = NOT changed",
     "settlements": "decision = CASE decision WHEN 'ack' THEN 'reject' ELSE 'ack' END",
-    "signals": "action = action || 'x'",
+    "signals": "path = path || 'x'",  # not action: ck_signals_shape holds it to ingestion's (issue 50)
     "validation_passes": "run_id = COALESCE(run_id, '') || 'x'",
 }
 

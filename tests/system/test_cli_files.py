@@ -62,9 +62,10 @@ COMMANDS: dict[str, tuple[list[str], str, str | None]] = {
 }
 # The public key is a file only when the name is one; anything else is read as the key's hex.
 NOT_A_FILE_FOR_THE_KEY = {"empty name", "missing file"}
-# What differs for a line reader (publish): a line past the cap, and random bytes are no text.
+# What differs for a line reader (publish): a line past the cap. (Random bytes hold a line end every
+# 256 bytes or so: publish stops at the first line that is not UTF-8 text, which may come after a
+# short one it sends — tests/unit/test_files.py shows it ends; no broker is needed for the rest.)
 LINES = {"/dev/zero": (413, "its line 1 is longer than the maximum of"),
-         "/dev/urandom": (400, "is not UTF-8 text"),
          "an endless FIFO": (413, "its line 1 is longer than the maximum of"),
          "one byte too long": (413, "its line 1 is longer than the maximum of")}
 # The config and key caps are their own (1 MiB, 64 KiB): past them, not past CAP.
@@ -77,7 +78,8 @@ OWN_CAPS = {"connect amqp10 --config": 1024 * 1024, "connect http-push --config"
 NAMED_BY_THE_ISSUE = ("submit", "verify --public-key", "connect amqp10 --config", "publish amqp10")
 WIRING = ("empty name", "a folder", "/dev/zero", "one byte too long")
 CASES = [(command, form) for command in COMMANDS for form in FORMS
-         if command in NAMED_BY_THE_ISSUE or form in WIRING]
+         if (command in NAMED_BY_THE_ISSUE or form in WIRING)
+         and not (command.startswith("publish") and form == "/dev/urandom")]
 
 
 def _expected(command: str, form: str) -> tuple[int, str, str]:
