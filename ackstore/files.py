@@ -82,6 +82,8 @@ def capped_lines(name: str, cap: int, *, stdin: bool = False, text: bool = False
 @contextmanager
 def _opened(name: str, stdin: bool) -> Iterator[BinaryIO]:
     if stdin and name == STDIN:
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise FileRefused("there is no standard input (it is closed)")
         yield sys.stdin.buffer
         return
     if name == "":

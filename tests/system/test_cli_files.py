@@ -6,6 +6,9 @@ real command, which ends at once with its memory bounded (it grew to 23 GB on ``
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -155,3 +158,13 @@ def test_verify_given_an_empty_name_refuses_it_and_never_verifies_without_it(dat
     code, answer, _ = run_measured("verify", *words, url=database_url)
     assert code == 1 and isinstance(answer, dict), answer
     assert (answer["status"], answer["error"]) == (400, error) and "verified" not in answer, answer
+
+
+def test_standard_input_closed_is_answered(database_url: str) -> None:
+    """``ackstore submit - <&-``: no standard input at all (Python's sys.stdin is None)."""
+    command = " ".join(shlex.quote(word) for word in [sys.executable, "-m", "ackstore.cli", "--database-url",
+                                                       database_url, "submit", "-"])
+    done = subprocess.run(["sh", "-c", f"exec {command} <&-"], capture_output=True, text=True, timeout=60)
+    answer = json.loads(done.stdout)
+    assert (done.returncode, answer["status"], answer["error"]) == (1, 400, "file.invalid"), done.stderr
+    assert "there is no standard input" in answer["message"]
