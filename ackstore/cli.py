@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy.exc import DBAPIError
 
+from ackstore import files
 from ackstore.ledger import failures
 from ackstore.ledger.database import URL_VARIABLE, make_engine, resolve_url
 from ackstore.ledger.database_url import DatabaseUrl
@@ -17,6 +19,7 @@ from ackstore.ledger.store import AckStore
 from ackstore.reporting.registry import REPORTS, described
 from ackstore.reporting.shown_text import json_text
 from ackstore.rules import errors
+from ackstore.rules.settings import MAX_ENVELOPE_VARIABLE, Settings
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
 
@@ -77,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--message-id", help="the source's message id; a second submission with the same one is a retransmission"
     )
-    submit.set_defaults(run=_with_store(_submit))
+    submit.set_defaults(run=_with_envelope("message file", _submit))
 
     declare = commands.add_parser("declare", help="declare the acknowledgement labels a subscriber issues")
     declare.add_argument("subscriber", help="the subscriber's id")
@@ -93,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     ack = commands.add_parser("ack", help="store a subscriber's acknowledgement (single or aggregated)")
     ack.add_argument("subscriber", help="the issuing subscriber's id")
     ack.add_argument("file", metavar="FILE|-", help="the Ditto Protocol acknowledgement, or - for standard input")
-    ack.set_defaults(run=_with_store(lambda store, args: _answer(store.acknowledge(args.subscriber, _read(args.file)))))
+    ack.set_defaults(run=_with_envelope("acknowledgement file",
+                                        lambda store, args, ack: _answer(store.acknowledge(args.subscriber, ack))))
 
     pull = commands.add_parser(
         "pull", help="hand out the next twin events and live signals for a subscriber, each under a lease"
@@ -106,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     respond = commands.add_parser("respond", help="store a live response to a live command or message")
     respond.add_argument("subscriber", help="the responding subscriber's id (it must consume the live channel)")
     respond.add_argument("file", metavar="FILE|-", help="the Ditto Protocol live response, or - for standard input")
-    respond.set_defaults(run=_with_store(lambda store, args: _answer(store.respond(args.subscriber, _read(args.file)))))
+    respond.set_defaults(run=_with_envelope("live response file",
+                                            lambda store, args, response: _answer(store.respond(args.subscriber, response))))
 
     result = commands.add_parser("result", help="print what the requester of a signal is told, once decided")
     result.add_argument("correlation_id", metavar="CORRELATION_ID")
@@ -191,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_with_store(_report))
 
     connection = commands.add_parser(
-        "connection", help="a connection's counts for the last minute, hour and day, and its recent failures")
+        "connection", help="a connection's counts for the last minute, hour and day, its recent failures, and "
+                           "which login it is reserved for")
     connection_commands = connection.add_subparsers(dest="connection_command", required=True)
     connection_metrics = connection_commands.add_parser(
         "metrics", help="consumed, stored, dropped, acknowledged, rejected, redelivered, dead-lettered: "
@@ -204,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     connection_logs.add_argument("--limit", type=int, default=100, help="at most this many entries (default 100)")
     connection_metrics.set_defaults(run=_with_store(_connection_metrics))
     connection_logs.set_defaults(run=_with_store(_connection_logs))
+    reserve = connection_commands.add_parser(
+        "reserve", help="grant a connection to the database login its connector runs as (an operator's command)",
+        description="Reserve the connection for LOGIN, a login of the ingest role: its connector then claims it, "
+                    "and no other ingest login may (docs/roles.md). Run as a login of the admin role.")
+    reserve.add_argument("connection_id", metavar="ID", help="the connection's id")
+    reserve.add_argument("--login", required=True, help="the login role (a member of ackstore_ingest) it is for")
+    reserve.set_defaults(run=_with_store(
+        lambda store, args: _answer(store.reserve_connection(args.connection_id, args.login))))
 
     metrics = commands.add_parser(
         "metrics", help="serve the ledger's metrics to Prometheus (http://HOST:PORT/metrics) until Ctrl-C",
@@ -367,8 +381,23 @@ def _with_store(action: Callable[[AckStore, argparse.Namespace], int]) -> Callab
     return run
 
 
-def _submit(store: AckStore, args: argparse.Namespace) -> int:
-    return _answer(store.submit(_read(args.file), api=args.api, source=args.source, source_message_id=args.message_id))
+def _with_envelope(what: str, action: Callable[[AckStore, argparse.Namespace, bytes], int]
+                   ) -> Callable[[argparse.Namespace], int]:
+    """A command that stores the Ditto Protocol message of a file (or standard input): read with the
+    envelope's size limit before the ledger is opened, refused unread past it (issue 50)."""
+
+    def run(args: argparse.Namespace) -> int:
+        settings = Settings.from_env()
+        envelope = files.read_or_answer(args.file, settings.max_envelope_bytes, what, stdin=True,
+                                        setting=MAX_ENVELOPE_VARIABLE)
+        with AckStore.connect(args.database_url, settings=settings) as store:
+            return action(store, args, envelope)
+
+    return run
+
+
+def _submit(store: AckStore, args: argparse.Namespace, envelope: bytes) -> int:
+    return _answer(store.submit(envelope, api=args.api, source=args.source, source_message_id=args.message_id))
 
 
 def _declare(store: AckStore, args: argparse.Namespace) -> int:
@@ -424,19 +453,19 @@ def _verify(args: argparse.Namespace) -> int:
 
     url = resolve_url(args.database_url)
     exported = None
-    if not args.no_heads:
-        path = Path(args.heads) if args.heads else heads.configured_path(url)
+    if not args.no_heads:  # each option as given: "" is no file, never the working folder or no option
+        path = args.heads if args.heads is not None else str(heads.configured_path(url))
         try:  # strictly: a file it cannot use is refused, never read as no heads
             exported = heads.read_exported(path)
         except heads.HeadsUnreadable as error:
-            return _answer(errors.heads_unreadable(str(path), str(error)).to_json())
+            return _answer(errors.heads_unreadable(path, str(error)).to_json())
     witness = None
-    if args.witness:
+    if args.witness is not None:
         try:
-            witness = heads.read_exported(Path(args.witness))
+            witness = heads.read_exported(args.witness)
         except heads.HeadsUnreadable as error:
             return _answer(errors.witness_unreadable(args.witness, str(error)).to_json())
-    key = _public_key(args.public_key) if args.public_key else None
+    key = _public_key(args.public_key) if args.public_key is not None else None
     if isinstance(key, dict):
         return _answer(key)
     engine = make_engine(url)
@@ -457,9 +486,11 @@ def _public_key(given: str) -> bytes | dict[str, Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from ackstore.ledger import heads
+
     try:
         if os.path.exists(given):
-            key = serialization.load_pem_public_key(Path(given).read_bytes())
+            key = serialization.load_pem_public_key(files.read_or_answer(given, heads.MAX_KEY_BYTES, "public key file"))
             if not isinstance(key, Ed25519PublicKey):
                 raise ValueError("it is not an Ed25519 key")
             return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -486,7 +517,7 @@ def _prove(store: AckStore, args: argparse.Namespace) -> int:
 def _export(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.ledger.export import export
 
-    written = export(store.engine, Path(args.directory), args.first, args.last)
+    written = export(store.engine, args.directory, args.first, args.last)
     return _answer({"status": 200, "directory": str(Path(args.directory).resolve()), **written})
 
 
@@ -520,14 +551,31 @@ def _publish(args: argparse.Namespace) -> int:
     from ackstore.connectors.publish import publish_amqp10_lines, publish_lines, publish_mqtt_lines
 
     try:
-        with (sys.stdin.buffer if args.file == "-" else open(args.file, "rb")) as lines:
-            if args.kind == "mqtt":
-                return _answer(publish_mqtt_lines(args.url, args.topic, lines, _mqtt_type(args.mqtt_version)))
-            if args.kind == "amqp10":
-                return _answer(publish_amqp10_lines(args.url, args.address, lines))
-            return _answer(publish_lines(args.url, args.queue, lines))
+        lines = _lines_read_ahead(args.file)
+        if args.kind == "mqtt":
+            return _answer(publish_mqtt_lines(args.url, args.topic, lines, _mqtt_type(args.mqtt_version)))
+        if args.kind == "amqp10":
+            return _answer(publish_amqp10_lines(args.url, args.address, lines))
+        return _answer(publish_lines(args.url, args.queue, lines))
     except errors.DittoError as error:
         return _answer(error.to_json())
+
+
+def _lines_read_ahead(name: str) -> Iterator[bytes]:
+    """``publish``'s messages, a line of UTF-8 text each, no longer than the ledger takes an envelope
+    (issue 50): the first read now, so that a file it cannot use is answered before a broker is
+    reached; a line past the limit, or not text, stops the publishing there (those before it are sent)."""
+    lines = _answered_lines(name, Settings.from_env().max_envelope_bytes)
+    first = next(lines, None)
+    return itertools.chain([] if first is None else [first], lines)
+
+
+def _answered_lines(name: str, cap: int) -> Iterator[bytes]:
+    """The lines of ``name``, a refusal raised as its answer (a DittoError)."""
+    try:
+        yield from files.capped_lines(name, cap, stdin=True, text=True)
+    except files.FileRefused as refused:
+        raise refused.answer(name, "message file", MAX_ENVELOPE_VARIABLE) from None
 
 
 def _mqtt_type(version: str) -> str:
@@ -595,9 +643,9 @@ def _connect(args: argparse.Namespace) -> int:
     runs = {"amqp": (config.AMQP,), "mqtt": (config.MQTT, config.MQTT5), "amqp10": (config.AMQP10,),
             "http-push": (config.HTTP_PUSH,)}[args.kind]
     try:
-        if args.config:
-            with open(args.config, "rb") as file:
-                connection = config.parse(errors.parse_json_text(file.read()))
+        if args.config is not None:  # "" too: a file named nothing, never the options below
+            text = files.read_or_answer(args.config, config.MAX_CONFIG_BYTES, "connection configuration file")
+            connection = config.parse(errors.parse_json_text(text))
             if connection.connection_type not in runs:
                 raise errors.connection_config_invalid(
                     f"The connection's type {connection.connection_type} is not one 'ackstore connect {args.kind}' runs.")
@@ -685,13 +733,6 @@ def _pipeline(args: argparse.Namespace) -> int:
     finally:
         spark.stop()
     return EXIT_OK
-
-
-def _read(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
-    with open(path, "rb") as file:
-        return file.read()
 
 
 def _answer(answer: dict[str, Any]) -> int:

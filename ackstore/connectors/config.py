@@ -37,6 +37,9 @@ from ackstore.rules import mqtt as mqtt_rules
 from ackstore.rules.enforcement import SOURCE_ADDRESS, Enforcement
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
+# The most a connection's JSON file may hold (`ackstore connect --config`, read by ackstore.files): a
+# connection of a thousand sources and targets is some 300 KiB.
+MAX_CONFIG_BYTES = 1024 * 1024
 AMQP, AMQP10, MQTT, MQTT5, HTTP_PUSH = "amqp-091", "amqp-10", "mqtt", "mqtt-5", "http-push"  # Ditto's connection types
 SCHEMES = {AMQP: ("amqp://", "amqps://"), MQTT: ("mqtt://", "mqtts://", "tcp://", "ssl://"),
            HTTP_PUSH: ("http://", "https://")}

@@ -34,6 +34,7 @@ from urllib.parse import quote
 from psycopg2.extensions import parse_dsn
 from sqlalchemy.engine import URL
 
+from ackstore import files
 from ackstore.rules import errors
 
 LEDGER_CONNECTION = "ackstore_ledger"  # the Airflow connection that names the ledger: the DAG's and the Ledger page's
@@ -49,6 +50,7 @@ _LIBPQ_USERINFO = re.compile(r"[^@/]*@")  # libpq ends a URL's user and password
 _STRAY_AT = ('it holds an "@" in its host, port or database: percent-encode "@", ":" and "/" in the user and '
              'password (%40, %3A, %2F)')
 DEFAULT_PORT = "5432"
+MAX_PASSWORD_FILE_BYTES = 1024 * 1024  # some 10 000 lines of host:port:database:user:password
 # libpq's connection keywords (PostgreSQL 15-17, "Parameter Key Words"): what an Airflow
 # connection's extras may pass on; its other extras (the provider's own) are not libpq's.
 LIBPQ_KEYWORDS = frozenset({
@@ -379,11 +381,13 @@ def _pgpass_password(params: Mapping[str, str], env: Mapping[str, str]) -> str |
     """The password libpq would take from the password file for these parameters, if any."""
     path = Path(env["PGPASSFILE"]) if env.get("PGPASSFILE") else Path.home() / ".pgpass"
     try:
-        if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            return None  # libpq ignores a password file others may read
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode) or mode & (stat.S_IRWXG | stat.S_IRWXO):
+            return None  # libpq ignores a password file that is no plain file, or that others may read
+        text = files.read_capped(str(path), MAX_PASSWORD_FILE_BYTES)
+    except (OSError, files.FileRefused):
         return None
+    lines = text.decode("utf-8", errors="replace").splitlines()
     host = (params.get("host") or "").split(",")[0]
     wanted = (
         "localhost" if not host or host.startswith("/") else host,

@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.rules import errors, labels, limits, rql
+from ackstore.rules.settlement import shared_source
 
 ALL_CHANNELS: tuple[labels.Channel, ...] = ("twin", "live")
 
@@ -29,10 +30,8 @@ def subscriber_row(
     if filter is not None:
         rql.parse(filter)  # 400 rql.expression.invalid, with the position of the problem
     check_namespaces(namespaces)
-    if connection is not None and (not isinstance(connection, str) or not connection):
-        raise errors.json_field_invalid("/connection", "non-empty String")
     if connection is not None:
-        limits.check_id("connection id", connection, limits.MAX_CONNECTION_ID_BYTES)
+        check_connection_id(connection)
     chosen = list(ALL_CHANNELS) if channels is None else channels
     if not _is_string_list(chosen) or not chosen or not set(chosen) <= set(ALL_CHANNELS):
         raise errors.json_field_invalid("/channels", "non-empty JSON array of 'twin' and 'live'")
@@ -75,9 +74,28 @@ def may_act_for_connection(conn: Connection, connection: str) -> bool:
 
 
 def claim_connection(conn: Connection, connection: str) -> None:
-    """The connection becomes this login's unless another login claimed it first: then the 403."""
+    """The 403 unless the connection is this login's: reserved for it, or claimed now by a login
+    that may reserve (issue 50)."""
     if not conn.execute(_sql("claim_connection"), {"connection": connection}).scalar_one():
         raise errors.connection_not_yours(connection)
+
+
+def check_connection_id(connection: object) -> str:
+    """A connection's id as stored, or the 400: non-empty text, at most 256 bytes, not the API's or
+    the CLI's source."""
+    if not isinstance(connection, str) or not connection:
+        raise errors.json_field_invalid("/connection", "non-empty String")
+    limits.check_id("connection id", connection, limits.MAX_CONNECTION_ID_BYTES)
+    if shared_source(connection):
+        raise errors.connection_config_invalid(f"'{connection}' is the source of the API or the CLI, no connection's id.")
+    return connection
+
+
+def reserve_connection(conn: Connection, connection: str, login: str) -> str:
+    """An operator's grant of ``connection`` to the database ``login`` (issue 50): the owner the
+    connection has afterwards — ``login``, or the other login it was already. The database refuses
+    a caller that may not write ``connections`` (42501) and a name that is no ingest login (22023)."""
+    return conn.execute(_sql("reserve_connection"), {"connection": connection, "login": login}).scalar_one()
 
 
 def may_act_for(conn: Connection, subscriber: str) -> bool:

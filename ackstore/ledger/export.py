@@ -29,10 +29,11 @@ from ackstore.rules import errors
 from ackstore.rules.canonical import micros
 
 
-def export(engine: Engine, directory: Path, first: int = 1, last: int | None = None) -> dict[str, int]:
-    """Write seals ``first``..``last`` (default: all) and their facts under ``directory``;
-    how many seals and rows."""
-    _check_target(directory)
+def export(engine: Engine, target: str | Path, first: int = 1, last: int | None = None) -> dict[str, int]:
+    """Write seals ``first``..``last`` (default: all) and their facts under the directory ``target``
+    (as given: "" is no directory, never ``Path("")``, the working folder); how many seals and rows."""
+    seals.check_range(first, last)
+    directory = _check_target(target)
     (directory / "export.json").write_text(json.dumps({"from": first, "to": last}) + "\n")
     (directory / "tables.json").write_text(json.dumps(seals.FACT_TYPES, indent=2, sort_keys=True) + "\n")
     written = {"seals": 0, "rows": 0}
@@ -55,9 +56,13 @@ def export(engine: Engine, directory: Path, first: int = 1, last: int | None = N
     return written
 
 
-def _check_target(directory: Path) -> None:
-    """Make ``directory`` (with its parents) and write a file in it, or raise
-    ``ledger:export.directory.invalid`` saying why — before a row is read."""
+def _check_target(target: str | Path) -> Path:
+    """Make the directory ``target`` (with its parents) and write a file in it, or raise
+    ``ledger:export.directory.invalid`` saying why — before a row is read. A name that is empty or
+    blank is none (issue 50: ``export ''`` wrote into the working folder)."""
+    if not str(target).strip():
+        raise errors.export_directory_invalid(str(target), "it names no directory (the name is empty or blank)")
+    directory = Path(target)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=directory).close()  # a read-only mount lets mkdir pass
@@ -67,6 +72,7 @@ def _check_target(directory: Path) -> None:
         raise errors.export_directory_invalid(str(directory), "a part of its path is not a directory") from None
     except OSError as error:  # permission denied, a read-only file system, a name too long
         raise errors.export_directory_invalid(str(directory), (error.strerror or str(error)).lower()) from None
+    return directory
 
 
 def _facts(conn: Connection, seal: seals.Seal, archive: str | None) -> list[Fact]:

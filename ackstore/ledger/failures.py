@@ -23,6 +23,7 @@ TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57", "58")
 LOCK_NOT_AVAILABLE = "55P03"  # a lock not obtained within lock_timeout
 TRANSIENT_SQLSTATES = (LOCK_NOT_AVAILABLE,)
 INSUFFICIENT_PRIVILEGE = "42501"  # a privilege, a write function's or a trigger's refusal
+INVALID_PARAMETER_VALUE = "22023"  # a write function's refusal of an argument (reserve_connection's login)
 
 
 def sqlstate(problem: BaseException) -> str | None:

@@ -11,7 +11,8 @@ A verifier reads a heads file strictly (:func:`read_exported`, spelled the same 
 ``auditor/verify_export.py``): a file that is missing, a directory, not UTF-8, empty, or holds a
 line that is no head is refused, saying why — never read as no heads. The same reader takes a
 witness (decisions #101: an independent copy of a later head) and an archive's manifests, whose
-line lists its seals as heads.
+line lists its seals as heads. Every one is read a line at a time, each line at most
+:data:`MAX_LINE_BYTES` (``ackstore.files``, issue 50): memory holds one line, whatever the file.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from sqlalchemy import Engine
 
+from ackstore import files
 from ackstore.ledger import seals
 from ackstore.ledger.database import ackstore_home, database_url
 from ackstore.rules import errors
@@ -38,6 +40,11 @@ class HeadsUnreadable(ValueError):
 
 
 HASH = re.compile(r"[0-9a-f]{64}")
+# A head's line is under 1 KiB; a manifest's lists a day's seals, about 400 bytes each: this many
+# bytes hold some 160 000 seals a day, and are what a file without line ends costs before it is refused.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+# A PEM file of one Ed25519 key (public or private) is about 120 bytes; a key file may hold a comment.
+MAX_KEY_BYTES = 64 * 1024
 
 
 def configured_path(url: str) -> Path:
@@ -63,7 +70,7 @@ class HeadsFile:
 
     def read(self) -> list[dict[str, Any]]:
         """The heads exported so far, in order (none before the first export)."""
-        return parse(self.path.read_bytes()) if self.path.exists() else []
+        return parse_lines(read_lines(self.path)) if self.path.exists() else []
 
     def append(self, new: list[dict[str, Any]]) -> None:
         """Append ``new`` heads, signed if a key is set, and flush them to disk."""
@@ -83,35 +90,47 @@ class HeadsFile:
             os.fsync(file.fileno())
 
 
-def read_exported(path: Path) -> list[dict[str, Any]]:
+def read_exported(path: str | Path) -> list[dict[str, Any]]:
     """The heads in ``path`` for a verifier: one or more, or HeadsUnreadable saying why — a file a
     verifier cannot read is never taken as one exporting no head (that would verify anything)."""
+    if str(path) == "":  # not Path(""), which is the working folder
+        raise HeadsUnreadable("no file is named (the name is empty)")
+    path = Path(path)
     if not path.exists():
         raise HeadsUnreadable("it is not there")
     if not path.is_file():
         raise HeadsUnreadable("it is not a file")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise HeadsUnreadable(f"it cannot be read: {error.strerror}") from None
-    heads = parse(data)
+    heads = parse_lines(read_lines(path))
     if not heads:
         raise HeadsUnreadable("it holds no head")
     return heads
 
 
-def parse(data: bytes) -> list[dict[str, Any]]:
-    """The heads of a heads file's bytes, in order. Each line is a head, or a manifest listing
-    heads under ``seals``; blank lines are skipped, and so is a torn last line (no newline and no
-    closing brace: only the last line can be, as lines are only appended)."""
+def read_lines(path: Path) -> Iterator[bytes]:
+    """The lines of a heads file or manifest, each at most MAX_LINE_BYTES, or HeadsUnreadable."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise HeadsUnreadable(f"it is not UTF-8 text: {error}") from None
-    lines = text.split("\n")
+        yield from files.capped_lines(str(path), MAX_LINE_BYTES)
+    except files.FileRefused as refused:
+        raise HeadsUnreadable(refused.why) from None
+
+
+def parse(data: bytes) -> list[dict[str, Any]]:
+    """The heads of a heads file's bytes, in order (:func:`parse_lines`)."""
+    parts = data.split(b"\n")
+    return parse_lines([part + b"\n" for part in parts[:-1]] + [parts[-1]])
+
+
+def parse_lines(lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The heads of a heads file's lines (each with its line end), in order. Each line is a head,
+    or a manifest listing heads under ``seals``; blank lines are skipped, and so is a torn last
+    line (no newline and no closing brace: only the last line can be, as lines are only appended)."""
     heads: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        torn = number == len(lines) and not line.rstrip().endswith("}")
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise HeadsUnreadable(f"it is not UTF-8 text: line {number}: {error}") from None
+        torn = not line.endswith("\n") and not line.rstrip().endswith("}")
         if not line.strip() or torn:
             continue
         try:
@@ -187,7 +206,8 @@ def _signer(key_path: Path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    key = serialization.load_pem_private_key(files.read_or_answer(str(key_path), MAX_KEY_BYTES, "seal key file"),
+                                             password=None)
     if not isinstance(key, Ed25519PrivateKey):
         raise ValueError(f"{key_path} is not an Ed25519 private key")
     public = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()

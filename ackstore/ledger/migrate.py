@@ -9,9 +9,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 import migrations
+from ackstore.ledger import failures
 from ackstore.ledger.named_sql import ledger_statement
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
@@ -25,6 +27,7 @@ def alembic_config(url: str) -> Config:
 
 
 ADMIN_ROLE = "ackstore_admin"
+UNIQUE_VIOLATION, DUPLICATE_TABLE = "23505", "42P07"  # a concurrent CREATE TABLE IF NOT EXISTS lost the race
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
@@ -39,11 +42,11 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def _migrate(engine: Engine, move: Callable[[Config, str], None], revision: str) -> None:
+    _make_version_table(engine)
     with engine.begin() as connection:
+        connection.execute(ledger_statement("migrations", "migration_lock"))  # one migration at a time
         connection.execute(ledger_statement("migrations", "database_settings"))  # as the session user
-        if connection.execute(text(  # (a database migrated before 0006 is the current user's to migrate)
-                "SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE') "
-                "FROM pg_roles WHERE rolname = :r"), {"r": ADMIN_ROLE}).scalar():
+        if _as_admin(connection):
             # What an earlier run made as its session user (a superuser migrating from empty) becomes
             # the admin role's first: as the admin role, the migrations could not replace it.
             connection.execute(ledger_statement("migrations", "own_everything"))
@@ -51,6 +54,24 @@ def _migrate(engine: Engine, move: Callable[[Config, str], None], revision: str)
         config = alembic_config(engine.url.render_as_string(hide_password=False))
         config.attributes["connection"] = connection
         move(config, revision)
+
+
+def _as_admin(connection: Connection) -> bool:
+    return bool(connection.execute(ledger_statement("migrations", "may_migrate_as_admin"), {"role": ADMIN_ROLE}).scalar())
+
+
+def _make_version_table(engine: Engine) -> None:
+    """Alembic's version table, whose lock orders the migrations, made in a transaction of its own
+    (as the admin role when the user may: it owns what the migrations make). A concurrent first
+    upgrade that made it meanwhile is no failure."""
+    try:
+        with engine.begin() as connection:
+            if _as_admin(connection):
+                connection.execute(text(f"SET LOCAL ROLE {ADMIN_ROLE}"))
+            connection.execute(ledger_statement("migrations", "version_table"))
+    except (IntegrityError, ProgrammingError) as error:
+        if failures.sqlstate(error) not in (UNIQUE_VIOLATION, DUPLICATE_TABLE):
+            raise
 
 
 def current_revision(engine: Engine) -> str | None:

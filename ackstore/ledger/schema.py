@@ -32,6 +32,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 
 from ackstore.rules.acks import Disposition
+from ackstore.rules.envelopes import SIGNAL_KINDS, SIGNAL_SHAPES
+from ackstore.rules.labels import CHANNELS
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -53,6 +55,15 @@ INDEX_VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
 def _in(column: str, values: tuple[str, ...]) -> str:
     """A CHECK clause ``column IN (...)`` over fixed literals (never user input)."""
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _signal_shapes() -> str:
+    """A CHECK clause: each kind of signal on its channel, with an action ingestion takes for it
+    (envelopes.SIGNAL_SHAPES; migration 0024 spells it out as of its revision)."""
+    def shape(kind: str, channel: str, actions: tuple[str, ...] | None) -> str:
+        action = _in("action", actions) if actions else "action <> ''"
+        return f"kind = '{kind}' AND channel = '{channel}' AND {action}"
+    return " OR ".join(f"({shape(kind, *allowed)})" for kind, allowed in SIGNAL_SHAPES.items())
 
 
 def _timestamp(name: str, *, nullable: bool = False, default_now: bool = True) -> Column:
@@ -109,8 +120,9 @@ signals = Table(
     UniqueConstraint("source", "source_message_id"),
     UniqueConstraint("correlation_id"),
     CheckConstraint(_in("api", ("http", "websocket", "connectivity")), name="api"),
-    CheckConstraint(_in("channel", ("twin", "live")), name="channel"),
-    CheckConstraint(_in("kind", ("twin-command", "live-command", "live-message")), name="kind"),
+    CheckConstraint(_in("channel", CHANNELS), name="channel"),
+    CheckConstraint(_in("kind", SIGNAL_KINDS), name="kind"),
+    CheckConstraint(_signal_shapes(), name="shape"),  # what ingestion's Python accepts (issue 50)
     CheckConstraint("timeout_ms >= 0", name="timeout"),
     CheckConstraint("deadline_at >= received_at", name="deadline"),
     CheckConstraint("source <> '' AND source_message_id <> '' AND correlation_id <> ''", name="ids"),

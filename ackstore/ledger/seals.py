@@ -25,7 +25,7 @@ from ackstore.ledger import failures
 from ackstore.ledger.copying import copy_in_binary, copy_out
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
 from ackstore.ledger.schema import SEALED_TABLES
-from ackstore.rules import merkle
+from ackstore.rules import errors, merkle
 
 LEAVES_PER_CHUNK = 65_536  # 2 MiB of hashes per seal_leaves row
 log = logging.getLogger("ackstore.seal")
@@ -145,6 +145,14 @@ def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False) -> 
 def latest(conn: Connection) -> Seal | None:
     row = conn.execute(ledger_statement("seals", "latest")).one_or_none()
     return Seal.from_row(row) if row else None
+
+
+def check_range(first: int, last: int | None) -> None:
+    """The 400 unless seals ``first``..``last`` (None: to the newest) is a range a reader may ask
+    for: numbers of 1 or more, the first not after the last (issue 50: ``verify --from 10 --to 1``
+    checked no seal and answered verified)."""
+    if first < 1 or last is not None and (last < 1 or first > last):
+        raise errors.seal_range_invalid(first, last)
 
 
 def between(conn: Connection, first: int, last: int) -> Iterator[Seal]:

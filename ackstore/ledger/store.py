@@ -141,9 +141,28 @@ class AckStore:
             conflict = declarations.declare(conn, row, resolved)
         return dict(NO_CONTENT) if conflict is None else conflict.to_json()
 
+    def reserve_connection(self, connection: str, login: str) -> dict[str, Any]:
+        """An operator grants ``connection`` to the database ``login``, whose connector then claims it
+        (issue 50): 204; 400 for an id no connection may have or a name that is no ingest login; 409
+        when another login holds it. Only a login that may write ``connections`` (the admin role's)
+        reserves: PostgreSQL refuses any other (a DBAPIError, SQLSTATE 42501)."""
+        try:
+            declarations.check_connection_id(connection)
+            limits.check_text("login", login)
+        except errors.DittoError as error:
+            return error.to_json()
+        try:
+            with self.engine.begin() as conn:
+                owner = declarations.reserve_connection(conn, connection, login)
+        except DBAPIError as error:
+            if failures.sqlstate(error) != failures.INVALID_PARAMETER_VALUE:
+                raise
+            return errors.connection_login_invalid(login).to_json()
+        return dict(NO_CONTENT) if owner == login else errors.connection_reserved(connection).to_json()
+
     def claim_connection(self, connection: str) -> dict[str, Any]:
-        """Make ``connection`` this database login's (issue 37), as its connector does when it
-        starts; 204, or the 403 when another login claimed it first."""
+        """Claim ``connection`` for this database login, as its connector does when it starts: 204
+        when it is the login's (reserved for it, decisions #C2), else the 403."""
         try:
             with self.engine.begin() as conn:
                 declarations.claim_connection(conn, connection)

@@ -77,6 +77,7 @@ def verify(engine: Engine, exported: list[dict[str, Any]] | None, public_key: by
     ``exported`` heads (None: none to compare with; as ackstore.ledger.heads.parse gives them) and,
     with ``public_key`` (raw Ed25519), each head's signature; then the ``witness`` (later heads
     kept elsewhere) and every archive's manifests against the ledger's seals."""
+    seals.check_range(first, last)
     found = Verification()
     to_newest = last is None  # then a head past the ledger's newest seal is one missing from it
     with engine.connect() as conn:
@@ -291,8 +292,8 @@ def _check_manifests(conn: Connection, found: Verification) -> list[Finding]:
         recorded: set[int] = set()
         for path in files:
             try:
-                copies = heads.parse(path.read_bytes())
-            except (OSError, heads.HeadsUnreadable) as error:
+                copies = heads.parse_lines(heads.read_lines(path))
+            except heads.HeadsUnreadable as error:
                 findings.append(Finding(f"the archive's manifest {path} cannot be read: {error}"))
                 continue
             recorded.update(head["number"] for head in copies)

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import msgspec
 
@@ -21,9 +21,19 @@ from ackstore.rules.headers import CORRELATION_ID
 ACK_TOKEN = "ack-token"  # header carrying the lease token of a hand-out (A.3)
 _NOT_STORED = ("ditto-weak-ack", "requested-acks", ACK_TOKEN)
 SignalKind = Literal["twin-command", "live-command", "live-message"]
+SIGNAL_KINDS: tuple[SignalKind, ...] = get_args(SignalKind)
 TWIN_ACTIONS = ("create", "modify", "merge", "delete")
 LIVE_ACTIONS = ("create", "modify", "merge", "delete", "retrieve")
 ACTIONS_WITH_VALUE = ("create", "modify", "merge")
+# What parse_signal accepts, kind by kind: its channel and its actions (None: any subject but the
+# empty one). The CHECK on `signals` is written from it (ackstore.ledger.schema), so that a write
+# function refuses what ingestion refuses (issue 50); tests/unit/test_signal_shapes.py holds
+# parse_signal to it.
+SIGNAL_SHAPES: dict[SignalKind, tuple[labels.Channel, tuple[str, ...] | None]] = {
+    "twin-command": ("twin", TWIN_ACTIONS),
+    "live-command": ("live", LIVE_ACTIONS),
+    "live-message": ("live", None),
+}
 
 # Ditto's namespaced entity id: namespace (may be empty) and a name without '/' or control chars.
 _NAMESPACE = r"(?:|[a-zA-Z][a-zA-Z0-9_]*(?:[.-][a-zA-Z][a-zA-Z0-9_]*)*)"

@@ -169,10 +169,32 @@ def connection_not_yours(connection: str) -> DittoError:
     return DittoError(
         403,
         "connectivity:connection.forbidden",
-        f"The connection <{shown(connection)}> belongs to another database login.",
-        "Only the login that claimed a connection first (declaring into it, storing its first message, or its "
-        "connector starting) may declare its subscribers, store its messages or settle them: connect with that "
-        "login, or give the connection another id.",
+        f"The connection <{shown(connection)}> is not this database login's.",
+        "Only the login an operator reserved a connection for (ackstore connection reserve ID --login LOGIN, "
+        "docs/roles.md) declares its subscribers, stores its messages and settles them: ask an operator to reserve "
+        "it for this login, or connect with the login it is reserved for.",
+    )
+
+
+def connection_reserved(connection: str) -> DittoError:
+    """``ackstore connection reserve`` of a connection that is another login's already (issue 50)."""
+    return DittoError(
+        409,
+        "connectivity:connection.conflict",
+        f"The connection <{shown(connection)}> is reserved for another database login.",
+        "A connection keeps the login it was reserved for: reserve another id, or move this one as docs/roles.md "
+        "says (its subscribers and its signals' settlements go with it).",
+    )
+
+
+def connection_login_invalid(login: str) -> DittoError:
+    """A connection reserved for a name that is no login of the ingest role (issue 50)."""
+    return DittoError(
+        400,
+        "connectivity:connection.login.invalid",
+        f"The database login <{shown(login)}> is no login of the ingest role.",
+        "Reserve a connection for a login role that is a member of ackstore_ingest (CREATE ROLE … LOGIN IN ROLE "
+        "ackstore_ingest, docs/roles.md): its connector claims the connection when it starts.",
     )
 
 
@@ -702,6 +724,17 @@ def ledger_not_as_sealed(first: str, differences: int) -> DittoError:
     )
 
 
+def seal_range_invalid(first: int, last: int | None) -> DittoError:
+    """`verify` or `export` asked for seals that are no range (``--from`` after ``--to``)."""
+    shown_last = "the newest" if last is None else f"<{last}>"
+    return DittoError(
+        400,
+        "ledger:seals.range.invalid",
+        f"The seals from <{first}> to {shown_last} are no range of seals.",
+        "Give --from and --to as seal numbers of 1 or more, --from at most --to (--to left out: up to the newest).",
+    )
+
+
 def heads_mismatch(path: str, why: str) -> DittoError:
     """The seal step's heads file and the ledger disagree: another ledger's file, or a rewritten ledger."""
     return DittoError(
@@ -789,6 +822,19 @@ def export_directory_invalid(path: str, why: str) -> DittoError:
     )
 
 
+def file_refused(path: str, what: str, why: str, *, too_large: bool = False, setting: str | None = None) -> DittoError:
+    """A file a command was told to read cannot be used (``ackstore.files``): no name, not there,
+    a directory, unreadable — or longer than its maximum (413), refused before it is parsed."""
+    if too_large:
+        where = f" ({setting} sets it)" if setting else ""
+        return DittoError(413, "file.toolarge", f"The {what} '{shown(path)}' cannot be used: {why}{where}.",
+                          "Give a smaller file. A file is read to its maximum and no further, so that a device or a "
+                          "pipe that never ends (/dev/zero, a FIFO) is refused at once.")
+    return DittoError(400, "file.invalid", f"The {what} '{shown(path)}' cannot be used: {why}.",
+                      "Name a file this user may read: a path to an existing regular file (or - for standard "
+                      "input where the command takes it).")
+
+
 def permission_denied(login: str | None, reason: str) -> DittoError:
     """The database refused the login a statement (SQLSTATE 42501); ``reason`` is PostgreSQL's
     message, naming the table, function or schema the login lacks a privilege on."""
@@ -800,5 +846,5 @@ def permission_denied(login: str | None, reason: str) -> DittoError:
         "Connect as a login that is a member of the command's group role (docs/roles.md): ackstore_ingest for "
         "submit, declare, ack, pull, respond, result and search; ackstore_reporter for report, show, prove, "
         "verify and export; ackstore_pipeline for pipeline run; ackstore_archive for archive; ackstore_admin "
-        "for db upgrade.",
+        "for db upgrade and connection reserve.",
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from ackstore.rules import errors
 
@@ -13,6 +13,7 @@ SEARCH_PERSISTED = "search-persisted"
 BUILTIN_LABELS: frozenset[str] = frozenset({TWIN_PERSISTED, LIVE_RESPONSE, SEARCH_PERSISTED})
 
 Channel = Literal["twin", "live"]
+CHANNELS: tuple[Channel, ...] = get_args(Channel)
 
 # The built-in labels that apply to each channel; the others are dropped silently (B.1).
 CHANNEL_BUILTINS: dict[str, frozenset[str]] = {

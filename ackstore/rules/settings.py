@@ -13,6 +13,7 @@ from ackstore.rules.durations import parse_duration_ms
 DEFAULT_TIMEOUT_MS = 5 * 60_000
 MAX_TIMEOUT_MS = 20 * 60_000
 MAX_ENVELOPE_BYTES = 1024 * 1024
+MAX_ENVELOPE_VARIABLE = "ACKSTORE_MAX_ENVELOPE_BYTES"  # also the cap of a file holding an envelope (ackstore.files)
 MAX_ATTEMPTS = 5
 RETENTION_VARIABLE = "ACKSTORE_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 30.0
@@ -44,7 +45,7 @@ class Settings:
         return cls(
             default_timeout_ms=_duration(env, "ACKSTORE_DEFAULT_TIMEOUT", DEFAULT_TIMEOUT_MS),
             max_timeout_ms=_duration(env, "ACKSTORE_MAX_TIMEOUT", MAX_TIMEOUT_MS),
-            max_envelope_bytes=whole_number(env, "ACKSTORE_MAX_ENVELOPE_BYTES", MAX_ENVELOPE_BYTES, minimum=1),
+            max_envelope_bytes=whole_number(env, MAX_ENVELOPE_VARIABLE, MAX_ENVELOPE_BYTES, minimum=1),
             max_attempts=whole_number(env, "ACKSTORE_MAX_ATTEMPTS", MAX_ATTEMPTS, minimum=1),
         )
 

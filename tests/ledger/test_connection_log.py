@@ -25,8 +25,10 @@ CONNECTION = "plant-log"
 
 
 def _claim(engine: Engine, connection: str = CONNECTION) -> None:
+    """The connection, the tests' login's since a month ago: a time its log keeps is after its claim."""
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO connections (id, owner_login) VALUES (:c, current_user)"), {"c": connection})
+        conn.execute(text("INSERT INTO connections (id, owner_login, claimed_at) "
+                          "VALUES (:c, current_user, now() - interval '30 days')"), {"c": connection})
 
 
 def _record(engine: Engine, kind: str, detail: str, **more) -> None:
@@ -79,8 +81,10 @@ def test_only_the_connections_login_writes_its_log(engine: Engine, database_url:
                 with who.begin() as conn:
                     connection_log.record(conn, CONNECTION, "dropped", "forged")
             assert "permission denied" in str(refused.value.orig) or "not this login" in str(refused.value.orig)
+        with engine.begin() as conn:  # the operator reserves it for the ingest login (issue 50)
+            conn.execute(text("SELECT reserve_connection('mine', :login)"), {"login": logins["ackstore_ingest"]})
         with ingest.begin() as conn:
-            conn.execute(text("SELECT claim_connection('mine')"))
+            assert conn.execute(text("SELECT claim_connection('mine')")).scalar_one()
             connection_log.record(conn, "mine", "dropped", "a poison message")
         with reporter.connect() as conn:  # the reporter reads it
             assert [e["detail"] for e in connection_log.logs(conn, "mine", 10)] == ["a poison message"]
@@ -124,3 +128,23 @@ def test_the_cli_answers_tables_json_and_dittos_404(engine: Engine, database_url
         "status": 404, "error": "connectivity:connection.notfound"}
     too_many = _cli(database_url, "logs", CONNECTION, "--limit", "0")
     assert too_many.returncode == 1 and json.loads(too_many.stdout)["status"] == 400
+
+
+@pytest.mark.parametrize("given", ["0001-01-01 00:00:00+00", "0044-03-15 12:00:00+00 BC", "-infinity"])
+def test_a_logged_time_before_the_claim_is_the_claims_and_every_reader_shows_it(engine: Engine, database_url: str,
+                                                                              given: str) -> None:
+    """A connector's clock of year 1 or BC (issue 50): no reader's clock holds such a time, and
+    `connection logs` was a traceback; the log keeps a time between the connection's claim and now."""
+    _claim(engine)
+    with engine.begin() as conn:
+        conn.execute(text("SELECT log_connection_event(:c, 'outage', 'long ago', NULL, CAST(:t AS timestamptz))"),
+                     {"c": CONNECTION, "t": given})
+        claimed = conn.execute(text("SELECT claimed_at FROM connections WHERE id = :c"), {"c": CONNECTION}).scalar_one()
+    with engine.connect() as conn:
+        (entry,) = connection_log.logs(conn, CONNECTION, 10)
+    assert entry["happened_at"] == claimed
+    table = _cli(database_url, "logs", CONNECTION)
+    assert table.returncode == 0 and "long ago" in table.stdout and "Traceback" not in table.stderr, table.stderr
+    logs = json.loads(_cli(database_url, "logs", CONNECTION, "--json").stdout)
+    assert logs["logs"][0]["detail"] == "long ago"
+    assert _cli(database_url, "metrics", CONNECTION).returncode == 0

@@ -1,7 +1,8 @@
 """What a hostile login can no longer do (issue 37): forge another login's answers, join or settle
-another login's connection, or stall another login's work. Each reproduction of the issue, run as
-the logins it names — two ordinary ingest logins (``a``, ``b``), the reporter — is refused with
-every table unchanged, or finishes in seconds where it stalled.
+another login's connection, or stall another login's work; nor (issue 50) take a connection id an
+operator did not reserve for it, or store a signal of a shape ingestion never takes. Each
+reproduction of the issues, run as the logins it names — two ordinary ingest logins (``a``,
+``b``), the reporter — is refused with every table unchanged, or finishes in seconds where it stalled.
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ def _everything(engine: Engine) -> dict[str, Any]:
 
 
 @pytest.fixture()
-def scene(engine: Engine, store: AckStore, logins_a_b) -> dict[str, Any]:
-    """a owns the connection plantx (its subscriber plantx-main issues plantx:checked) and the live
-    subscriber a-live; b owns b-live (every namespace, never pulled), b-other (another namespace)
-    and b-own (label b:done). c1 came through plantx; l1 is a live message handed to a-live."""
+def scene(engine: Engine, store: AckStore, logins_a_b, two_logins) -> dict[str, Any]:  # noqa: F811
+    """a owns the connection plantx, which the operator reserved for it (its subscriber plantx-main
+    issues plantx:checked) and the live subscriber a-live; b owns b-live (every namespace, never
+    pulled), b-other (another namespace) and b-own (label b:done). c1 came through plantx; l1 is a
+    live message handed to a-live."""
     a, b = logins_a_b
+    assert store.reserve_connection(CONNECTION, two_logins[0]) == {"status": 204}
     assert a.declare("plantx-main", [LABEL], connection=CONNECTION) == {"status": 204}
     assert a.declare("a-live", [], channels=["live"]) == {"status": 204}
     assert b.declare("b-live", [], channels=["live"]) == {"status": 204}
@@ -194,6 +197,102 @@ def test_a_live_hand_out_outside_the_subscribers_filter_is_never_handed_to_it(en
         assert conn.execute(text("SELECT done_at IS NOT NULL FROM deliveries WHERE subscriber_id = 'a-filtered'")).scalar()
     assert store.submit(live_message("l4", subject="wanted"))["status"] == 202  # what it does receive
     assert [m["headers"]["correlation-id"] for m in a.pull("a-filtered")] == ["l4"]
+
+
+# --- a connection only for the login granted it (issue 50) ----------------------------------------
+
+
+def test_a_connection_id_is_claimed_only_by_the_login_an_operator_reserved_it_for(
+        engine: Engine, store: AckStore, logins_a_b, two_logins, reporter: Engine) -> None:  # noqa: F811
+    """The issue's row: b claims a's connection id first, before a's connector first starts —
+    which then exited. Now b takes nothing, and the operator's reservation makes it a's."""
+    a, b = logins_a_b
+    before = _everything(engine)
+    with b.engine.begin() as conn:
+        assert conn.execute(text("SELECT claim_connection('plant-y')")).scalar_one() is False
+    assert b.claim_connection("plant-y")["error"] == "connectivity:connection.forbidden"
+    assert b.declare("b-y", ["plant-y:done"], connection="plant-y")["status"] == 403
+    assert b.submit(twin_command(correlation_id="y1"), api="connectivity", source="plant-y")["status"] == 403
+    for who in (b.engine, reporter):  # nor does a login reserve one for itself (or for another)
+        for login in two_logins:
+            assert refusal(who, "SELECT reserve_connection('plant-y', :login)", {"login": login}) == "42501"
+    assert _everything(engine) == before
+    assert store.reserve_connection("plant-y", two_logins[0]) == {"status": 204}  # the operator's grant
+    assert a.claim_connection("plant-y") == {"status": 204}  # what a's connector does when it starts
+    assert b.claim_connection("plant-y")["status"] == 403
+    assert store.reserve_connection("plant-y", two_logins[1])["status"] == 409  # it stays a's
+    assert store.reserve_connection("plant-y", two_logins[0]) == {"status": 204}  # again: nothing changes
+    assert a.submit(twin_command(correlation_id="y2"), api="connectivity", source="plant-y")["status"] == 202
+
+
+def test_the_reserved_login_s_connector_starts_after_another_login_tried_its_id_first(
+        engine: Engine, store: AckStore, database_url: str, logins_a_b, two_logins) -> None:  # noqa: F811
+    """A real connector (``ackstore connect amqp --once``) run as a, after b asked for its id first."""
+    from tests.support.broker import Broker, connector, publish_all
+
+    a, b = logins_a_b
+    assert b.claim_connection("plant-z")["status"] == 403
+    assert store.reserve_connection("plant-z", two_logins[0]) == {"status": 204}
+    broker = Broker()
+    try:
+        queue = broker.queue("commands")
+        publish_all(broker, queue, [twin_command(correlation_id="z1")])
+        process = connector(as_login(database_url, two_logins[0]), "--connection-id", "plant-z", "--queue", queue,
+                            "--once")
+        _, log = process.communicate(timeout=120)
+    finally:
+        broker.close()
+    assert process.returncode == 0, log
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT source FROM signals WHERE correlation_id = 'z1'")).scalar_one() == "plant-z"
+
+
+def test_a_connection_nobody_reserved_is_claimed_by_first_use_only_by_a_login_that_may_reserve(
+        engine: Engine, store: AckStore, logins_a_b) -> None:
+    """The admin role's login (the tests' own: a superuser) owns the table anyway; its connectors and
+    the demo's claim their connections as before."""
+    assert store.claim_connection("plant-own") == {"status": 204}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT owner_login = session_user FROM connections WHERE id = 'plant-own'")).scalar()
+    assert logins_a_b[0].claim_connection("plant-own")["status"] == 403
+
+
+# --- a signal only of a shape ingestion takes (issue 50) -------------------------------------------
+
+# (channel, kind, action) ingestion's Python never stores (envelopes.SIGNAL_SHAPES): each refused by
+# the table's CHECK, whichever write function stores it.
+BAD_SHAPES = {
+    "an unknown action": ("twin", "twin-command", "bogus"),
+    "an empty action": ("twin", "twin-command", ""),
+    "a twin retrieve": ("twin", "twin-command", "retrieve"),
+    "a twin command on the live channel": ("live", "twin-command", "modify"),
+    "a live command on the twin channel": ("twin", "live-command", "modify"),
+    "a live command's unknown action": ("live", "live-command", "bogus"),
+    "a live message without a subject": ("live", "live-message", ""),
+    "a live message on the twin channel": ("twin", "live-message", "ask"),
+    "an unknown kind": ("twin", "twin-event", "modify"),
+    "an unknown channel": ("both", "twin-command", "modify"),
+}
+INSERT_SIGNAL = ("SELECT insert_signal('api', :m, :m, 'http', :channel, :kind, :action, 'org.acme:lamp-1', "
+                 "'org.acme/lamp-1/things/twin/commands/modify', '/attributes/x', '1', '{}', '{}', false, 60000)")
+MERGE_STAGED = ("INSERT INTO stage_signals (ord, source, api, source_message_id, correlation_id, channel, kind, "
+                "action, thing_id, topic, path, headers, requested_acks, response_required, timeout_ms) VALUES "
+                "(0, 'api', 'http', :m, :m, :channel, :kind, :action, 'org.acme:lamp-1', "
+                "'org.acme/lamp-1/things/twin/commands/modify', '/attributes/x', '{}', '{}', false, 60000); "
+                "SELECT * FROM merge_staged_signals(false)")
+
+
+@pytest.mark.parametrize("sql", [INSERT_SIGNAL, MERGE_STAGED], ids=["insert_signal", "merge_staged_signals"])
+@pytest.mark.parametrize("shape", list(BAD_SHAPES))
+def test_no_write_function_stores_a_signal_of_a_shape_ingestion_refuses(engine: Engine, logins_a_b, sql: str,
+                                                                         shape: str) -> None:
+    channel, kind, action = BAD_SHAPES[shape]
+    before = _everything(engine)
+    given = {"m": "bad", "channel": channel, "kind": kind, "action": action}
+    assert refusal(logins_a_b[1].engine, sql, given) == "23514"
+    assert _everything(engine) == before
+    good = {"m": "good", "channel": "twin", "kind": "twin-command", "action": "modify"}  # what ingestion stores
+    assert refusal(logins_a_b[1].engine, sql, good) is None
 
 
 # --- every write function, called directly by another ingest login and by the reporter ---------

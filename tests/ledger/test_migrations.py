@@ -1,6 +1,9 @@
 """The schema module, the SQL object files and the Alembic migrations describe the same database."""
 
+import json
 import re
+import subprocess
+import sys
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
@@ -10,8 +13,10 @@ from sqlalchemy import Engine, text
 from ackstore.ledger import migrate, objects
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.schema import SEALED_TABLES, SIGNAL_FACT_TABLES, metadata
+from ackstore.rules.envelopes import SIGNAL_SHAPES
 from jobs.sql import statements
 from tests.support.catalog import catalog, differences
+from tests.support.refusals import refusal
 from tests.conftest import ADMIN_URL
 
 
@@ -84,6 +89,27 @@ def test_a_released_version_never_changes() -> None:
     changed = sorted(f"{name} {version}" for (name, version), digest in found.items() if locked.get((name, version)) != digest)
     assert changed == [], "changed or new versions: add a migration and a versions.lock line, never edit a released one"
     assert locked.keys() == found.keys()
+
+
+def test_two_first_upgrades_at_once_both_end_at_head() -> None:
+    """Two real `ackstore db upgrade` processes on an empty database at once (issue 50: the second
+    failed with "tuple concurrently updated"): the second waits for the first and finds it done."""
+    with scratch_database(ADMIN_URL, "race") as url:
+        command = [sys.executable, "-m", "ackstore.cli", "--database-url", url, "db", "upgrade"]
+        processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for _ in range(2)]
+        answers = [process.communicate(timeout=300) for process in processes]
+        for process, (out, err) in zip(processes, answers):
+            assert process.returncode == 0, err
+            assert json.loads(out) == {"revision": migrate.head_revision(), "head": migrate.head_revision()}
+        engine = make_engine(url)
+        try:
+            with engine.connect() as conn:
+                migrated = catalog(conn)
+                assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar_one() == 1
+        finally:
+            engine.dispose()
+    assert len(migrated["functions"]) == sum(item.kind == "function" for item in objects.current().values())
 
 
 def _revisions() -> list[str]:
@@ -196,3 +222,50 @@ def test_the_sql_names_every_fact_table_and_no_other(migrated_engine: Engine) ->
                 for role in objects.component_roles()}
     assert deleting == {role: FACTS if role == "ackstore_archive" else set() for role in objects.component_roles()}
     assert FACTS <= {table for who, table, privilege in privileges if who == "ackstore_reporter" and privilege == "SELECT"}
+
+
+# --- the shapes of a signal: ingestion's Python list, and the SQL's (issue 50) ---------------------
+
+_BRANCH = re.compile(r"\(kind = '([\w-]+)'::text\) AND \(channel = '(\w+)'::text\) AND "
+                     r"\((action = ANY \(ARRAY\[([^]]*)\]\)|action <> ''::text)\)")
+
+
+def test_the_signals_shape_check_is_ingestions_list(migrated_engine: Engine) -> None:
+    """The migrated CHECK ck_signals_shape, read back from the catalog, allows each kind on its
+    channel with the actions envelopes.SIGNAL_SHAPES names — the one list, in Python."""
+    with migrated_engine.connect() as conn:
+        definition = conn.execute(text("SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                                        "WHERE conname = 'ck_signals_shape'")).scalar_one()
+    found = {kind: (channel, tuple(re.findall(r"'([^']*)'::text", listed)) if listed else None)
+             for kind, channel, _, listed in _BRANCH.findall(definition)}
+    assert found == SIGNAL_SHAPES, definition
+    assert "NOT VALID" not in definition
+
+
+def test_migration_0024_on_a_ledger_holding_an_odd_signal_and_an_ancient_log_time() -> None:
+    """A ledger of 0023 whose login stored a signal of no shape ingestion takes (a direct call of a
+    write function) and logged a time of 44 BC: 0024 keeps the shape check NOT VALID — it holds for
+    new signals — and moves the time to the connection's claim."""
+    with scratch_database(ADMIN_URL, "odd_0023") as url:
+        engine = make_engine(url)
+        try:
+            migrate.upgrade(engine, "0023")
+            with engine.begin() as conn:
+                conn.execute(text(
+                    "SELECT insert_signal('api', 'm1', 'c1', 'http', 'twin', 'twin-command', 'bogus', 'org.acme:a', "
+                    "'org.acme/a/things/twin/commands/modify', '/', '1', '{}', '{}', false, 60000)"))
+                conn.execute(text("SELECT claim_connection('plant-old')"))
+                conn.execute(text("SELECT log_connection_event('plant-old', 'outage', 'old', NULL, "
+                                  "'0044-03-15 12:00:00+00 BC')"))
+            migrate.upgrade(engine)
+            with engine.connect() as conn:
+                definition = conn.execute(text("SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                                               "WHERE conname = 'ck_signals_shape'")).scalar_one()
+                moved = conn.execute(text("SELECT l.happened_at = c.claimed_at FROM connection_log l "
+                                          "JOIN connections c ON c.id = l.connection")).scalar_one()
+            assert definition.endswith("NOT VALID") and moved
+            assert refusal(engine, "SELECT insert_signal('api', 'm2', 'c2', 'http', 'twin', 'twin-command', 'bogus', "
+                                    "'org.acme:a', 'org.acme/a/things/twin/commands/modify', '/', '1', '{}', '{}', "
+                                    "false, 60000)") == "23514"
+        finally:
+            engine.dispose()

@@ -31,6 +31,13 @@ COMPONENTS = objects.component_roles()  # the roles of GROUPS a component's logi
 SOURCE = "plant-r"
 
 
+def _reserve(engine: Engine, login: str) -> None:
+    """The operator reserves the connection SOURCE for ``login`` (issue 50: an ingest login claims
+    no connection by itself)."""
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT reserve_connection(:c, :login)"), {"c": SOURCE, "login": login}).scalar() == login
+
+
 def refused(engine: Engine, sql: str) -> bool:
     try:
         with engine.begin() as conn:
@@ -102,6 +109,7 @@ def test_each_component_works_as_its_own_role(engine: Engine, database_url: str,
     from jobs import pipeline
     from jobs.settings import PipelineSettings
 
+    _reserve(engine, logins["ackstore_ingest"])
     ingest = AckStore.connect(as_login(database_url, logins["ackstore_ingest"]))
     reporter = AckStore.connect(as_login(database_url, logins["ackstore_reporter"]))
     try:
@@ -291,6 +299,7 @@ def test_the_connector_runs_as_the_ingest_role_and_the_pipeline_as_its_own(engin
         publish_all(broker, source, [twin_command("create", thing=f"org.acme/r{n}", path="/", value={},
                                                   correlation_id=f"r{n}", requested_acks=["twin-persisted"])
                                      for n in range(3)])
+        _reserve(engine, logins["ackstore_ingest"])
         process = connector(as_login(database_url, logins["ackstore_ingest"]), "--connection-id", SOURCE,
                             "--queue", source, "--poll", "0.5")
         try:
@@ -395,6 +404,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
 
     def ingest_first(url: str) -> None:
         with AckStore.connect(url) as store:
+            assert store.claim_connection(SOURCE) == {"status": 204}  # its connector starting: reserved for it
             store.declare("app", ["app:done", "app:more"])
             store.declare("app", ["app:done"])  # a new declaration replaces the old
             store.declare("responder", [], channels=["live"])
@@ -446,6 +456,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 assert connection_log.metrics(conn, SOURCE)["last_day"]["dropped"] == 1  # `connection metrics`
         assert verify.verify(store.engine, None).ok
 
+    _reserve(engine, logins["ackstore_ingest"])  # the operator's, before the ingest login's workload
     phase("ackstore_ingest", ingest_first)
     phase("ackstore_pipeline", pipeline_run)
     phase("ackstore_ingest", ingest_after)

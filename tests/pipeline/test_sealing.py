@@ -44,7 +44,7 @@ TAMPER = {
     "request_results": "status = status + 1",
     "search_marks": "changed = NOT changed",
     "settlements": "decision = CASE decision WHEN 'ack' THEN 'reject' ELSE 'ack' END",
-    "signals": "action = action || 'x'",
+    "signals": "path = path || 'x'",  # not action: ck_signals_shape holds it to ingestion's (issue 50)
     "validation_passes": "run_id = COALESCE(run_id, '') || 'x'",
 }
 
@@ -393,6 +393,21 @@ def test_the_seal_step_stops_at_another_ledgers_heads_and_says_why(ledger: Engin
     assert cli.main(["--database-url", url, "pipeline", "run", "--step", "seal"]) == cli.EXIT_OK
     assert json.loads(capsys.readouterr().out)["steps"]["seal"]["exported"] == 1
     assert [head["number"] for head in heads.HeadsFile(tmp_path / "own" / f"{ledger.url.database}.jsonl").read()] == [1]
+
+
+@pytest.mark.parametrize("command", ["verify", "export"])
+@pytest.mark.parametrize(("first", "last"), [("2", "1"), ("10", "1")])
+def test_seals_from_after_to_are_answered_400_never_verified_or_exported_empty(
+        ledger: Engine, tmp_path: Path, capsys, command: str, first: str, last: str) -> None:
+    """Issue 50: `verify --from 10 --to 1` checked no seal and answered verified; `export` wrote an
+    export of no seal."""
+    url = ledger.url.render_as_string(hide_password=False)
+    given = ["verify", "--no-heads"] if command == "verify" else ["export", str(tmp_path / "export")]
+    assert cli.main(["--database-url", url, *given, "--from", first, "--to", last]) == cli.EXIT_ERROR_ANSWER
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["status"], answer["error"]) == (400, "ledger:seals.range.invalid") and "verified" not in answer
+    assert f"from <{first}> to <{last}>" in answer["message"] and answer["description"]
+    assert not (tmp_path / "export").exists()
 
 
 def test_verify_without_readable_heads_answers_in_dittos_shape(ledger: Engine, tmp_path: Path, capsys) -> None:

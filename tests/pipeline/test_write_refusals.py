@@ -192,6 +192,7 @@ def test_a_settlement_keeps_its_decision_and_is_never_carried_out_before_it(engi
                                     "carried_out_as = 'reject'"])
 def test_a_settlement_is_carried_out_once_and_never_cleared(engine: Engine, ledger: AckStore, ingest: Engine,
                                                             change: str) -> None:
+    assert ledger.reserve_connection("plant", ingest.url.username) == {"status": 204}  # the operator's (issue 50)
     (stored,) = AckStore(ingest).ingest([twin_command("create", path="/", value={}, correlation_id="c1",
                                                       requested_acks=["twin-persisted"])],
                                         api="connectivity", source="plant", source_message_ids=["m1"])

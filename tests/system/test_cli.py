@@ -149,6 +149,8 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
 # --- answers in Ditto's shape, not tracebacks (issue 37, part 5) --------------------------------
 
 EXPORT_TARGETS = [
+    ("", "it names no directory (the name is empty or blank)"),  # was the working folder (issue 50)
+    (" ", "it names no directory (the name is empty or blank)"),
     ("/etc/passwd", "it exists and is not a directory"),
     ("/dev/null", "it exists and is not a directory"),
     ("/etc/passwd/export", "a part of its path is not a directory"),
@@ -162,11 +164,11 @@ def test_export_to_a_target_that_is_no_directory_is_a_400_saying_why(store: AckS
                                                                      tmp_path: Path, target: str, why: str) -> None:
     (tmp_path / "a-file").write_text("kept\n")
     path = target.replace("{tmp}", str(tmp_path))
-    code, answer = run("export", path, url=database_url)
+    code, answer = run("export", path, url=database_url, cwd=str(tmp_path))  # the working folder: the test's
     assert code == 1, answer
     assert (answer["status"], answer["error"]) == (400, "ledger:export.directory.invalid")
     assert f"'{path}' cannot be used: {why}." in answer["message"] and answer["description"]
-    assert (tmp_path / "a-file").read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "kept\n"
 
 
 def test_export_makes_a_new_directory_with_its_parents(store: AckStore, database_url: str, tmp_path: Path) -> None:
@@ -185,6 +187,8 @@ REFUSED = [
     ("ackstore_reporter", ["declare", "app", "app:done"]),
     ("ackstore_ingest", ["archive", "--retention-days", "0", "--root", "{tmp}"]),
     ("ackstore_ingest", ["report", "audit"]),
+    ("ackstore_ingest", ["connection", "reserve", "plant-a", "--login", "{ingest}"]),  # an operator's (issue 50)
+    ("ackstore_reporter", ["connection", "reserve", "plant-a", "--login", "{ingest}"]),
 ]
 
 
@@ -193,8 +197,8 @@ def test_a_command_the_logins_role_may_not_run_is_a_403_naming_what_it_lacks(
     store: AckStore, database_url: str, logins, tmp_path: Path, group: str, command: list[str]
 ) -> None:
     before = snapshot(store.engine)
-    code, answer = run(*(str(tmp_path) if arg == "{tmp}" else arg for arg in command),
-                       url=as_login(database_url, logins[group]))
+    given = {"{tmp}": str(tmp_path), "{ingest}": logins["ackstore_ingest"]}
+    code, answer = run(*(given.get(arg, arg) for arg in command), url=as_login(database_url, logins[group]))
     assert code == 1, answer
     assert (answer["status"], answer["error"]) == (403, "database.permission.denied"), answer
     assert f"<{logins[group]}> lacks a privilege this command needs: permission denied for " in answer["message"]
@@ -223,3 +227,22 @@ def test_a_retention_that_is_no_number_of_days_stops_every_step_with_an_answer(s
     assert (answer["status"], answer["error"]) == (400, "archive:retention.invalid"), answer
     assert "<ACKSTORE_RETENTION_DAYS>" in answer["message"] and answer["description"]
     assert snapshot(store.engine) == before
+
+
+def test_an_operator_reserves_a_connection_for_the_login_its_connector_runs_as(store: AckStore, database_url: str,
+                                                                              logins) -> None:
+    """`ackstore connection reserve` (issue 50): the one way an ingest login comes to own a connection."""
+    ingest, reporter = logins["ackstore_ingest"], logins["ackstore_reporter"]
+    assert run("connection", "reserve", "plant-a", "--login", ingest, url=database_url) == (0, {"status": 204})
+    assert run("connection", "reserve", "plant-a", "--login", ingest, url=database_url) == (0, {"status": 204})
+    refused = {"another login": (["plant-a", "--login", "postgres"], 409, "connectivity:connection.conflict"),
+               "no ingest login": (["plant-b", "--login", reporter], 400, "connectivity:connection.login.invalid"),
+               "no login at all": (["plant-b", "--login", "nobody-at-all"], 400, "connectivity:connection.login.invalid"),
+               "the CLI's source": (["cli", "--login", ingest], 400, "connectivity:connection.configuration.invalid"),
+               "an empty id": (["", "--login", ingest], 400, "json.invalid")}
+    for case, (words, status, error) in refused.items():
+        code, answer = run("connection", "reserve", *words, url=database_url)
+        assert (code, answer["status"], answer["error"]) == (1, status, error), case
+    code, answer = run("submit", "-", "--source", "plant-a", url=as_login(database_url, ingest),
+                       stdin=json.dumps(twin_command(correlation_id="c-reserved")).encode())
+    assert (code, answer) == (0, {"status": 202, "correlationId": "c-reserved"})

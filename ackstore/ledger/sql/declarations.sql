@@ -26,5 +26,11 @@ SELECT may_act_for(:subscriber)
 SELECT may_act_for_connection(:connection)
 
 -- name: claim_connection
--- The connection becomes this login's unless another claimed it first: whether it is this login's.
+-- Whether the connection is this login's: reserved for it, claimed before, or claimed now by a
+-- login that may reserve (the function claim_connection, issue 50).
 SELECT claim_connection(:connection)
+
+-- name: reserve_connection
+-- An operator's grant of the connection to a login (the function reserve_connection, issue 50):
+-- the connection's owner afterwards.
+SELECT reserve_connection(:connection, :login)

@@ -58,3 +58,27 @@ BEGIN
                  'this database: its owner or a superuser may', current_user;
   END IF;
 END $$
+
+-- name: version_table
+-- Alembic's own table of the schema's revision, made before a migration runs if it is missing
+-- (as Alembic makes it): its lock is the one migration's at a time (migration_lock). Two first
+-- upgrades may make it at once; the one that loses finds it made.
+CREATE TABLE IF NOT EXISTS alembic_version (
+    version_num varchar(32) NOT NULL,
+    CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
+)
+
+-- name: migration_lock
+-- One `ackstore db upgrade` at a time (issue 50: two first upgrades at once failed with "tuple
+-- concurrently updated"): the first statement of a migration's transaction, held until it
+-- commits; a second upgrade waits, then finds the schema at the revision the first left. A table
+-- lock, not an advisory one (decisions #104: any login may take an advisory lock): only who may
+-- write alembic_version — the admin role, a superuser — can take it. SHARE ROW EXCLUSIVE: it
+-- excludes itself and writes, not `db current`'s reads.
+LOCK TABLE alembic_version IN SHARE ROW EXCLUSIVE MODE
+
+-- name: may_migrate_as_admin
+-- Whether this session's user is a member of the admin role who may create in the schema: it
+-- migrates as that role (a database migrated before 0006 is the current user's to migrate).
+SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE')
+FROM pg_roles WHERE rolname = :role

@@ -6,10 +6,11 @@
 -- A connector's failure, in its connection's log: a message dropped (the ledger refused it for
 -- good, or it was answered 4xx), refused by the source's enforcement, an answer or a target's
 -- message the protocol cannot carry, an outage (logged when it ended, at the time it began). Only
--- the connection's login writes its log (act_for_connection); the text is clipped, a time in the
--- future is now's; the log keeps the newest 1 000 entries of each connection, so it never grows
--- with the history.
--- version: 0022
+-- the connection's login writes its log (act_for_connection); the text is clipped, and a time is
+-- between the connection's claim and now: one in the future is now's, one before the claim (year
+-- 1, BC: no reader's clock holds it, issue 50) the claim's; the log keeps the newest 1 000 entries
+-- of each connection, so it never grows with the history.
+-- version: 0024
 CREATE OR REPLACE FUNCTION log_connection_event(connection text, kind text, detail text, message_id text,
                                                 happened_at timestamptz)
 RETURNS void
@@ -17,9 +18,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   PERFORM act_for_connection(log_connection_event.connection);
   INSERT INTO connection_log (connection, kind, detail, message_id, happened_at)
-  VALUES (log_connection_event.connection, log_connection_event.kind, left(log_connection_event.detail, 2000),
-          left(log_connection_event.message_id, 1000),
-          LEAST(COALESCE(log_connection_event.happened_at, now()), now()));
+  SELECT log_connection_event.connection, log_connection_event.kind, left(log_connection_event.detail, 2000),
+         left(log_connection_event.message_id, 1000),
+         LEAST(GREATEST(COALESCE(log_connection_event.happened_at, now()), c.claimed_at), now())
+  FROM connections c WHERE c.id = log_connection_event.connection;
   DELETE FROM connection_log l
   WHERE l.connection = log_connection_event.connection
     AND l.id <= (SELECT x.id FROM connection_log x WHERE x.connection = log_connection_event.connection

@@ -27,20 +27,57 @@ BEGIN
 END $$;
 
 -- name: claim_connection
--- The connection becomes this session's login's unless another login claimed it first: whether
--- this login may act for it now. A connector claims its connection when it starts.
--- version: 0020
+-- Whether this session's login may act for the connection now: it is the login's (an operator
+-- reserved it for the login, reserve_connection; or the login claimed it before migration 0024),
+-- or nobody's yet and this login may write ``connections`` itself — the admin role's members, a
+-- superuser, a ledger's only user — which then claims it by first use. An ingest login claims
+-- nothing it was not granted (issue 50: another login taking an id before its connector first
+-- started made that connector exit). A connector claims its connection when it starts.
+-- version: 0024
 CREATE OR REPLACE FUNCTION claim_connection(connection text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   IF shared_source(claim_connection.connection) THEN
     RETURN false;  -- the API's and the CLI's are every login's, and no connection
   END IF;
-  IF NOT EXISTS (SELECT FROM connections c WHERE c.id = claim_connection.connection) THEN
+  IF NOT EXISTS (SELECT FROM connections c WHERE c.id = claim_connection.connection)
+     AND has_table_privilege(session_user, 'connections', 'INSERT') THEN
     INSERT INTO connections (id, owner_login) VALUES (claim_connection.connection, session_user)
     ON CONFLICT (id) DO NOTHING;
   END IF;
   RETURN may_act_for_connection(claim_connection.connection);
+END $$;
+
+-- name: reserve_connection
+-- An operator grants a connection to a login (issue 50): the connection becomes ``login``'s,
+-- whose connector then claims it — the one way an ingest login comes to own a connection.
+-- ``login`` must be a login of the ingest role. Runs with the caller's privileges (no SECURITY
+-- DEFINER): only who may write ``connections`` reserves — the admin role's members, a superuser;
+-- another login's call is refused first (42501). A connection of no owner (declared before migration
+-- 0016) gets this one; one that is another login's keeps it (moving it is an admin's UPDATE,
+-- docs/roles.md). Returns the connection's owner afterwards: ``login``, or the other.
+-- version: 0024
+CREATE OR REPLACE FUNCTION reserve_connection(connection text, login text) RETURNS text
+LANGUAGE plpgsql SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NOT has_table_privilege(current_user, 'connections', 'INSERT') THEN
+    RAISE EXCEPTION 'permission denied for function reserve_connection: only a login that may write the table '
+                    'connections (the admin role''s) reserves one' USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF shared_source(reserve_connection.connection) THEN
+    RAISE EXCEPTION 'reserve_connection: % is the API''s or the CLI''s source, no connection',
+      reserve_connection.connection USING ERRCODE = 'check_violation';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles r
+                 WHERE r.rolname = reserve_connection.login AND r.rolcanlogin
+                   AND CASE WHEN EXISTS (SELECT FROM pg_roles g WHERE g.rolname = 'ackstore_ingest')
+                            THEN pg_has_role(r.oid, 'ackstore_ingest', 'MEMBER') ELSE true END) THEN
+    RAISE EXCEPTION 'reserve_connection: % is no login of the ingest role', reserve_connection.login
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  INSERT INTO connections AS c (id, owner_login) VALUES (reserve_connection.connection, reserve_connection.login)
+  ON CONFLICT (id) DO UPDATE SET owner_login = EXCLUDED.owner_login WHERE c.owner_login IS NULL;
+  RETURN (SELECT c.owner_login FROM connections c WHERE c.id = reserve_connection.connection);
 END $$;
 
 -- name: may_act_for
