@@ -125,16 +125,7 @@ def _staged(row: dict[str, Any], result: aggregation.Result | None, acks_seen: i
 def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
     """One stored request, as the read query gives it, through the aggregation rule; also how
     many in-time acks the decision saw (the merge checks nothing arrived since)."""
-    request = aggregation.Request(
-        correlation_id=row["correlation_id"],
-        requested_acks=tuple(row["requested_acks"] or ()),
-        response_required=row["response_required"],
-        timeout_ms=row["timeout_ms"],
-        api=row["api"],
-        headers=jsontext.loads(row["headers"]),
-        thing_id=row["thing_id"],
-        path=row["path"],
-    )
+    request = _request(row, jsontext.loads(row["headers"]))
     payload = jsontext.loads(row["response_payload"]) if row["response_payload"] is not None else ABSENT
     error = response = None
     if row["response_status"] is not None:
@@ -154,18 +145,23 @@ def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
 def undecidable_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
     """:func:`decide_row` for a request whose headers, response payload or acks cannot be read:
     from its plain columns alone; the in-time acks counted without reading them."""
-    request = aggregation.Request(
+    result = aggregation.undecidable(_request(row, {}), response_is_error=row["response_is_error"],
+                                     deadline_passed=row["deadline_passed"])
+    return result, jsontext.array_length(row["acks"] or "[]")
+
+
+def _request(row: dict[str, Any], headers: dict[str, Any]) -> aggregation.Request:
+    """The request a row of the read query stands for, with its command's ``headers``."""
+    return aggregation.Request(
         correlation_id=row["correlation_id"],
         requested_acks=tuple(row["requested_acks"] or ()),
         response_required=row["response_required"],
         timeout_ms=row["timeout_ms"],
         api=row["api"],
+        headers=headers,
         thing_id=row["thing_id"],
         path=row["path"],
     )
-    result = aggregation.undecidable(request, response_is_error=row["response_is_error"],
-                                     deadline_passed=row["deadline_passed"])
-    return result, jsontext.array_length(row["acks"] or "[]")
 
 
 def _error_from(status: int, payload: Any) -> errors.DittoError:

@@ -26,6 +26,7 @@ from jobs import archive, pipeline
 from jobs.settings import IN_DRIVER_ROWS, PipelineSettings
 from tests.conftest import ADMIN_URL
 from tests.support.archive_settings import settings_for
+from tests.support.deep_json import dumps, nested, nested_text
 from tests.support.ledger import ack_message, twin_command
 
 pytestmark = pytest.mark.spark
@@ -33,18 +34,6 @@ pytestmark = pytest.mark.spark
 DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
 BOTH = ["twin-persisted", "search-persisted"]
 WHERE = {"spark": 0, "driver": IN_DRIVER_ROWS}  # in_driver_rows: every step's work as Spark tasks, or in the driver
-
-
-def nested(levels: int, leaf: Any = 1) -> Any:
-    value = leaf
-    for _ in range(levels):
-        value = {"a": value}
-    return value
-
-
-def nested_text(levels: int, leaf: str = "1") -> str:
-    """JSON text ``levels`` objects deep, written without recursion (no encoder's stack decides)."""
-    return '{"a":' * levels + leaf + "}" * levels
 
 
 def deep_path(segments: int) -> str:
@@ -113,26 +102,14 @@ REPRODUCTIONS = {
 @pytest.mark.parametrize("envelope, error", REPRODUCTIONS.values(), ids=list(REPRODUCTIONS))
 def test_the_door_answers_each_reproduction_400_and_stores_nothing(store: AckStore, engine: Engine,
                                                                    envelope: dict, error: str) -> None:
-    as_text = _text(envelope)
+    as_text = dumps(envelope)
     for given in (envelope, as_text, as_text.encode()):  # the Python API, the CLI, a broker's body
         answer = store.submit(given)
         assert (answer["status"], answer["error"]) == (400, error), answer
         assert set(answer) == {"status", "error", "message", "description"}
-    assert store.submit_many([as_text.encode(), _text(twin_command(correlation_id="good"))],
+    assert store.submit_many([as_text.encode(), dumps(twin_command(correlation_id="good"))],
                              api="connectivity", source="amqp-a")[1]["status"] == 202  # the batch's others stored
     assert scalar(engine, "SELECT count(*) FROM signals") == 1
-
-
-def _text(envelope: dict) -> str:
-    """The test's own JSON text of an envelope however deep (json's encoder nests on the stack)."""
-    import sys
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(10_000)
-    try:
-        return json.dumps(envelope)
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 # --- a ledger from before the limits: nothing stops a pass ----------------------------------------------
@@ -140,8 +117,8 @@ def _text(envelope: dict) -> str:
 @pytest.mark.parametrize("where", WHERE, ids=list(WHERE))
 def test_a_ledger_from_before_the_limits_stops_no_pass(store: AckStore, engine: Engine, run_pipeline,
                                                        where: str, caplog: pytest.LogCaptureFixture) -> None:
-    holding_600 = '{"thingId":"org.acme:a","attributes":{"x":%s}}' % nested_text(600)
-    past_the_stack = '{"thingId":"org.acme:past","attributes":{"x":%s}}' % nested_text(3000)
+    holding_600 = '{"thingId":"org.acme:a","attributes":{"x":%s}}' % nesteddumps(600)
+    past_the_stack = '{"thingId":"org.acme:past","attributes":{"x":%s}}' % nesteddumps(3000)
     thing_as_before(engine, "org.acme:a", holding_600)
     thing_as_before(engine, "org.acme:past", past_the_stack, queued_for_index=True)
     for thing in ("org.acme/b", "org.acme/c"):
@@ -152,12 +129,12 @@ def test_a_ledger_from_before_the_limits_stops_no_pass(store: AckStore, engine: 
     good = lambda cid, thing, path, value: store.submit(  # noqa: E731
         twin_command("modify", thing=thing, path=path, value=value, correlation_id=cid, requested_acks=BOTH))
     assert good("good-1", "org.acme/g", "/", {"attributes": {"n": 1}})["status"] == 202
-    stored_as_before(engine, "a", "org.acme:a", "modify", "/attributes/x", nested_text(600),
+    stored_as_before(engine, "a", "org.acme:a", "modify", "/attributes/x", nesteddumps(600),
                      extra_headers={"if-equal": "skip"})
     assert good("good-a", "org.acme/a", "/attributes/z", 1)["status"] == 202
     stored_as_before(engine, "b", "org.acme:b", "modify", deep_path(1200), "1")
     assert good("good-b", "org.acme/b", "/attributes/n", 2)["status"] == 202
-    stored_as_before(engine, "c", "org.acme:c", "merge", "/attributes", '{"y":%s}' % nested_text(980))
+    stored_as_before(engine, "c", "org.acme:c", "merge", "/attributes", '{"y":%s}' % nesteddumps(980))
     assert good("good-c", "org.acme/c", "/attributes/n", 3)["status"] == 202
     stored_as_before(engine, "past", "org.acme:past", "modify", "/attributes/y", "1")  # its document: unreadable
     assert good("good-2", "org.acme/h", "/", {"attributes": {"n": 4}})["status"] == 202
@@ -199,7 +176,7 @@ def test_a_request_or_a_candidate_the_steps_cannot_read_is_answered_and_the_rest
     store.declare("filtering", ["org:filtered"], filter="eq(attributes/n,-1)")
     store.declare("app", ["app:done"])
     live = {"requested": ["org:filtered"], "channel": "live", "kind": "live-message", "timeout": "1ms"}
-    stored_as_before(engine, "live-past", "org.acme:l", "ask", "/inbox/messages/ask", nested_text(3000), **live)
+    stored_as_before(engine, "live-past", "org.acme:l", "ask", "/inbox/messages/ask", nesteddumps(3000), **live)
     stored_as_before(engine, "live-good", "org.acme:l", "ask", "/inbox/messages/ask", '{"n":1}', **live)
     assert store.submit(twin_command("modify", thing="org.acme/t", path="/", value={"attributes": {"n": 1}},
                                      correlation_id="ok", requested_acks=["app:done"]))["status"] == 202
@@ -209,7 +186,7 @@ def test_a_request_or_a_candidate_the_steps_cannot_read_is_answered_and_the_rest
         conn.execute(text(
             "SELECT store_ack(s.id, 1, 'app:done', CAST(500 AS smallint), CAST(:payload AS jsonb), "
             "CAST('{\"correlation-id\":\"unreadable-ack\"}' AS jsonb), 'app', 'counted', NULL) "
-            "FROM signals s WHERE s.correlation_id = 'unreadable-ack'"), {"payload": nested_text(3000)})
+            "FROM signals s WHERE s.correlation_id = 'unreadable-ack'"), {"payload": nesteddumps(3000)})
     assert store.acknowledge("app", ack_message("ok", "app:done", thing="org.acme/t")) == {"status": 204}
     time.sleep(2.5)  # every deadline passed
 

@@ -12,15 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs import apply_twin
+from tests.support.deep_json import nested_text
 
 T = "org.acme:t"
 INTERNAL = {"status": 500, "error": "internalerror", "message": "There was a rare case of an unexpected internal error.",
             "description": "Please contact the service team or your administrator."}
-
-
-def nested_text(levels: int) -> str:
-    """JSON text ``levels`` objects deep, written without recursion (a ledger from before may hold it)."""
-    return '{"a":' * levels + "1" + "}" * levels
 
 
 def row(signal_id: int, action: str, path: str, value: str | None, *, thing: str = T, headers: str = "{}",

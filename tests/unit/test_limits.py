@@ -5,7 +5,6 @@ Ditto's shape, naming what is too deep; at them, it reads the message."""
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, Callable
 
 import pytest
@@ -14,32 +13,11 @@ from hypothesis import strategies as st
 
 from ackstore.rules import envelopes, errors, jsontext, limits
 from ackstore.rules.errors import DittoError
+from tests.support.deep_json import dumps, nested, nested_text
 
 MAX = 1024 * 1024
 DEPTH = limits.MAX_JSON_DEPTH
 SEGMENTS = limits.MAX_POINTER_SEGMENTS
-
-
-def nested(levels: int, leaf: Any = 1, key: str = "a") -> Any:
-    """``levels`` objects one in another (a loop: no recursion, whatever the depth)."""
-    value = leaf
-    for _ in range(levels):
-        value = {key: value}
-    return value
-
-
-def nested_text(levels: int, opener: str = '{"a":', closer: str = "}") -> str:
-    return opener * levels + "1" + closer * levels
-
-
-def text_of(envelope: dict[str, Any]) -> str:
-    """The test's own JSON text of a message, however deep (json's encoder nests on the stack)."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(10_000)
-    try:
-        return json.dumps(envelope)
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 def command(value: Any = 1, path: str = "/attributes/x") -> dict[str, Any]:
@@ -97,9 +75,9 @@ ROWS: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any], str | Non
 def test_the_door_reads_a_message_at_the_bounds_and_answers_one_past_them(
         form: str, envelope: dict, parse: Callable, code: str | None, pointer: str | None) -> None:
     if form == "full parse":  # a backslash keeps the text off msgspec's fast path
-        message: object = text_of({**envelope, "note": "\\"})
+        message: object = dumps({**envelope, "note": "\\"})
     else:
-        message = envelope if form == "dict" else text_of(envelope) if form == "text" else text_of(envelope).encode()
+        message = envelope if form == "dict" else dumps(envelope) if form == "text" else dumps(envelope).encode()
     try:
         parsed = parse(envelopes.load_envelope(message, MAX))
     except DittoError as error:

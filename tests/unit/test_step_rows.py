@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from jobs import index_search, settle, sweep, weak_acks
+from tests.support.deep_json import nested_text
 
-PAST_THE_STACK = '{"a":' * 3000 + "1" + "}" * 3000
+PAST_THE_STACK = nested_text(3000)
 INTERNAL_ERROR = "internalerror"
 
 

@@ -342,15 +342,9 @@ def test_a_long_condition_is_decided_but_not_held() -> None:
 # --- the depth limits, and what the fold cannot decide (decisions #A1, #A2) ----------------------
 
 from ackstore.rules import limits  # noqa: E402
+from tests.support.deep_json import nested  # noqa: E402
 
 DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
-
-
-def nested(levels: int, leaf: Any = 1, key: str = "a") -> Any:
-    value = leaf
-    for _ in range(levels):
-        value = {key: value}
-    return value
 
 
 DEEPEST_PATH = "/attributes" + "/a" * (SEGMENTS - 1)  # as many segments as the door lets through
