@@ -117,8 +117,8 @@ def test_the_door_answers_each_reproduction_400_and_stores_nothing(store: AckSto
 @pytest.mark.parametrize("where", WHERE, ids=list(WHERE))
 def test_a_ledger_from_before_the_limits_stops_no_pass(store: AckStore, engine: Engine, run_pipeline,
                                                        where: str, caplog: pytest.LogCaptureFixture) -> None:
-    holding_600 = '{"thingId":"org.acme:a","attributes":{"x":%s}}' % nesteddumps(600)
-    past_the_stack = '{"thingId":"org.acme:past","attributes":{"x":%s}}' % nesteddumps(3000)
+    holding_600 = '{"thingId":"org.acme:a","attributes":{"x":%s}}' % nested_text(600)
+    past_the_stack = '{"thingId":"org.acme:past","attributes":{"x":%s}}' % nested_text(3000)
     thing_as_before(engine, "org.acme:a", holding_600)
     thing_as_before(engine, "org.acme:past", past_the_stack, queued_for_index=True)
     for thing in ("org.acme/b", "org.acme/c"):
@@ -129,12 +129,12 @@ def test_a_ledger_from_before_the_limits_stops_no_pass(store: AckStore, engine: 
     good = lambda cid, thing, path, value: store.submit(  # noqa: E731
         twin_command("modify", thing=thing, path=path, value=value, correlation_id=cid, requested_acks=BOTH))
     assert good("good-1", "org.acme/g", "/", {"attributes": {"n": 1}})["status"] == 202
-    stored_as_before(engine, "a", "org.acme:a", "modify", "/attributes/x", nesteddumps(600),
+    stored_as_before(engine, "a", "org.acme:a", "modify", "/attributes/x", nested_text(600),
                      extra_headers={"if-equal": "skip"})
     assert good("good-a", "org.acme/a", "/attributes/z", 1)["status"] == 202
     stored_as_before(engine, "b", "org.acme:b", "modify", deep_path(1200), "1")
     assert good("good-b", "org.acme/b", "/attributes/n", 2)["status"] == 202
-    stored_as_before(engine, "c", "org.acme:c", "merge", "/attributes", '{"y":%s}' % nesteddumps(980))
+    stored_as_before(engine, "c", "org.acme:c", "merge", "/attributes", '{"y":%s}' % nested_text(980))
     assert good("good-c", "org.acme/c", "/attributes/n", 3)["status"] == 202
     stored_as_before(engine, "past", "org.acme:past", "modify", "/attributes/y", "1")  # its document: unreadable
     assert good("good-2", "org.acme/h", "/", {"attributes": {"n": 4}})["status"] == 202
@@ -176,7 +176,7 @@ def test_a_request_or_a_candidate_the_steps_cannot_read_is_answered_and_the_rest
     store.declare("filtering", ["org:filtered"], filter="eq(attributes/n,-1)")
     store.declare("app", ["app:done"])
     live = {"requested": ["org:filtered"], "channel": "live", "kind": "live-message", "timeout": "1ms"}
-    stored_as_before(engine, "live-past", "org.acme:l", "ask", "/inbox/messages/ask", nesteddumps(3000), **live)
+    stored_as_before(engine, "live-past", "org.acme:l", "ask", "/inbox/messages/ask", nested_text(3000), **live)
     stored_as_before(engine, "live-good", "org.acme:l", "ask", "/inbox/messages/ask", '{"n":1}', **live)
     assert store.submit(twin_command("modify", thing="org.acme/t", path="/", value={"attributes": {"n": 1}},
                                      correlation_id="ok", requested_acks=["app:done"]))["status"] == 202
@@ -186,7 +186,7 @@ def test_a_request_or_a_candidate_the_steps_cannot_read_is_answered_and_the_rest
         conn.execute(text(
             "SELECT store_ack(s.id, 1, 'app:done', CAST(500 AS smallint), CAST(:payload AS jsonb), "
             "CAST('{\"correlation-id\":\"unreadable-ack\"}' AS jsonb), 'app', 'counted', NULL) "
-            "FROM signals s WHERE s.correlation_id = 'unreadable-ack'"), {"payload": nesteddumps(3000)})
+            "FROM signals s WHERE s.correlation_id = 'unreadable-ack'"), {"payload": nested_text(3000)})
     assert store.acknowledge("app", ack_message("ok", "app:done", thing="org.acme/t")) == {"status": 204}
     time.sleep(2.5)  # every deadline passed
 
