@@ -79,21 +79,22 @@ class LiveResponse:
 def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
     """Accept a dict, JSON text or UTF-8 bytes; enforce the size limit, the depth limit and
     JSON-ness (413 / 400)."""
-    if isinstance(envelope, (str, bytes)):
+    given_text = isinstance(envelope, (str, bytes))
+    if given_text:
         size = len(envelope.encode("utf-8", "surrogatepass") if isinstance(envelope, str) else envelope)
         if size > max_bytes:
             raise errors.message_too_large(size, max_bytes)
         plain = _plain_json_object(envelope, size, max_bytes)
         if plain is not None:
             return plain
-        envelope = _parsed(envelope)
+        envelope = _parsed(envelope)  # its depth checked on its text
     text = canonical_json(envelope)
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise errors.message_too_large(size, max_bytes)
     if not isinstance(envelope, dict):
         raise errors.json_invalid("A Ditto Protocol message must be a JSON object.")
-    if jsontext.bracket_bound(text) > limits.MAX_JSON_DEPTH:  # with fewer brackets it cannot nest deeper
+    if not given_text and jsontext.bracket_bound(text) > limits.MAX_JSON_DEPTH:  # fewer brackets nest no deeper
         limits.check_json_depth(envelope, text)
     return envelope
 

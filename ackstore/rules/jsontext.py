@@ -112,17 +112,18 @@ def _member_count(value: Any) -> int:
 
 
 def nests_within(text: str | bytes, max_depth: int) -> bool:
-    """Whether the JSON ``text`` (valid JSON) nests at most ``max_depth`` levels: its brackets
-    outside strings, a level removed a pass — a few scans in C, no value walked."""
+    """Whether the JSON ``text`` nests at most ``max_depth`` levels: its brackets outside strings,
+    a level removed a pass — a few scans in C, no value walked. Of text that is no JSON (quotes or
+    brackets that do not pair) the answer means nothing: its reader refuses it anyway."""
     if bracket_bound(text) <= max_depth:
         return True
     if isinstance(text, str):
         text = text.encode("utf-8", "surrogatepass")
-    marks = text.translate(None, _NOT_MARKS)  # the brackets, the quotes and backslashes: strings found in these
-    if b"\\" in marks:  # an escaped quote: strings found by the regex
-        return _within(_STRING_BYTES.sub(b"", marks), max_depth)
-    # Without escapes, a character is inside a string when an odd number of quotes precede it: an
-    # adjacent pair of quotes (most strings hold no bracket) goes without changing that for any other.
+    if b"\\" in text:  # escapes read left to right: an escaped backslash, then an escaped quote, go
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = text.translate(None, _NOT_MARKS)  # the brackets and the quotes: strings found in these
+    # A character is inside a string when an odd number of quotes precede it: an adjacent pair of
+    # quotes (most strings hold no bracket) goes without changing that for any other.
     marks = marks.replace(b'""', b"")
     return _within(b"".join(marks.split(b'"')[0::2]) if b'"' in marks else marks, max_depth)
 
@@ -142,7 +143,7 @@ def _within(outside: str | bytes, max_depth: int) -> bool:
 
 _TO_SQUARE = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
-_NOT_MARKS = bytes(byte for byte in range(256) if byte not in b'[]{}"\\')
+_NOT_MARKS = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 
 
 def bracket_bound(text: str | bytes) -> int:

@@ -87,7 +87,7 @@ def check_json_depth(value: object, text: str | bytes | None = None) -> None:
 def check_text_depth(text: str | bytes) -> None:
     """:func:`check_json_depth` of a sender's JSON text, before it is read: no reader's stack
     decides, and the answer names where it nests too deep however deep that is."""
-    if jsontext.bracket_bound(text) > MAX_JSON_DEPTH:
+    if not jsontext.nests_within(text, MAX_JSON_DEPTH):  # in C; only then the scan that finds where
         pointer = jsontext.too_deep_in_text(text, MAX_JSON_DEPTH)
         if pointer is not None:
             raise errors.json_too_deep(MAX_JSON_DEPTH, pointer)
