@@ -97,7 +97,7 @@ def check_stored_value_text(text: str) -> None:
     """The door's depth check of a command's value (at ``/value`` in its message), on the JSON text
     a ledger stored before the limit, before it is read: a ledger's older commands are answered as
     the door answers them now, whatever the reader's stack (one too deep for it too)."""
-    if jsontext.bracket_bound(text) > MAX_JSON_DEPTH - 1:
+    if not jsontext.nests_within(text, MAX_JSON_DEPTH - 1):  # in C; only then the scan that finds where
         pointer = jsontext.too_deep_in_text(text, MAX_JSON_DEPTH - 1)
         if pointer is not None:
             raise errors.json_too_deep(MAX_JSON_DEPTH, "/value" + ("" if pointer == "/" else pointer))
