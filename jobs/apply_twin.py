@@ -10,15 +10,18 @@ commit time is the fact time of the ``twin-persisted`` acks derived from them.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import command_responses, queue_apply, queue_index, stage_twin_outcomes, things
-from ackstore.rules import jsontext, twin
+from ackstore.rules import errors, jsontext, limits, twin
 from ackstore.rules.acks import ABSENT
 from jobs.settings import PipelineSettings
 from jobs.spark import record_batch_of_columns
 from jobs.sql import statement, with_literals
 from jobs.step import Step, expect_count
+
+log = logging.getLogger("ackstore.pipeline")
 
 JOB = "apply_twin"
 PENDING_COLUMNS = (
@@ -85,11 +88,27 @@ def _merge(step: Step) -> None:
         step.stats["commands"] = staged
         step.stats["things"] = changed
         step.stats["events"] = step.scalar(conn, "event_base", params) - params["event_base"]
+        step.stats["internal_errors"] = _internal_errors(step, conn, params)
         expect_count("apply queue", run_statement("dequeue"), staged)
         run_statement("enqueue_index")
         run_statement("clear_staging")
         step.refresh_statistics(conn, {command_responses: staged, things: changed, queue_index: changed})
         step.close_batch(conn, params["batch_id"], staged)
+
+
+def _internal_errors(step: Step, conn: Any, params: dict[str, Any]) -> int:
+    """How many commands of the run the fold could not decide (answered 500 ``internalerror``),
+    said in one line naming them: the pass went on without them (decisions #A2)."""
+    signal_ids = conn.execute(statement(JOB, "internal_errors"), params).scalars().all()
+    if signal_ids:
+        shown = ", ".join(map(str, signal_ids[:_NAMED])) + (f" and {len(signal_ids) - _NAMED} more"
+                                                             if len(signal_ids) > _NAMED else "")
+        log.warning("%s: the fold could not decide %d command(s), each answered 500 internalerror: signal %s",
+                    JOB, len(signal_ids), shown)
+    return len(signal_ids)
+
+
+_NAMED = 20  # signals named in that line
 
 
 # --- the fold, run inside Spark's Python workers --------------------------------------------
@@ -119,23 +138,56 @@ def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
 
 def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> None:
     """Add the outcome rows of one thing's pending commands (PENDING_COLUMNS tuples, in ingestion
-    order) to ``out``."""
+    order) to ``out``. Never raises: a command whose value or headers cannot be read, or that the
+    fold cannot decide, is that command's 500 (``twin.UNDECIDED``), the thing's state unchanged by
+    it; a base document that cannot be read (only a ledger from before the depth limits holds
+    one), or a final one that cannot be written, makes every command of the thing a 500 and
+    leaves the thing as it was (decisions #A2)."""
     _, thing_id, _, _, _, _, base_revision, base_document = rows[0]
-    state = twin.ThingState(thing_id, base_revision,
-                            jsontext.loads(base_document) if base_document is not None else None)
+    try:
+        state = twin.ThingState(thing_id, base_revision,
+                                jsontext.loads(base_document) if base_document is not None else None)
+    except Exception:  # noqa: BLE001 — the thing's, never the pass's
+        return _all_undecided(rows, base_revision, out)
+    first = out.rows
     for signal_id, _, action, path, value, headers, _, _ in rows:
-        command = twin.Command(
-            signal_id=signal_id,
-            action=action,
-            path=path,
-            value=jsontext.loads(value) if value is not None else ABSENT,
-            headers=jsontext.loads(headers) if headers != "{}" else None,
-        )
-        state, outcome = twin.apply(state, command, max_thing_bytes)
-        out.add(signal_id, thing_id, base_revision, outcome.status,
-                None if outcome.payload is ABSENT else jsontext.dumps(outcome.payload), outcome.is_error,
+        try:
+            if value is not None and len(value) >= limits.MAX_JSON_DEPTH:  # shorter text nests no deeper
+                limits.check_stored_value_text(value)  # before reading it: no reader's stack decides
+            command = twin.Command(
+                signal_id=signal_id,
+                action=action,
+                path=path,
+                value=jsontext.loads(value) if value is not None else ABSENT,
+                headers=jsontext.loads(headers) if headers != "{}" else None,
+            )
+            after, outcome = twin.apply(state, command, max_thing_bytes)
+            payload = None if outcome.payload is ABSENT else jsontext.dumps(outcome.payload)
+        except errors.DittoError as error:  # a value the door now refuses, stored before it
+            after, outcome, payload = state, twin.Outcome(error.status, error.to_json()), jsontext.dumps(error.to_json())
+        except Exception:  # noqa: BLE001 — a value or headers that cannot be read back
+            after, outcome, payload = state, twin.UNDECIDED, _UNDECIDED_PAYLOAD
+        state = after
+        out.add(signal_id, thing_id, base_revision, outcome.status, payload, outcome.is_error,
                 outcome.event_action, state.revision if outcome.applied else None, False, None, None)
-    out.finish_thing(state.revision, None if state.document is None else jsontext.dumps(state.document))
+    try:
+        final_document = None if state.document is None else jsontext.dumps(state.document)
+    except Exception:  # noqa: BLE001 — apply wrote each document once: not expected, and not the pass's
+        out.drop_from(first)
+        return _all_undecided(rows, base_revision, out)
+    out.finish_thing(state.revision, final_document)
+
+
+_UNDECIDED_PAYLOAD = jsontext.dumps(twin.UNDECIDED.payload)
+
+
+def _all_undecided(rows: list[tuple], base_revision: int, out: "_Outcomes") -> None:
+    """Every command of the thing a 500, the thing as it was (its final revision the base one:
+    the merge writes no state for it)."""
+    for signal_id, thing_id, *_ in rows:
+        out.add(signal_id, thing_id, base_revision, twin.UNDECIDED.status, _UNDECIDED_PAYLOAD, True, None, None,
+                False, None, None)
+    out.finish_thing(base_revision, None)
 
 
 class _Outcomes:
@@ -149,6 +201,12 @@ class _Outcomes:
         for column, value in zip(self.columns, row):
             column.append(value)
         self.rows += 1
+
+    def drop_from(self, row: int) -> None:
+        """Forget the rows added since there were ``row``."""
+        for column in self.columns:
+            del column[row:]
+        self.rows = row
 
     def finish_thing(self, final_revision: int, final_document: str | None) -> None:
         """The last row added holds its thing's final state."""

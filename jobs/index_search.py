@@ -11,6 +11,7 @@ revisions now indexed: one ledger batch, whose commit time is the fact time of t
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import search_index, search_marks, search_things, stage_search_rows, stage_search_things
@@ -19,6 +20,8 @@ from jobs.settings import PipelineSettings
 from jobs.spark import map_rows
 from jobs.sql import with_literals
 from jobs.step import Step, expect_count
+
+log = logging.getLogger("ackstore.pipeline")
 
 JOB = "index_search"
 ROW_COLUMNS = (
@@ -85,8 +88,21 @@ def flatten_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _index_rows(thing: dict[str, Any]) -> list[dict[str, Any]]:
+    """A changed thing's index rows. One whose document cannot be read back (deeper than Python's
+    stack: only a ledger from before the depth limits holds one) is indexed without rows, as a
+    path too long for the index is: its watermark and mark advance all the same, so it is never
+    read again, and no search finds it (decisions #A2)."""
     if not (thing["changed"] and thing["present"]):
         return []  # unchanged: the index holds this state; deleted: the merge only deletes its rows
+    try:
+        return _rows_of(thing)
+    except Exception:  # noqa: BLE001 — the thing's, never the pass's
+        log.warning("%s: the document of %r at revision %s cannot be read; it is indexed without rows",
+                    JOB, thing["thing_id"], thing["revision"])
+        return []
+
+
+def _rows_of(thing: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "thing_id": thing["thing_id"],

@@ -12,6 +12,7 @@ carries the decisions out. Where both can decide, both decide alike (tests/pipel
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterator
 
 from ackstore import faults
@@ -22,6 +23,8 @@ from jobs.settings import PipelineSettings
 from jobs.spark import map_rows, spark_ddl
 from jobs.sql import statement
 from jobs.step import Step, expect_count
+
+log = logging.getLogger("ackstore.pipeline")
 
 JOB = "settle"
 DECISION_COLUMNS = (("signal_id", "int64"), ("attempt", "int32"), ("decision", "string"))
@@ -85,8 +88,15 @@ def decide_row(row: dict[str, Any], max_attempts: int) -> str | None:
     signal that needs no transport settlement (its stored result is the answer)."""
     if not settlement.needs_transport_settlement(row["api"], row["source"]):
         return None
-    outcome = settlement.outcome_of_result(
-        row["cause"], row["status"], jsontext.loads(row["ack_statuses"]), live=row["channel"] == "live"
-    )
-    decision = settlement.decide_settlement([outcome], expected=1, attempt=row["attempt"], max_attempts=max_attempts)
+    try:
+        outcome = settlement.outcome_of_result(
+            row["cause"], row["status"], jsontext.loads(row["ack_statuses"]), live=row["channel"] == "live"
+        )
+        outcomes, failure = [outcome], False
+    except Exception:  # noqa: BLE001 — the result's, never the pass's: a failure that is no Ditto one (decisions #A2)
+        log.warning("%s: the result of signal %s attempt %s cannot be read; it is redelivered",
+                    JOB, row["signal_id"], row["attempt"])
+        outcomes, failure = [], True
+    decision = settlement.decide_settlement(outcomes, expected=1, non_ditto_failure=failure, attempt=row["attempt"],
+                                            max_attempts=max_attempts)
     return decision.value

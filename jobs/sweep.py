@@ -13,6 +13,7 @@ requests out of the queue. Both paths give the same answer for a request both ca
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import queue_decide, request_results, stage_results
@@ -22,6 +23,8 @@ from ackstore.rules.acks import ABSENT, Ack
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows, spark_ddl
 from jobs.step import Step, expect_count
+
+log = logging.getLogger("ackstore.pipeline")
 
 JOB = "sweep"
 RESULT_COLUMNS = (
@@ -94,7 +97,17 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _decision(row: dict[str, Any]) -> list[dict[str, Any]]:
-    result, acks_seen = decide_row(row)
+    """The staged result of one request; one whose stored facts cannot be read is answered as
+    ``aggregation.undecidable`` says, never the pass's failure (decisions #A2)."""
+    try:
+        return _staged(row, *decide_row(row))
+    except Exception:  # noqa: BLE001 — the request's, never the pass's
+        log.warning("%s: the facts of signal %s attempt %s cannot be read; it is answered 500 internalerror",
+                    JOB, row["signal_id"], row["attempt"])
+        return _staged(row, *undecidable_row(row))
+
+
+def _staged(row: dict[str, Any], result: aggregation.Result | None, acks_seen: int) -> list[dict[str, Any]]:
     if result is None:
         return []
     return [{
@@ -112,16 +125,7 @@ def _decision(row: dict[str, Any]) -> list[dict[str, Any]]:
 def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
     """One stored request, as the read query gives it, through the aggregation rule; also how
     many in-time acks the decision saw (the merge checks nothing arrived since)."""
-    request = aggregation.Request(
-        correlation_id=row["correlation_id"],
-        requested_acks=tuple(row["requested_acks"] or ()),
-        response_required=row["response_required"],
-        timeout_ms=row["timeout_ms"],
-        api=row["api"],
-        headers=jsontext.loads(row["headers"]),
-        thing_id=row["thing_id"],
-        path=row["path"],
-    )
+    request = _request(row, jsontext.loads(row["headers"]))
     payload = jsontext.loads(row["response_payload"]) if row["response_payload"] is not None else ABSENT
     error = response = None
     if row["response_status"] is not None:
@@ -136,6 +140,28 @@ def decide_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
     result = aggregation.decide(request, acks=acks, response=response, error=error,
                                 deadline_passed=row["deadline_passed"], invalid_response=row["invalid_response"])
     return result, len(acks)
+
+
+def undecidable_row(row: dict[str, Any]) -> tuple[aggregation.Result | None, int]:
+    """:func:`decide_row` for a request whose headers, response payload or acks cannot be read:
+    from its plain columns alone; the in-time acks counted without reading them."""
+    result = aggregation.undecidable(_request(row, {}), response_is_error=row["response_is_error"],
+                                     deadline_passed=row["deadline_passed"])
+    return result, jsontext.array_length(row["acks"] or "[]")
+
+
+def _request(row: dict[str, Any], headers: dict[str, Any]) -> aggregation.Request:
+    """The request a row of the read query stands for, with its command's ``headers``."""
+    return aggregation.Request(
+        correlation_id=row["correlation_id"],
+        requested_acks=tuple(row["requested_acks"] or ()),
+        response_required=row["response_required"],
+        timeout_ms=row["timeout_ms"],
+        api=row["api"],
+        headers=headers,
+        thing_id=row["thing_id"],
+        path=row["path"],
+    )
 
 
 def _error_from(status: int, payload: Any) -> errors.DittoError:

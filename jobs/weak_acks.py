@@ -10,6 +10,7 @@ payload) before the sweep decides. Labels nobody declared get none and time out 
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import acks, stage_weak_acks
@@ -18,6 +19,8 @@ from ackstore.rules.acks import BUILTIN_ISSUER
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows, spark_ddl
 from jobs.step import Step
+
+log = logging.getLogger("ackstore.pipeline")
 
 JOB = "weak_acks"
 WEAK_ACK_COLUMNS = (
@@ -57,7 +60,15 @@ def weak_ack_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _weak_ack(row: dict[str, Any]) -> list[dict[str, Any]]:
-    reason = weak_ack_row(row)
+    """The weak ack one candidate gets, if any. A candidate that cannot be judged (its signal's
+    value cannot be read, a filter fails) gets none: its label waits for its subscriber's ack or
+    its deadline (408), and the pass goes on (decisions #A2)."""
+    try:
+        reason = weak_ack_row(row)
+    except Exception:  # noqa: BLE001 — the candidate's, never the pass's
+        log.warning("%s: signal %s attempt %s cannot be judged for label %r; it gets no weak ack",
+                    JOB, row["signal_id"], row["attempt"], row["label"])
+        return []
     if reason is None:
         return []
     return [{

@@ -35,7 +35,7 @@ LONGEST_FIRST = (
     "system/test_airflow_running.py", "system/test_amqp_crash.py", "system/test_postgres_restart.py",
     "system/test_amqp10_crash.py", "connectors/test_amqp10_connector.py",
     "system/test_dag.py", "pipeline/test_archive.py", "ledger/test_aggregation_python_and_sql.py",
-    "pipeline/test_validate.py", "system/test_cli.py", "connectors/test_mqtt_connector.py",
+    "pipeline/test_deep_input.py", "pipeline/test_validate.py", "system/test_cli.py", "connectors/test_mqtt_connector.py",
     "connectors/test_amqp_connector.py", "pipeline/test_archive_lookups.py", "pipeline/test_settle.py",
     "system/test_mqtt_crash.py", "system/test_cli_files.py", "system/test_shown_text.py", "ledger/test_submit_many.py",
     "system/test_ledger_page.py",

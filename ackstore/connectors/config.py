@@ -446,7 +446,7 @@ def _target(document: object, connection_id: str, kind: str) -> Target:
     filter_text = query.get("filter", [None])[0]
     if filter_text is not None:
         try:
-            rql.parse(filter_text)
+            rql.parse_sent(filter_text)
         except errors.DittoError as error:
             raise errors.connection_config_invalid(f"The target's filter is invalid: {error.message}") from None
     issued = document.get("issuedAcknowledgementLabel")

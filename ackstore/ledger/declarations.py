@@ -28,7 +28,7 @@ def subscriber_row(
     """A declaration's subscriber as stored, checked; raises a 400 DittoError for bad input."""
     check_subscriber_id(subscriber)
     if filter is not None:
-        rql.parse(filter)  # 400 rql.expression.invalid, with the position of the problem
+        rql.parse_sent(filter)  # 400 rql.expression.invalid, with the position of the problem (its bounds too)
     check_namespaces(namespaces)
     if connection is not None:
         check_connection_id(connection)

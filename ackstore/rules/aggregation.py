@@ -132,7 +132,11 @@ def decide(
         else timeout_placeholder(label, request.timeout_ms, request.correlation_id)
         for label in requested
     ]
-    cause = "acks" if len(collected) == len(requested) else "deadline"
+    return _aggregated(request, complete, "acks" if len(collected) == len(requested) else "deadline")
+
+
+def _aggregated(request: Request, complete: Sequence[Ack], cause: str) -> Result:
+    """The answer of a request decided with an entry per requested label (B.5, B.4.3)."""
     status = combined_status(complete)
     statuses = {ack.label: ack.status for ack in complete}
     headers = request.aggregated_headers()
@@ -142,6 +146,27 @@ def decide(
         return Result(202, ABSENT, headers, cause, statuses)
     reduced = [status_only(ack) for ack in complete]
     return Result(status, http_body(reduced, request.correlation_id), headers, cause, statuses)
+
+
+def undecidable(request: Request, *, response_is_error: bool, deadline_passed: bool) -> Result | None:
+    """What a request is told whose stored facts — its headers, its command's response, its acks —
+    cannot be read (only a ledger from before the depth limits holds such facts, decisions #A2):
+    500 ``internalerror``. A failed twin command's request at once (the error decides, A.2.7);
+    any other once its deadline passed (``None`` until then), as its deadline decides it: the 500
+    as its answer, or as the entry of every requested label (none is counted: none could be read)."""
+    failed = errors.internal_error()
+    if response_is_error:
+        return decide(request, error=failed)
+    if not request.requested_acks and not request.response_required:
+        return decide(request)  # 202, whatever came
+    if not deadline_passed:
+        return None
+    requested = request.requested_acks
+    if not requested or (request.response_required and len(requested) == 1 and requested[0] in SHORTCUT_LABELS):
+        return Result(failed.status, failed.to_json(), request.aggregated_headers(), cause="deadline")
+    entry = failed.to_json()
+    return _aggregated(request, [Ack(label, failed.status, entry, {CORRELATION_ID: request.correlation_id})
+                                 for label in requested], "deadline")
 
 
 def decide_with_late_ack(request: Request, counted: Sequence[Ack], late: Ack) -> Result:

@@ -87,32 +87,43 @@ class LiveResponse:
 
 
 def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
-    """Accept a dict, JSON text or UTF-8 bytes; enforce the size limit and JSON-ness (413 / 400)."""
-    if isinstance(envelope, (str, bytes)):
+    """Accept a dict, JSON text or UTF-8 bytes; enforce the size limit, the depth limit and
+    JSON-ness (413 / 400)."""
+    given_text = isinstance(envelope, (str, bytes))
+    if given_text:
         size = len(envelope.encode("utf-8", "surrogatepass") if isinstance(envelope, str) else envelope)
         if size > max_bytes:
             raise errors.message_too_large(size, max_bytes)
         plain = _plain_json_object(envelope, size, max_bytes)
         if plain is not None:
             return plain
-        envelope = errors.parse_json_text(envelope)
+        envelope = _parsed(envelope)  # its depth checked on its text
     text = canonical_json(envelope)
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise errors.message_too_large(size, max_bytes)
     if not isinstance(envelope, dict):
         raise errors.json_invalid("A Ditto Protocol message must be a JSON object.")
+    if not given_text and jsontext.bracket_bound(text) > limits.MAX_JSON_DEPTH:  # fewer brackets nest no deeper
+        limits.check_json_depth(envelope, text)
     return envelope
 
 
 def parse_text(text: str | bytes, max_bytes: int) -> Any:
     """The value of JSON text a sender chose: msgspec's, when the text is a plain object
     (:func:`_plain_json_object`), else the standard library's full parse, which raises 400
-    ``json.invalid`` with its exact reasons (``errors.parse_json_text``). For a reader that
-    merges more into the value before it is stored (a connector's message: its headers)."""
+    ``json.invalid`` with its exact reasons (``errors.parse_json_text``) — nesting past
+    limits.MAX_JSON_DEPTH too (``limits.check_text_depth``). For a reader that merges more into
+    the value before it is stored (a connector's message: its headers)."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     plain = _plain_json_object(text, size, max_bytes)
-    return plain if plain is not None else errors.parse_json_text(text)
+    return plain if plain is not None else _parsed(text)
+
+
+def _parsed(text: str | bytes) -> Any:
+    """The full parse of a sender's text, its depth checked first."""
+    limits.check_text_depth(text)
+    return errors.parse_json_text(text)
 
 
 # Compact JSON of a parsed text is at most this many times longer than the text ("1e15" is 4 bytes,
@@ -126,8 +137,9 @@ _LONG_DIGITS_BYTES = re.compile(_LONG_DIGITS.pattern.encode())
 def _plain_json_object(text: str | bytes, size: int, max_bytes: int) -> dict[str, Any] | None:
     """The JSON object of ``text`` when it needs none of canonical_json's checks — valid UTF-8,
     no NaN or infinite numbers, no escapes (a \\u escape could spell a lone surrogate or NUL), no
-    member name twice (``jsontext.parse_plain``), no number near the range's end, far below the
-    size limit. ``None`` otherwise: the full path decides, with its exact errors.
+    member name twice and nested within limits.MAX_JSON_DEPTH (``jsontext.parse_plain``), no
+    number near the range's end, far below the size limit. ``None`` otherwise: the full path
+    decides, with its exact errors.
 
     This is the front door's hot path (ingesting a broker batch): it saves re-encoding every
     message only to find it fine. msgspec's decoder refuses what the standard library's would
@@ -142,7 +154,7 @@ def _plain_json_object(text: str | bytes, size: int, max_bytes: int) -> dict[str
     elif long_enough and _LONG_DIGITS.search(text) or not text.isascii() and _has_surrogate(text):
         return None
     try:
-        value = jsontext.parse_plain(text)
+        value = jsontext.parse_plain(text, limits.MAX_JSON_DEPTH)
     except (msgspec.DecodeError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     return value if type(value) is dict else None
@@ -162,7 +174,9 @@ def canonical_json(value: object) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         text.encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as exc:
+    except RecursionError:  # json's encoder nests on Python's stack: far past the depth limit
+        raise errors.json_too_deep(limits.MAX_JSON_DEPTH, jsontext.too_deep(value, limits.MAX_JSON_DEPTH)) from None
+    except (TypeError, ValueError) as exc:
         if "integer string conversion" in str(exc):  # Python's digit limit, far past any JSON number we keep
             exc = numbers.NumberOutOfRange("of more than 4,300 digits")
         raise errors.json_invalid(f"The message is not valid JSON: {exc}.") from None
@@ -210,6 +224,7 @@ def parse_signal(envelope: Mapping[str, Any]) -> Signal:
     path = _required(envelope, "path", str, "String")
     if not (path == "" or path.startswith("/")):
         raise errors.json_field_invalid("/path", "JSON pointer")
+    limits.check_pointer(path)
     value = envelope.get("value", ABSENT)
     if kind == "twin-command" and action in ACTIONS_WITH_VALUE and value is ABSENT:
         raise errors.json_field_missing("/value")
@@ -247,6 +262,7 @@ def parse_live_response(envelope: Mapping[str, Any]) -> LiveResponse:
     path = envelope.get("path", "/")
     if not isinstance(path, str):
         raise errors.json_field_invalid("/path", "String")
+    limits.check_pointer(path)
     return LiveResponse(thing_id, correlation_id, status, envelope.get("value", ABSENT), _ack_headers(headers), token,
                         criterion, action, path or "/")
 

@@ -369,6 +369,18 @@ def json_invalid(message: str) -> DittoError:
     return DittoError(400, "json.invalid", message, JSON_DESCRIPTION)
 
 
+def json_too_deep(max_depth: int, pointer: str | None) -> DittoError:
+    """A sender's JSON nested past ``max_depth`` levels (limits.MAX_JSON_DEPTH), at ``pointer`` when
+    known. Ditto's parser answers such text ``json.invalid`` when its stack overflows (decisions #A1)."""
+    where = f" at <{_clip(pointer)}>" if pointer is not None else ""
+    return DittoError(
+        400,
+        "json.invalid",
+        f"The JSON nests objects and arrays deeper than the maximum of {java_number(max_depth)} levels{where}.",
+        f"Send JSON nested at most {java_number(max_depth)} levels deep, the message itself the first.",
+    )
+
+
 def json_field_missing(pointer: str) -> DittoError:
     return DittoError(
         400,
@@ -474,7 +486,8 @@ def message_not_storable(reason: str) -> DittoError:
 
 def parse_json_text(text: str | bytes) -> Any:
     """Parse JSON text a sender chose (UTF-8 if bytes) or raise ``json.invalid`` — a member name
-    given twice in one object too (``jsontext.parse``)."""
+    given twice in one object too (``jsontext.parse``). A message's depth is bounded before:
+    ``limits.check_text_depth``."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -482,7 +495,9 @@ def parse_json_text(text: str | bytes) -> Any:
             raise json_invalid(f"The input is not valid UTF-8: {exc.reason} at byte {exc.start}.") from None
     try:
         return jsontext.parse(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, NumberOutOfRange, DuplicateName
+    except RecursionError:  # deeper than Python's stack
+        raise json_invalid(f"Failed to parse JSON string '{_clip(text)}': it nests too deeply.") from None
+    except ValueError as exc:  # JSONDecodeError, NumberOutOfRange, DuplicateName
         raise json_invalid(f"Failed to parse JSON string '{_clip(text)}': {exc}") from None
 
 
@@ -501,6 +516,13 @@ def shown(value: object, limit: int = 200) -> str:
 
 def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def internal_error() -> DittoError:
+    """What could not be decided for one command or request without the rest of the pass failing
+    with it (Ditto's DittoInternalErrorException, its defaults; decisions #A2)."""
+    return DittoError(500, "internalerror", "There was a rare case of an unexpected internal error.",
+                      "Please contact the service team or your administrator.")
 
 
 # --- search ------------------------------------------------------------------------------
@@ -682,6 +704,17 @@ def json_pointer_invalid(pointer: str) -> DittoError:
         "json.pointer.invalid",
         f"JSON pointer <{pointer}> is invalid.",
         "Check if the JSON pointer is correct: no empty segments and no trailing slash.",
+    )
+
+
+def pointer_too_long(pointer: str, segments: int, max_segments: int) -> DittoError:
+    """A path of more segments than limits.MAX_POINTER_SEGMENTS (decisions #A1)."""
+    return DittoError(
+        400,
+        "json.pointer.invalid",
+        f"The JSON pointer <{_clip(pointer)}> has {java_number(segments)} segments, more than the maximum of "
+        f"{java_number(max_segments)}.",
+        f"Address a resource at most {java_number(max_segments)} levels below the thing.",
     )
 
 

@@ -50,32 +50,31 @@ def for_index(rows: Iterable[IndexRow]) -> Iterator[IndexRow]:
 
 
 def flatten(document: dict[str, Any] | None) -> list[IndexRow]:
-    """The index rows of one thing document (none for a deleted thing)."""
+    """The index rows of one thing document (none for a deleted thing), depth first in member
+    order; each path's ordinals in that order. A stack, not recursion: no document is too deep
+    to flatten (one a ledger stored before the depth limits may be, decisions #A1)."""
     if document is None:
         return []
     ordinals: dict[str, int] = {}
     rows: list[IndexRow] = []
-    for key, value in document.items():
-        rows.extend(_rows(escape_key(key), value, ordinals))
+    stack = [(escape_key(key), value) for key, value in reversed(document.items())]
+    while stack:
+        path, value = stack.pop()
+        ordinal = ordinals.get(path, 0)
+        ordinals[path] = ordinal + 1
+        if isinstance(value, dict):
+            rows.append(IndexRow(path, ordinal, "object", empty=not value))
+            stack.extend((f"{path}/{escape_key(key)}", member) for key, member in reversed(value.items()))
+        elif isinstance(value, list):
+            rows.append(IndexRow(path, ordinal, "array", empty=not value))
+            stack.extend((path, element) for element in reversed(value))
+        elif isinstance(value, bool):
+            rows.append(IndexRow(path, ordinal, "boolean", value_bool=value))
+        elif isinstance(value, (int, float)):
+            rows.append(IndexRow(path, ordinal, "number",
+                                 value_number=repr(value) if isinstance(value, float) else str(value)))
+        elif isinstance(value, str):
+            rows.append(IndexRow(path, ordinal, "string", value_text=value, empty=value == ""))
+        else:
+            rows.append(IndexRow(path, ordinal, "null", empty=True))
     return rows
-
-
-def _rows(path: str, value: Any, ordinals: dict[str, int]) -> Iterator[IndexRow]:
-    ordinal = ordinals.get(path, 0)
-    ordinals[path] = ordinal + 1
-    if isinstance(value, dict):
-        yield IndexRow(path, ordinal, "object", empty=not value)
-        for key, member in value.items():
-            yield from _rows(f"{path}/{escape_key(key)}", member, ordinals)
-    elif isinstance(value, list):
-        yield IndexRow(path, ordinal, "array", empty=not value)
-        for element in value:
-            yield from _rows(path, element, ordinals)
-    elif isinstance(value, bool):
-        yield IndexRow(path, ordinal, "boolean", value_bool=value)
-    elif isinstance(value, (int, float)):
-        yield IndexRow(path, ordinal, "number", value_number=repr(value) if isinstance(value, float) else str(value))
-    elif isinstance(value, str):
-        yield IndexRow(path, ordinal, "string", value_text=value, empty=value == "")
-    else:
-        yield IndexRow(path, ordinal, "null", empty=True)

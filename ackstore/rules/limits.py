@@ -4,11 +4,15 @@ Identifiers are keys of unique indexes, and PostgreSQL refuses an index entry la
 third of a page (about 2 700 bytes): a longer one would be a 500 instead of a client error.
 Ditto caps them too (an entity id at 256 characters, all headers together at 5 000 bytes).
 Sizes are UTF-8 bytes, what the index stores. docs/decisions.md lists them for users.
+
+A sender's JSON is bounded in depth too, and a path in segments (decisions #A1): every step's
+Python — the fold's JSON equality and merge, the index's flattening, the sweep's answers, `show` —
+walks a document recursively, and a thing holds at most a path's segments plus a value's levels.
 """
 
 from __future__ import annotations
 
-from ackstore.rules import errors
+from ackstore.rules import errors, jsontext
 
 MAX_THING_ID_CHARS = 256  # Ditto's namespaced entity ids (<namespace>:<name>)
 MAX_CORRELATION_ID_BYTES = 1024
@@ -16,6 +20,19 @@ MAX_SUBSCRIBER_ID_BYTES = 256
 MAX_CONNECTION_ID_BYTES = 256
 MAX_SOURCE_BYTES = 256  # a connection id, or api / cli / what --source names
 MAX_MESSAGE_ID_BYTES = 1024  # AMQP's message-id is at most 255 bytes; a CLI's may be longer
+# Levels of objects and arrays in a sender's message, the message itself the first (so a value
+# in it has at most 99): MongoDB's limit on a BSON document, under which a Ditto thing lives.
+MAX_JSON_DEPTH = 100
+# Segments of a signal's path (JSON pointer): no Ditto thing is deeper than its BSON limit either.
+# A thing the fold builds is at most MAX_POINTER_SEGMENTS + MAX_JSON_DEPTH - 1 levels deep
+# (a modify at the deepest path of the deepest value); every step is tested at that depth.
+MAX_POINTER_SEGMENTS = 100
+MAX_DOCUMENT_DEPTH = MAX_POINTER_SEGMENTS + MAX_JSON_DEPTH - 1
+# RQL a sender gives, a condition or a subscriber's filter (decisions #A3): Ditto bounds all of a
+# signal's headers together at 5 KiB (DefaultDittoHeadersValidator, max-bytes = 5k), so no
+# condition is longer there; a like pattern holds at most this many * and ?.
+MAX_RQL_BYTES = 5 * 1024
+MAX_LIKE_WILDCARDS = 16
 
 
 def utf8_size(text: str) -> int:
@@ -68,3 +85,40 @@ def check_correlation_id(correlation_id: str) -> str:
             "Use a shorter correlation-id.",
         )
     return correlation_id
+
+
+def check_json_depth(value: object, text: str | bytes | None = None) -> None:
+    """400 ``json.invalid`` naming where ``value`` (a sender's message; ``text``, its JSON text
+    when known, spares the walk of a message that nests within) nests past MAX_JSON_DEPTH."""
+    if text is not None and jsontext.nests_within(text, MAX_JSON_DEPTH):
+        return
+    pointer = jsontext.too_deep(value, MAX_JSON_DEPTH)
+    if pointer is not None:
+        raise errors.json_too_deep(MAX_JSON_DEPTH, pointer)
+
+
+def check_text_depth(text: str | bytes) -> None:
+    """:func:`check_json_depth` of a sender's JSON text, before it is read: no reader's stack
+    decides, and the answer names where it nests too deep however deep that is."""
+    if not jsontext.nests_within(text, MAX_JSON_DEPTH):  # in C; only then the scan that finds where
+        pointer = jsontext.too_deep_in_text(text, MAX_JSON_DEPTH)
+        if pointer is not None:
+            raise errors.json_too_deep(MAX_JSON_DEPTH, pointer)
+
+
+def check_stored_value_text(text: str) -> None:
+    """The door's depth check of a command's value (at ``/value`` in its message), on the JSON text
+    a ledger stored before the limit, before it is read: a ledger's older commands are answered as
+    the door answers them now, whatever the reader's stack (one too deep for it too)."""
+    if not jsontext.nests_within(text, MAX_JSON_DEPTH - 1):  # in C; only then the scan that finds where
+        pointer = jsontext.too_deep_in_text(text, MAX_JSON_DEPTH - 1)
+        if pointer is not None:
+            raise errors.json_too_deep(MAX_JSON_DEPTH, "/value" + ("" if pointer == "/" else pointer))
+
+
+def check_pointer(path: str) -> str:
+    """``path`` unless it has more than MAX_POINTER_SEGMENTS segments: 400 ``json.pointer.invalid``."""
+    segments = path.count("/")
+    if segments > MAX_POINTER_SEGMENTS:
+        raise errors.pointer_too_long(path, segments, MAX_POINTER_SEGMENTS)
+    return path

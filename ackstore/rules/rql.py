@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Union
 
-from ackstore.rules import errors, numbers
+from ackstore.rules import errors, limits, numbers
 
 COMPARISONS = ("eq", "ne", "gt", "ge", "lt", "le", "like", "ilike")
 PLACEHOLDERS = ("time:now", "time:now_epoch_millis")
@@ -82,6 +82,29 @@ def resolve(value: Value, now: datetime) -> str | int | float | bool | None:
 
 def parse(expression: str) -> Node:
     """Parse a filter such as ``and(eq(attributes/on,true),gt(attributes/floor,2))``."""
+    return _parse(expression, max_wildcards=None)
+
+
+def parse_sent(expression: str) -> Node:
+    """Parse an expression a sender gives — a twin command's ``condition``, a subscriber's filter —
+    within the bounds that keep its evaluation cheap (decisions #A3): at most
+    ``limits.MAX_RQL_BYTES`` of UTF-8 (Ditto's bound on all headers together), each ``like`` or
+    ``ilike`` pattern at most ``limits.MAX_LIKE_WILDCARDS`` wildcards. 400 past them."""
+    if isinstance(expression, str) and len(expression) > limits.MAX_RQL_BYTES // 4:  # chars ≤ bytes ≤ 4 × chars
+        size = limits.utf8_size(expression)
+        if size > limits.MAX_RQL_BYTES:
+            raise errors.rql_invalid(expression, f"it is {errors.java_number(size)} bytes long, more than the maximum "
+                                                 f"of {errors.java_number(limits.MAX_RQL_BYTES)}",
+                                     _position_past(expression, limits.MAX_RQL_BYTES))
+    return _parse(expression, max_wildcards=limits.MAX_LIKE_WILDCARDS)
+
+
+def _position_past(text: str, max_bytes: int) -> int:
+    """The 1-based position of the first character past ``max_bytes`` of UTF-8."""
+    return len(text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore")) + 1
+
+
+def _parse(expression: str, max_wildcards: int | None) -> Node:
     if not isinstance(expression, str):
         raise errors.rql_invalid(errors.shown(expression), "the filter must be a string", 1)
     if "\x00" in expression:  # no text PostgreSQL could compare holds it
@@ -92,7 +115,7 @@ def parse(expression: str) -> Node:
     except UnicodeEncodeError as bad:
         raise errors.rql_invalid(expression.encode("utf-8", "replace").decode(), "a lone surrogate is not text",
                                  bad.start + 1) from None
-    parser = _Parser(expression)
+    parser = _Parser(expression, max_wildcards)
     node = parser.query(depth=0)
     parser.skip_spaces()
     if parser.pos != len(expression):
@@ -101,9 +124,10 @@ def parse(expression: str) -> Node:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, max_wildcards: int | None = None) -> None:
         self.text = text
         self.pos = 0
+        self.max_wildcards = max_wildcards
 
     def fail(self, problem: str) -> None:
         raise errors.rql_invalid(self.text, problem, self.pos + 1)
@@ -145,7 +169,10 @@ class _Parser:
         elif op in COMPARISONS:
             prop = self.property()
             self.expect(",")
+            at = self.pos
             node = Comparison(op, prop, self.value())
+            if op in ("like", "ilike"):
+                self._check_wildcards(node.value, at)
         elif op == "in":
             prop = self.property()
             self.expect(",")
@@ -161,6 +188,17 @@ class _Parser:
             self.fail(f"unknown operator '{op}'")
         self.expect(")")
         return node
+
+    def _check_wildcards(self, pattern: Value, at: int) -> None:
+        """A like pattern's wildcards within the bound, when there is one."""
+        if self.max_wildcards is None or not isinstance(pattern, str):
+            return
+        wildcards = pattern.count("*") + pattern.count("?")
+        if wildcards > self.max_wildcards:
+            self.pos = at
+            self.skip_spaces()
+            self.fail(f"the pattern holds {errors.java_number(wildcards)} wildcards (* and ?), more than the "
+                      f"maximum of {self.max_wildcards}")
 
     def _comma(self) -> bool:
         self.skip_spaces()

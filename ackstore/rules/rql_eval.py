@@ -14,6 +14,7 @@ import operator
 import re
 from datetime import datetime, timezone
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from ackstore.rules import rql
@@ -94,29 +95,85 @@ def like_matches(pattern: str, text: str, *, ignore_case: bool = False) -> bool:
 
     Without backtracking: the pieces between ``*`` are found leftmost, in order — the first
     anchored at the start, the last at the end — so a hostile filter such as ``*a*a*a*…b`` costs
-    a scan per piece, never an exponential search (a translation to ``.*`` regexes would)."""
+    a scan per piece, never an exponential search (a translation to ``.*`` regexes would). A
+    piece holding ``?`` is searched for by its longest literal run, the rest checked around each
+    place it occurs, all inside the regex engine: text the run does not occur in costs one scan,
+    however many ``?`` the piece holds (decisions #A3)."""
     if ignore_case:
         pattern, text = pattern.lower(), text.lower()
+    first, middle, last = _pieces(pattern)
+    if last is None:
+        return len(text) == first.length and first.at(text, 0)
+    end = len(text) - last.length  # where the last piece starts
+    if end < first.length or not first.at(text, 0):
+        return False
+    position = first.length
+    for piece in middle:
+        found = piece.find(text, position, end)
+        if found < 0:
+            return False
+        position = found + piece.length
+    return last.at(text, end)
+
+
+class _Piece:
+    """One piece of a like pattern between ``*``: literal characters and ``?`` (any one)."""
+
+    def __init__(self, piece: str) -> None:
+        self.length = len(piece)
+        self.literal = piece if "?" not in piece else None
+        self.whole = re.compile(_regex(piece), re.DOTALL)  # matched where it must start
+        # each literal run (its offset, its text) with the regex that finds the piece by it: the
+        # run first, so the engine scans for it; what comes before it looked behind at
+        self.anchors: list[tuple[int, str, re.Pattern[str]]] = []
+        if self.literal is None:
+            for match in re.finditer(r"[^?]+", piece):
+                offset, run = match.start(), match.group()
+                before, after = piece[:offset], piece[offset + len(run):]
+                lookbehind = f"(?<={_regex(before + run)})" if before else ""
+                lookahead = f"(?={_regex(after)})" if after else ""
+                self.anchors.append((offset, run, re.compile(re.escape(run) + lookbehind + lookahead, re.DOTALL)))
+
+    def at(self, text: str, start: int) -> bool:
+        """Whether the piece matches ``text`` at ``start``."""
+        if self.literal is not None:
+            return text.startswith(self.literal, start)
+        return start + self.length <= len(text) and self.whole.match(text, start, start + self.length) is not None
+
+    def find(self, text: str, start: int, end: int) -> int:
+        """Where the piece matches first in ``text[start:end]`` (it ends by ``end``), else -1:
+        found by the run that occurs least there (a run that does not occur: no scan at all)."""
+        if self.literal is not None:
+            return text.find(self.literal, start, end)
+        if not self.anchors:  # only ?: it matches wherever it fits
+            return start if start + self.length <= end else -1
+        offset, _, search = min(self.anchors, key=lambda anchor: text.count(anchor[1], start + anchor[0], end))
+        found = search.search(text, start + offset, end)
+        return -1 if found is None else found.start() - offset
+
+
+def _regex(piece: str) -> str:
+    """A piece as a regular expression: its literal runs escaped, a run of ``?`` as ``.{n}``."""
+    return "".join(re.escape(run) if run[0] != "?" else f".{{{len(run)}}}"
+                   for run in re.findall(r"\?+|[^?]+", piece))
+
+
+_MAX_REMEMBERED_PATTERN = 1024  # characters: a longer pattern is compiled each time, never held
+
+
+def _pieces(pattern: str) -> tuple[_Piece, tuple[_Piece, ...], _Piece | None]:
+    """The first piece, the middle ones and the last (None without a ``*``) of a pattern."""
+    if len(pattern) <= _MAX_REMEMBERED_PATTERN:
+        return _remembered_pieces(pattern)
+    return _split_pieces(pattern)
+
+
+def _split_pieces(pattern: str) -> tuple[_Piece, tuple[_Piece, ...], _Piece | None]:
     first, *rest = pattern.split("*")
     if not rest:
-        return len(text) == len(first) and _piece_at(first, text, 0)
+        return _Piece(first), (), None
     *middle, last = rest
-    if not _piece_at(first, text, 0):
-        return False
-    position = len(first)
-    for piece in middle:
-        found = _piece(piece).search(text, position)
-        if found is None:
-            return False
-        position = found.end()
-    start = len(text) - len(last)
-    return start >= position and _piece_at(last, text, start)
+    return _Piece(first), tuple(_Piece(piece) for piece in middle if piece), _Piece(last)
 
 
-def _piece(piece: str) -> re.Pattern[str]:
-    """One piece between ``*``: literal characters and ``?`` (any one character)."""
-    return re.compile("".join("." if char == "?" else re.escape(char) for char in piece), re.DOTALL)
-
-
-def _piece_at(piece: str, text: str, start: int) -> bool:
-    return _piece(piece).match(text, start, start + len(piece)) is not None if start + len(piece) <= len(text) else False
+_remembered_pieces = lru_cache(maxsize=1024)(_split_pieces)  # patterns repeat: a filter's, a condition's

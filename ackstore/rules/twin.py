@@ -4,6 +4,13 @@
 and the command's outcome (status, payload, event action). It is pure and deterministic,
 so a re-run of the job computes exactly the same states, events and acks. Documents are
 treated as immutable: a change copies only the objects along its path.
+
+Nothing a command holds stops the fold: what it cannot decide for one command — an exception of
+any kind, such as Python's stack running out in a document stored before the depth limits — is
+that command's 500 ``internalerror`` (:data:`UNDECIDED`), the state unchanged (decisions #A2). A command stored
+before the limits that the door now refuses is answered the door's 400 — a path past
+``limits.MAX_POINTER_SEGMENTS`` here, a value past ``limits.MAX_JSON_DEPTH`` where its stored text
+is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ackstore.rules import errors, jsontext, rql, rql_eval
+from ackstore.rules import errors, jsontext, limits, rql, rql_eval
 from ackstore.rules.acks import ABSENT
 
 DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
@@ -79,11 +86,19 @@ class _Target:
 
 
 def apply(state: ThingState, command: Command, max_thing_bytes: int = DEFAULT_MAX_THING_BYTES) -> tuple[ThingState, Outcome]:
-    """Apply one command; a failed command leaves the state unchanged."""
+    """Apply one command; a failed command leaves the state unchanged. Never raises (but
+    ``KeyboardInterrupt`` and the like): what cannot be decided is the command's 500."""
     try:
         return _apply(state, command, max_thing_bytes)
     except errors.DittoError as error:
         return state, Outcome(error.status, error.to_json())
+    except Exception:  # noqa: BLE001 — one command's, never the pass's (decisions #A2)
+        return state, UNDECIDED
+
+
+# The outcome of a command the fold could not decide: 500 internalerror (Ditto's
+# DittoInternalErrorException), no event, the state unchanged.
+UNDECIDED = Outcome(500, errors.internal_error().to_json())
 
 
 def fold(state: ThingState, commands: list[Command], max_thing_bytes: int = DEFAULT_MAX_THING_BYTES) -> tuple[ThingState, list[Outcome]]:
@@ -109,6 +124,7 @@ def document_bytes(document: Any) -> int:
 
 
 def _apply(state: ThingState, command: Command, max_thing_bytes: int) -> tuple[ThingState, Outcome]:
+    limits.check_pointer(command.path)  # the door's check, for a command stored before it
     target = _resolve(command.path)
     if command.action == "create" and target.pointer:
         raise errors.unknown_path(command.path)
@@ -262,7 +278,7 @@ def _condition(given: Any) -> rql.Node:
 
 def _parsed_condition(text: str) -> rql.Node:
     try:
-        return rql.parse(text)
+        return rql.parse_sent(text)
     except errors.DittoError as error:
         raise errors.condition_invalid(text, error.message) from None
 

@@ -4,6 +4,7 @@ commands decides —, answered and settled as Ditto answers and settles a 412.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from tests.support.ledger import empty, twin_command
 pytestmark = pytest.mark.spark
 
 SOURCE = "amqp-lamps"
+# Issue 50's: `or` of 10 like(attributes/s,"*?…?b*"), 200 KB, which took apply_twin 26 s of CPU.
+ISSUE_50_CONDITION = "or(" + ",".join('like(attributes/s,"*' + "?" * 19_990 + 'b*")' for _ in range(10)) + ")"
 THING = "org.acme/lamp"
 
 
@@ -47,6 +50,10 @@ def settled(engine: Engine) -> dict[str, str]:
      "The value 'sometimes' of the header 'if-equal' is not a valid enum value of type 'IfEqual'."),
     ({"condition": "eq(attributes/on,"}, "things:condition.invalid",
      "The specified condition 'eq(attributes/on,' is invalid."),
+    ({"condition": 'like(attributes/s,"' + "?" * 17 + '")'}, "things:condition.invalid",  # decisions #A3
+     "The specified condition 'like(attributes/s,\"" + "?" * 17 + "\")' is invalid."),
+    ({"condition": ISSUE_50_CONDITION}, "things:condition.invalid",
+     f"The specified condition '{ISSUE_50_CONDITION[:200]}…' is invalid."),
 ])
 def test_a_malformed_header_is_400_at_submission_and_stores_nothing(store: AckStore, engine: Engine,
                                                                      headers: dict, error: str, message: str) -> None:
@@ -121,3 +128,30 @@ def test_one_pass_answers_as_a_pass_per_command(store: AckStore, engine: Engine,
             document = conn.execute(text("SELECT document FROM things")).scalar()
         answers.append((outcomes(engine), document))
     assert answers[0] == answers[1]
+
+
+def test_issue_50s_condition_stored_before_the_bounds_is_answered_at_once(store: AckStore, engine: Engine,
+                                                                         run_pipeline) -> None:
+    """A ledger from before the bounds holds issue 50's condition: the fold answers it as the door
+    now does (400), and a condition within the bounds on the same 99 000-character attribute is
+    decided beside it (decisions #A3)."""
+    from ackstore.rules import headers
+
+    assert submit(store, "create", {"attributes": {"s": "a" * 99_000}}, path="/")["status"] == 202
+    run_pipeline()
+    request = headers.normalize({"correlation-id": "old", "requested-acks": ["twin-persisted"],
+                                 "condition": ISSUE_50_CONDITION}, channel="twin", api="connectivity")
+    with engine.begin() as conn:
+        conn.execute(text(
+            "SELECT insert_signal(:source, 'old', 'old', 'connectivity', 'twin', 'twin-command', 'modify', "
+            "'org.acme:lamp', 'org.acme/lamp/things/twin/commands/modify', '/attributes/on', CAST('true' AS jsonb), "
+            "CAST(:headers AS jsonb), CAST('{twin-persisted}' AS text[]), true, 60000)"),
+            {"source": SOURCE, "headers": json.dumps(request.headers)})
+    within = 'or(' + ",".join('like(attributes/s,"*' + "?" * 14 + 'b*")' for _ in range(10)) + ")"  # 16 wildcards each
+    assert submit(store, "within", True, condition=within)["status"] == 202
+    assert submit(store, "holds", True, condition='like(attributes/s,"a*a")')["status"] == 202
+
+    run_pipeline()
+
+    assert {cid: outcome for cid, outcome in outcomes(engine).items() if cid != "create"} == {
+        "old": (400, "things:condition.invalid"), "within": (412, "things:condition.failed"), "holds": (201, None)}

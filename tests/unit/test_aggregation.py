@@ -226,3 +226,42 @@ def test_a_late_ack_is_decided_as_if_in_time(req: Request, counted: list[Ack], l
                                              would: int) -> None:
     assert decide(req, acks=counted, deadline_passed=True).status == answered  # without it, by the deadline
     assert decide_with_late_ack(req, counted, late).status == would
+
+
+# --- a request whose stored facts cannot be read (decisions #A2) ---------------------------------
+
+from ackstore.rules.aggregation import undecidable  # noqa: E402
+
+INTERNAL = errors.internal_error().to_json()
+ENTRY = {"status": 500, "payload": INTERNAL, "headers": {"correlation-id": CID}}
+
+# (name, request, its command failed, deadline passed, status, body, cause, per-label statuses); None: undecided
+UNDECIDABLE = [
+    ("a failed twin command: at once", request("twin-persisted", "app:x"), True, False, 500, INTERNAL, "error", {}),
+    ("nothing asked, no response wanted: 202 at once", request(rr=False), False, False, 202, ABSENT, "accepted", {}),
+    ("before the deadline: it waits", request("twin-persisted", "app:x"), False, False, None, None, None, None),
+    ("nothing asked: the 500 at the deadline", request(), False, True, 500, INTERNAL, "deadline", {}),
+    ("the built-in shortcut: the 500 at the deadline", request("twin-persisted"), False, True, 500, INTERNAL,
+     "deadline", {}),
+    ("one custom label: its 500 entry", request("app:x"), False, True, 500, INTERNAL, "deadline", {"app:x": 500}),
+    ("two labels: 424 with a 500 entry each", request("twin-persisted", "app:x"), False, True, 424,
+     {"twin-persisted": ENTRY, "app:x": ENTRY}, "deadline", {"twin-persisted": 500, "app:x": 500}),
+    ("two labels, no response wanted: status-only entries", request("twin-persisted", "app:x", rr=False), False, True,
+     424, {"twin-persisted": {"status": 500, "headers": {"correlation-id": CID}},
+           "app:x": {"status": 500, "headers": {"correlation-id": CID}}}, "deadline", {"twin-persisted": 500, "app:x": 500}),
+]
+
+
+@pytest.mark.parametrize("req, failed, deadline_passed, status, body, cause, statuses", [row[1:] for row in UNDECIDABLE],
+                         ids=[row[0] for row in UNDECIDABLE])
+def test_a_request_whose_facts_cannot_be_read_is_answered_500(req: Request, failed: bool, deadline_passed: bool,
+                                                               status: int | None, body: object, cause: str | None,
+                                                               statuses: dict | None) -> None:
+    """The answer is the shape the validation gate expects of its cause: an error decides a failed
+    command at once (A.2.7), anything else is decided by its deadline, an entry per label."""
+    result = undecidable(req, response_is_error=failed, deadline_passed=deadline_passed)
+    if status is None:
+        assert result is None
+        return
+    assert (result.status, result.body, result.cause, dict(result.ack_statuses)) == (status, body, cause, statuses)
+    assert result.headers["correlation-id"] == CID

@@ -81,3 +81,81 @@ def test_parser_raises_only_its_own_error(text: str) -> None:
         rql.parse(text)
     except DittoError as error:
         assert error.error == "rql.expression.invalid"
+
+
+# --- what a sender gives is bounded (decisions #A3) --------------------------------------------------
+
+from ackstore.rules import limits  # noqa: E402
+
+W = limits.MAX_LIKE_WILDCARDS
+
+
+def _sized(size: int) -> str:
+    """An expression of exactly ``size`` bytes of UTF-8."""
+    head, tail = 'eq(attributes/s,"', '")'
+    return head + "x" * (size - len(head) - len(tail)) + tail
+
+
+BOUNDED = [
+    # (expression, a problem or None, 1-based position)
+    (_sized(limits.MAX_RQL_BYTES), None, 0),
+    (_sized(limits.MAX_RQL_BYTES + 1), f"it is 5,121 bytes long, more than the maximum of 5,120", 5121),
+    ('eq(a,"' + "é" * 2600 + '")', "it is 5,208 bytes long, more than the maximum of 5,120", 2564),  # bytes, not characters
+    ('like(a,"' + "*a" * (W // 2) + '")', None, 0),
+    ('like(a,"' + "?" * W + '")', None, 0),
+    ('like(a,"' + "?" * (W + 1) + '")', f"the pattern holds {W + 1} wildcards (* and ?), more than the maximum of {W}", 8),
+    ('and(eq(b,1), ilike(a, "' + "*?" * 9 + '"))', f"the pattern holds 18 wildcards (* and ?), more than the maximum of {W}", 23),
+    ('eq(a,"' + "?" * 40 + '")', None, 0),  # only a like pattern's are wildcards
+    ('in(a,"' + "*" * 40 + '")', None, 0),
+    ("or(" + ",".join(f'like(a,"{"?" * W}")' for _ in range(40)) + ")", None, 0),  # each pattern within: fine
+]
+
+
+@pytest.mark.parametrize(("expression", "problem", "position"), BOUNDED, ids=[b[0][:40] for b in BOUNDED])
+def test_an_expression_a_sender_gives_is_bounded(expression: str, problem: str | None, position: int) -> None:
+    assert rql.parse(expression)  # stored filters, search: read as ever
+    if problem is None:
+        assert rql.parse_sent(expression) == rql.parse(expression)
+        return
+    with pytest.raises(DittoError) as raised:
+        rql.parse_sent(expression)
+    assert (raised.value.status, raised.value.error) == (400, "rql.expression.invalid")
+    assert raised.value.message.endswith(f"is invalid: {problem} at position {position}.")
+
+
+# --- like: the same answers as a regex, at most linear-ish in the text -----------------------------
+
+import re  # noqa: E402
+
+from ackstore.rules.rql_eval import like_matches  # noqa: E402
+
+
+def _like_by_regex(pattern: str, text: str) -> bool:
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch("".join(parts), text, re.DOTALL) is not None
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text("ab*??*\n", max_size=14), st.text("abc\n", max_size=24))
+def test_like_answers_as_the_regex_translation(pattern: str, text: str) -> None:
+    assert like_matches(pattern, text) == _like_by_regex(pattern, text)
+    assert like_matches(pattern.upper(), text, ignore_case=True) == _like_by_regex(pattern, text.lower())
+
+
+N = 99_000
+HOSTILE = [  # each answered by one scan or a few: the old search of each ?-piece took minutes
+    ("*" + "?" * W + "b*", "a" * N, False),  # issue 50's shape, as far as the bounds allow
+    ("*" + "?" * 4000 + "b*", "a" * N, False),  # (parse_sent refuses it; a stored filter may hold it)
+    ("*" + "?".join(["a" * 330] * (W - 2)) + "b*", "a" * N, False),
+    ("*" + "a?" * (W // 2) + "b*", "a" * N, False),
+    ("*?" + "a" * 5000 + "b*", "a" * N, False),
+    ("*" + "a" * 2500 + "?" + "a" * 2499 + "b*", "a" * N, False),
+    ("*a?b*", "ab" * (N // 2), False),
+    ("*b?b*", "ab" * (N // 2), True),
+    ("*" + "a?" * 7 + "a*", "a" * N, True),
+]
+
+
+@pytest.mark.parametrize(("pattern", "text", "expected"), HOSTILE, ids=[h[0][:24] for h in HOSTILE])
+def test_a_hostile_like_is_answered(pattern: str, text: str, expected: bool) -> None:
+    assert like_matches(pattern, text) is expected

@@ -39,6 +39,18 @@ def test_flatten_escapes_slashes_in_keys_and_deleted_things_have_no_rows() -> No
     assert index_rows.flatten(None) == []
 
 
+def test_flatten_any_depth_without_recursion() -> None:
+    """A document past Python's stack (a ledger from before the depth limits may hold one) is
+    flattened all the same, depth first: a row per level, each with its path."""
+    deep: object = "leaf"
+    for _ in range(5000):
+        deep = {"a": [deep]}
+    rows = index_rows.flatten({"x": deep, "y": 1})
+    assert len(rows) == 2 * 5000 + 2
+    assert rows[-2] == IndexRow("x" + "/a" * 5000, 1, "string", value_text="leaf")  # its array is 0
+    assert rows[-1] == IndexRow("y", 0, "number", value_number="1")
+
+
 def test_like_pattern_translation() -> None:
     assert search.like_pattern("kit*en?") == "kit%en_"
     assert search.like_pattern("100%_\\") == "100\\%\\_\\\\"

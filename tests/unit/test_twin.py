@@ -337,3 +337,145 @@ def test_a_long_condition_is_decided_but_not_held() -> None:
     assert outcome.status == 412 and outcome.payload["error"] == "things:condition.failed"
     assert len(long_condition) > twin._MAX_REMEMBERED_CONDITION
     assert twin._remembered_condition.cache_info().currsize == before
+
+
+# --- the depth limits, and what the fold cannot decide (decisions #A1, #A2) ----------------------
+
+from ackstore.rules import limits  # noqa: E402
+from tests.support.deep_json import nested  # noqa: E402
+
+DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
+
+
+DEEPEST_PATH = "/attributes" + "/a" * (SEGMENTS - 1)  # as many segments as the door lets through
+DEEP_THING = {"thingId": T, "attributes": {"x": nested(600)}}  # as a ledger from before may hold (issue 50, a)
+
+# A path a ledger stored before the limits and the door now refuses is answered as the door answers
+# it; at the limits, the fold decides as ever. (name, document, action, path, value, headers, status, code)
+LIMIT_ROWS = [
+    ("a modify at the deepest path of the deepest value", LAMP, "modify", DEEPEST_PATH, nested(DEPTH - 1), {}, 201,
+     None),
+    ("if-equal skip at the limits, the value there", None, "modify", DEEPEST_PATH, nested(DEPTH - 1),
+     {"if-equal": "skip"}, 412, "things:precondition.failed"),
+    ("a merge at the limits", None, "merge", DEEPEST_PATH, nested(DEPTH - 1, key="b"), {}, 204, None),
+    ("a path one segment past the limit", LAMP, "modify", DEEPEST_PATH + "/a", 1, {}, 400, "json.pointer.invalid"),
+    ("issue 50 (b): a path of 1 200 segments", LAMP, "modify", "/attributes" + "/a" * 1200, 1, {}, 400,
+     "json.pointer.invalid"),
+    # the fold's JSON equality runs out of stack: what it cannot decide is the command's 500 (the
+    # value's depth is answered 400 before, where its stored text is read: tests/unit/test_fold_thing.py)
+    ("issue 50 (a): if-equal skip of a 600-deep value equal to the stored one", DEEP_THING, "modify",
+     "/attributes/x", nested(600), {"if-equal": "skip"}, 500, "internalerror"),
+    ("a delete at a path past the limit", LAMP, "delete", "/attributes" + "/a" * SEGMENTS, ABSENT, {}, 400,
+     "json.pointer.invalid"),
+]
+
+
+@pytest.mark.parametrize("existing, action, path, value, headers, status, code", [row[1:] for row in LIMIT_ROWS],
+                         ids=[row[0] for row in LIMIT_ROWS])
+def test_the_fold_at_and_past_the_limits(existing, action, path, value, headers, status, code) -> None:
+    state = twin.ThingState(T, 3, existing)
+    if existing is None:  # the thing the first row builds: a value at the deepest path
+        state, first = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, "modify", DEEPEST_PATH, nested(DEPTH - 1)))
+        assert first.status == 201 and limits.MAX_DOCUMENT_DEPTH == _depth(state.document)
+    after, outcome = twin.apply(state, twin.Command(2, action, path, value, headers))
+    assert outcome.status == status
+    if code is not None:
+        assert outcome.payload["error"] == code and set(outcome.payload) >= {"status", "error", "message", "description"}
+        assert after == state
+    else:
+        assert _depth(after.document) <= limits.MAX_DOCUMENT_DEPTH
+
+
+def _depth(document: Any) -> int:
+    from ackstore.rules import jsontext
+
+    return jsontext.depth(document)
+
+
+# A thing a ledger from before holds, nested past Python's stack below /attributes/x.
+PAST_THE_STACK = {"thingId": T, "attributes": {"x": nested(5000), "y": 1}}
+UNDECIDABLE = [
+    ("an entity tag of a value past the stack", "modify", "/attributes/x", 1, {"if-match": '"hash:0"'}),
+    ("a document that cannot be written after the change", "merge", "/attributes", {"z": 2}, {}),
+    ("if-equal on a value past the stack", "merge", "/attributes", {"x": {"a": {"a": 1}}}, {"if-equal": "skip"}),
+]
+
+
+@pytest.mark.parametrize("action, path, value, headers", [row[1:] for row in UNDECIDABLE],
+                         ids=[row[0] for row in UNDECIDABLE])
+def test_what_the_fold_cannot_decide_is_that_commands_500_and_the_state_stays(action, path, value, headers) -> None:
+    state = twin.ThingState(T, 4, PAST_THE_STACK)
+    after, outcome = twin.apply(state, twin.Command(1, action, path, value, headers))
+    assert (outcome.status, outcome.event_action) == (500, None)
+    assert outcome.payload == {"status": 500, "error": "internalerror",
+                               "message": "There was a rare case of an unexpected internal error.",
+                               "description": "Please contact the service team or your administrator."}
+    assert after is state
+    # the thing stays as it was, and a command that replaces it is decided as ever
+    after, outcome = twin.apply(after, twin.Command(2, "modify", "/", {"attributes": {"y": 2}}))
+    assert outcome.status == 204 and after.document == {"thingId": T, "attributes": {"y": 2}} and after.revision == 5
+
+
+def test_a_condition_on_a_thing_past_the_stack_is_decided() -> None:
+    """The index rows a condition is evaluated over are flattened without recursion: a condition
+    that does not hold is 412 however deep the thing (one that holds lets the command go on, to
+    the 500 of a document that cannot be written)."""
+    state = twin.ThingState(T, 4, PAST_THE_STACK)
+    deep_property = "attributes/x" + "/a" * 2000
+    for condition in ("eq(attributes/y,2)", f"not(exists({deep_property}))"):
+        _, outcome = twin.apply(state, twin.Command(1, "modify", "/attributes/y", 2, {"condition": condition}))
+        assert (outcome.status, outcome.payload["error"]) == (412, "things:condition.failed"), condition[:40]
+
+
+# --- the fold never raises, and answers in Ditto's shape (hypothesis) ------------------------------
+
+def _deep(levels: int, shape: str, key: str, leaf: Any) -> Any:
+    value = leaf
+    for level in range(levels):
+        value = {key: value} if shape == "objects" or (shape == "mixed" and level % 2) else [value]
+    return value
+
+
+_segments = st.sampled_from(["a", "b", "x", "a~1b", "~0", "", "properties"])
+# about the limits, about issue 50's depths, and past Python's stack
+_levels = st.one_of(st.integers(0, 4), st.integers(97, 101), st.integers(590, 610), st.integers(975, 985),
+                    st.integers(1500, 3000))
+_deep_values = st.builds(_deep, _levels, st.sampled_from(["objects", "arrays", "mixed"]),
+                         st.sampled_from(["a", "b", "x"]), _json)
+_wide_values = st.dictionaries(st.sampled_from(["a", "b", "x", "y", "z", "on"]), _json | _deep_values, max_size=6)
+_values = st.one_of(_json, _json, _json, _wide_values, _deep_values)  # mostly what the door lets through
+_documents = st.none() | st.builds(lambda attributes, deep, extra: {"thingId": T, "attributes": {**attributes, **deep},
+                                                                   **extra},
+                                   _wide_values, st.fixed_dictionaries({}, optional={"a": _deep_values, "x": _deep_values}),
+                                   st.sampled_from([{}, {"features": {"f": {"properties": {"p": 1}}}}]))
+_long_paths = st.builds(lambda head, segment, count: head + f"/{segment}" * count,
+                        st.sampled_from(["", "/attributes", "/features/f/properties", "/features", "/bogus"]),
+                        _segments, st.one_of(st.integers(0, 3), st.integers(97, 101), st.integers(1190, 1210)))
+_headers = st.sampled_from([None, {"if-equal": "skip"}, {"if-equal": "skip-minimizing-merge"}, {"if-match": '"hash:0"'},
+                            {"if-match": "*"}, {"if-none-match": "*"}, {"condition": 'like(attributes/a,"*a?b*")'},
+                            {"condition": "exists(attributes/a)"}, {"condition": "not(eq(attributes/x,1))"}])
+_any_commands = st.lists(
+    st.builds(twin.Command, st.integers(1, 10**6), st.sampled_from(["create", "modify", "merge", "delete"]),
+              st.one_of(_paths, _paths, _long_paths), _values, _headers)
+    | st.builds(twin.Command, st.integers(1, 10**6), st.sampled_from(["modify", "merge"]),  # plain, onto what is there
+                st.sampled_from(["/attributes/y", "/attributes"]), st.builds(lambda n: {"y": n}, st.integers()), _headers),
+    min_size=1, max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(document=_documents, commands=_any_commands)
+def test_the_fold_never_raises_and_every_outcome_is_dittos(document: Any, commands: list) -> None:
+    """Random deep and wide documents, paths and commands, past the limits too (a ledger from
+    before may hold them): one outcome each, in Ditto's shape; a failed command changes nothing."""
+    state = twin.ThingState(T, 2 if document is not None else 0, document)
+    for command in commands:
+        after, outcome = twin.apply(state, command)
+        if outcome.applied:
+            assert outcome.status in (201, 204) and after.revision == state.revision + 1
+        else:
+            assert after is state
+            assert set(outcome.payload) >= {"status", "error", "message", "description"}
+            assert outcome.payload["status"] == outcome.status
+            assert 400 <= outcome.status < 500 or (outcome.status, outcome.payload["error"]) == (500, "internalerror")
+        state = after
