@@ -25,7 +25,7 @@ import re
 from typing import Any, Mapping, NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from ackstore.rules import errors
+from ackstore.rules import errors, jsontext, limits
 
 METHODS = ("POST", "PUT", "PATCH", "GET", "DELETE")
 WITHOUT_BODY = ("GET", "DELETE")  # Ditto's omitRequestBody default
@@ -129,7 +129,8 @@ def unknown_status_error(status: int) -> dict[str, Any]:
 def ack_value(content_type: str | None, body: bytes) -> Any:
     """The ack's value from a response body: JSON when it is (whatever its content type says, as
     Ditto reads a JSON or Ditto content type), else UTF-8 text, else base64; None when empty or
-    past :data:`MAX_BODY_BYTES`."""
+    past :data:`MAX_BODY_BYTES`. JSON that nests too deep to be a message's value (decisions #A1)
+    is kept as its text: the ack that carries it must pass the door's depth check."""
     if not body or len(body) > MAX_BODY_BYTES:
         return None
     try:
@@ -137,10 +138,11 @@ def ack_value(content_type: str | None, body: bytes) -> Any:
     except UnicodeDecodeError:
         return base64.b64encode(body).decode()
     if "json" in (content_type or "").lower() or text.lstrip()[:1] in ("{", "["):
-        try:
-            return errors.parse_json_text(body)
-        except errors.DittoError:
-            pass
+        if jsontext.nests_within(body, limits.MAX_JSON_DEPTH - 1):  # a value sits one level in its message
+            try:
+                return errors.parse_json_text(body)
+            except errors.DittoError:
+                pass
     return text
 
 

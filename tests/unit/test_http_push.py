@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ackstore.rules import http_push
+from ackstore.rules import envelopes, http_push, jsontext, limits
 
 
 @pytest.mark.parametrize(("address", "parsed"), [
@@ -94,6 +94,19 @@ def test_a_body_at_the_size_kept_is_the_value_and_one_past_it_is_none() -> None:
     assert http_push.ack_value("text/plain", b'{"a": 1}') == {"a": 1}  # JSON whatever its type says
     assert http_push.ack_value("application/json", b"{broken") == "{broken"
     assert http_push.ack_value(None, b"") is None
+
+
+def test_a_body_nesting_deeper_than_a_value_may_is_its_text_so_its_ack_is_taken() -> None:
+    """The ack carries the value one level inside its message (decisions #A1): a body of the
+    message's whole depth would make the ack a 400, and the label a 408."""
+    deepest = limits.MAX_JSON_DEPTH - 1
+    within = b"[" * deepest + b"]" * deepest
+    past = b"[" * (deepest + 1) + b"]" * (deepest + 1)
+    assert jsontext.depth(http_push.ack_value("application/json", within)) == deepest
+    assert http_push.ack_value("application/json", past) == past.decode()
+    envelope = {"topic": "org.acme/t/things/twin/acks/a:b", "status": 200, "headers": {"correlation-id": "c"},
+                "value": http_push.ack_value("application/json", within)}
+    envelopes.load_envelope(envelope, 1 << 20)  # the door takes the deepest value kept as JSON
 
 
 def test_a_live_message_response_is_built_and_a_command_response_answers_its_own_request() -> None:
