@@ -190,7 +190,7 @@ def _print_audit(store: AckStore, scenario: Scenario) -> None:
           "open Ledger in the navigation")
 
 
-SCRAPED = ("ackstore_signals_received_total", "ackstore_requests_decided_total",
+SCRAPED = ("ackstore_signals_stored_total", "ackstore_requests_decided_total",
            "ackstore_settlement_decisions_total", "ackstore_oldest_unsettled_age_seconds", "ackstore_queue_pending",
            "ackstore_seal_last_number", "ackstore_seal_last_timestamp_seconds", "ackstore_ledger_up")
 

@@ -540,8 +540,15 @@ connections = Table(
     # gives it one
     Column("owner_login", Text, nullable=True),
     _timestamp("claimed_at"),
+    # When its connector last said it runs (connector_seen, every 15 s), and since when it cannot
+    # reach its broker (NULL: it can): the Ledger page lists the connectors by them (migration 0024).
+    Column("seen_at", TIMESTAMP(timezone=True), nullable=True),
+    Column("broker_out_since", TIMESTAMP(timezone=True), nullable=True),
     CheckConstraint("id <> ''", name="id"),
 )
+# The metrics' sources are the first connections claimed (metric_sources, decisions #D1): read in
+# claim order, never all of them.
+Index("ix_connections_claimed_at", connections.c.claimed_at, connections.c.id)
 
 # What a connector could not do, per connection (issue 38, decisions #109): messages dropped or
 # refused by enforcement, answers no protocol carries, outages. Written through log_connection_event

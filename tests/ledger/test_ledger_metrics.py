@@ -121,7 +121,7 @@ def test_the_counters_of_any_ledger_agree_with_the_reports_before_and_after_a_se
     received = defaultdict(float)
     for each in signals:
         received[(each.source,)] += 1
-    assert by(before, "ackstore_signals_received_total", "source") == dict(received)
+    assert by(before, "ackstore_signals_stored_total", "source") == dict(received)
     for source in {each.source for each in signals}:
         latencies = [a.decided - s.received for s in signals if s.source == source for a in s.attempts
                      if a.decided is not None]

@@ -154,7 +154,7 @@ def _scrape_the_ledgers_metrics(port: int, ledger: str) -> None:
             "(SELECT extract(epoch FROM max(finished_at)) FROM pipeline_runs WHERE step = 'seal')").one()
     found = _scrape(port)
     assert found["ackstore_ledger_up"] == {(): 1.0}
-    received = found["ackstore_signals_received_total"]
+    received = found["ackstore_signals_stored_total"]
     assert sum(received.values()) == signals > 0
     assert found["ackstore_pipeline_last_success_timestamp_seconds"][()] >= float(run_ended)  # or a later run's
     assert found["ackstore_seal_last_number"][()] >= 1 and sum(found["ackstore_requests_decided_total"].values()) > 0
@@ -163,7 +163,7 @@ def _scrape_the_ledgers_metrics(port: int, ledger: str) -> None:
         "headers": {"correlation-id": "scraped-1"}})
     engine.dispose()
     assert answer["status"] == 202, answer
-    again = _scrape(port)["ackstore_signals_received_total"]
+    again = _scrape(port)["ackstore_signals_stored_total"]
     assert sum(again.values()) == signals + 1
     api_twin = (("channel", "twin"), ("source", "api"))
     assert again[api_twin] == received.get(api_twin, 0) + 1, again
@@ -221,8 +221,10 @@ def test_a_metrics_port_in_use_stops_it_before_airflow_starts(tmp_path: Path) ->
         finally:
             drop_database(ADMIN_URL, metadata_database)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"cannot serve the ledger's metrics on 127.0.0.1:{port}" in done.stderr
-    assert "--metrics-port" in done.stderr and "standalone started" not in done.stdout
+    answer = json.loads(done.stdout.splitlines()[-1])  # Ditto's shape, not a traceback
+    assert (answer["status"], answer["error"]) == (409, "ackstore:metrics.address.taken"), answer
+    assert f"127.0.0.1:{port}" in answer["message"] and "--metrics-port" in answer["description"]
+    assert "standalone started" not in done.stdout and "Traceback" not in done.stderr
     assert not (tmp_path / "airflow" / "standalone.pid").exists()
 
 

@@ -87,7 +87,7 @@ def test_the_dashboard_is_well_formed_and_on_the_data_source_variable() -> None:
 
 def test_the_panels_cover_what_an_operator_watches() -> None:
     used = " ".join(expression for _, expression in expressions())
-    for metric in ("ackstore_signals_received_total", "ackstore_requests_decided_total",
+    for metric in ("ackstore_signals_stored_total", "ackstore_requests_decided_total",
                    "ackstore_settlement_decisions_total", "ackstore_settlements_carried_out_total",
                    "ackstore_queue_pending", "ackstore_oldest_undecided_age_seconds",
                    "ackstore_oldest_unsettled_age_seconds", "ackstore_received_to_decided_seconds_bucket",
@@ -195,7 +195,7 @@ def connector_metrics() -> Iterator[str]:
     metrics = ConnectorMetrics("plant-a", "amqp-091")
     metrics.consumed(3)
     metrics.stored(3, 0.02, new=2, duplicate=1, dropped=0)
-    metrics.carried_out("ack", 2)
+    metrics.carried_out("ack", "ack", 2)
     metrics.acknowledged(2)
     metrics.watch_in_flight(lambda: 1)
     metrics.outages.watcher("broker")(True)

@@ -213,7 +213,7 @@ def test_prometheus_holds_what_the_reports_say_and_the_alerts_fire(
             assert held(prometheus, "sum by (source) (ackstore_decided_to_carried_out_seconds_count)") == \
                 latency["decided_to_carried_out"]
             assert held(prometheus, 'sum(ackstore_connection_messages_total{category="stored"})') == {(): stored}
-            assert held(prometheus, "sum by (source) (ackstore_signals_received_total)") == {(connection,): stored}
+            assert held(prometheus, "sum by (source) (ackstore_signals_stored_total)") == {(connection,): stored}
             assert held(prometheus, 'sum(ackstore_connection_messages_total{category="dropped"})') == {(): 1}
             assert not prometheus.alerts(), "nothing is wrong yet"
 

@@ -50,9 +50,13 @@ WHERE l.seq > :after_seq AND l.seq <= :upto_seq GROUP BY l.fact_table
 
 -- name: roll_up_metrics
 -- What the facts numbered (after_seq, upto_seq] add to the counters (metric_facts), added to the
--- totals in the seal's transaction: the totals are always those of the facts the seals cover.
+-- totals in the seal's transaction: the totals are always those of the facts the seals cover. A
+-- source past the first :cap connections is added to 'other' (metric_sources, decisions #D1), so
+-- the totals hold a row per metric of at most that many sources.
 INSERT INTO metric_totals (metric, source, label, detail, value)
-SELECT f.metric, f.source, f.label, f.detail, f.value FROM metric_facts(:after_seq, :upto_seq) f
+SELECT f.metric, COALESCE(k.source, 'other'), f.label, f.detail, sum(f.value)
+FROM metric_facts(:after_seq, :upto_seq) f LEFT JOIN metric_sources(:cap) k ON k.source = f.source
+GROUP BY 1, 2, 3, 4
 ON CONFLICT (metric, source, label, detail) DO UPDATE SET value = metric_totals.value + EXCLUDED.value
 
 -- name: store_leaves

@@ -47,8 +47,9 @@ GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand
                           declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest;
 -- Who owns a connection (migration 0020).
 GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection TO ackstore_ingest;
--- A connector's failures, in its connection's log (migration 0022).
-GRANT EXECUTE ON FUNCTION log_connection_event TO ackstore_ingest
+-- A connector's failures, in its connection's log (migration 0022), and that it runs (0024).
+GRANT EXECUTE ON FUNCTION log_connection_event TO ackstore_ingest;
+GRANT EXECUTE ON FUNCTION connector_seen TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.
@@ -71,8 +72,10 @@ GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
 GRANT SELECT, INSERT ON seals, seal_leaves TO ackstore_pipeline;
 GRANT SELECT ON fact_leaves TO ackstore_pipeline;
 GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline;
--- and adds what it sealed to the metrics' totals (migration 0021).
+-- and adds what it sealed to the metrics' totals (migration 0021), each source's or 'other''s: the
+-- first connections claimed have series of their own (0024).
 GRANT SELECT, INSERT, UPDATE ON metric_totals TO ackstore_pipeline;
+GRANT SELECT (id, claimed_at) ON connections TO ackstore_pipeline;
 -- The step, facts and sealer locks, and the staging rows a committed COPY left (migration 0020).
 GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline
 
