@@ -117,8 +117,9 @@ $$;
 -- the fact, or a fact after its attempt was decided) — so each once. Each fact is read through its
 -- table's index on seq; a row's source through its signal's key, one look-up each (LATERAL ...
 -- LIMIT 1): a scrape's planner cannot know how few facts follow the last seal, and would guess a
--- third of each table and join it whole. A fact is looked for a decided attempt only where one can
--- be late: a decision by deadline or error, a fact whose signal was decided before it.
+-- third of each table and join it whole (an EXISTS too: its OFFSET keeps it a probe, not a join).
+-- A fact is looked for a decided attempt only where one can be late: a decision by deadline or
+-- error, a fact whose signal was decided before it.
 -- version: 0024
 CREATE OR REPLACE FUNCTION metric_facts(after_seq bigint, upto_seq bigint)
 RETURNS TABLE (metric text, source text, label text, detail text, value float8)
@@ -156,12 +157,12 @@ WITH received AS (
 ), facts_after_decisions AS (
     SELECT r.signal_id, r.seq FROM command_responses r
     WHERE r.seq > after_seq AND (upto_seq IS NULL OR r.seq <= upto_seq) AND r.event_id IS NOT NULL
-      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = r.signal_id AND x.seq < r.seq)
+      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = r.signal_id AND x.seq < r.seq OFFSET 0)
     UNION ALL
     SELECT c.signal_id, m.seq FROM search_marks m
     CROSS JOIN LATERAL marked_commands(m.thing_id, m.from_revision, m.to_revision) c
     WHERE m.seq > after_seq AND (upto_seq IS NULL OR m.seq <= upto_seq)
-      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = c.signal_id AND x.seq < m.seq)
+      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = c.signal_id AND x.seq < m.seq OFFSET 0)
 ), late_builtin AS (
     SELECT d.source, count(*) AS n FROM decided d
     CROSS JOIN LATERAL late_builtin_acks(d.signal_id) l
