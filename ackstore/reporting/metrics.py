@@ -80,11 +80,13 @@ COUNTERS = {family.name: family for family in (
     Family("late_acks", "Acks that came after their attempt was decided, or after the deadline that decided it, "
            "built-in ones included (as report late-acks lists them).", ("source",), EVERY_SOURCE),
 )}
+# Served per source once it has an observation (a histogram is 19 series a source: from 0 for every
+# known source they would be most of a scrape, for no increase() an alert waits for).
 HISTOGRAMS = {family.name: family for family in (
     Family("received_to_decided_seconds", "Per decided attempt: its signal received to the attempt decided.",
-           ("source",), EVERY_SOURCE),
+           ("source",)),
     Family("decided_to_carried_out_seconds", "Per settlement carried out: its attempt decided to carried out.",
-           ("source",), CONNECTIONS),
+           ("source",)),
 )}
 GAUGES = {family.name: family for family in (
     Family("signals_pending", "Signals waiting in any work queue, each once (the Ledger page's backlog)."),
