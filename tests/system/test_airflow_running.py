@@ -250,6 +250,9 @@ def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
     the token /auth/token gave (the cookie Airflow's UI keeps it in): a screenshot is saved as an
     artifact, and the page's text shows the ledger's sources and counts."""
     engine = make_engine(ledger)
+    with engine.begin() as conn:  # a connector that said it runs 10 minutes ago, and no more: down
+        conn.exec_driver_sql("INSERT INTO connections (id, owner_login, claimed_at, seen_at) "
+                             "VALUES ('plant-gone', NULL, now(), now() - interval '10 minutes')")
     with engine.connect() as conn:
         now = datetime.now(timezone.utc)
         marks = reports.watermarks(conn, reports.Window(now - timedelta(hours=24), now), 100)
@@ -267,6 +270,15 @@ def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
         time.sleep(1)  # the chart and the frame's layout settle
         browser.screenshot(ARTIFACTS / "ledger-page.png")
         assert "Ledger" in browser.evaluate("document.body.innerText")  # the nav entry, in Airflow's own UI
+        # the strip as a status, in the browser's own rendering: the connector that is down is
+        # listed, red, and the ledger's status is critical (issue 50)
+        colours = browser.evaluate(
+            f"(() => {{ const d = {frame}; const line = [...d.querySelectorAll('#health-connectors li')]"
+            f".find(li => li.innerText.startsWith('plant-gone')); return [d.getElementById('status').className, "
+            f"getComputedStyle(d.getElementById('status')).color, line && line.className, "
+            f"line && getComputedStyle(line).color]; }})()")
+    assert colours == ["critical", "rgb(197, 48, 48)", "critical", "rgb(197, 48, 48)"], colours
+    assert "plant-gone: down: not heard from for 10m" in text, text
     for mark in marks:
         assert f"{mark['source']}\t{mark['signals']}\t{mark['settled']}\t{mark['unsettled']}" in text, text
     for row in settled:
