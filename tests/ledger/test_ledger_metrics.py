@@ -272,3 +272,47 @@ def test_every_latency_falls_in_the_smallest_bucket_at_or_above_it(engine: Engin
         return str(min(above)) if above else "+Inf"
 
     assert got == [expected(s) for s in values]
+
+
+def _persist(engine: Engine, correlation_id: str, committed_at: Any, event_id: int) -> None:
+    """apply_twin's merge of one command's change: its response, then its batch (written last)."""
+    with engine.begin() as conn:
+        batch = conn.execute(text("INSERT INTO ledger_batches (step, run_id, committed_at) "
+                                  "VALUES ('apply_twin', 'r', :at) RETURNING id"), {"at": committed_at}).scalar_one()
+        conn.execute(text("INSERT INTO command_responses (signal_id, status, is_error, batch_id, event_id, revision, "
+                          "event_action) SELECT id, 204, false, :b, :e, 1, 'modified' FROM signals "
+                          "WHERE correlation_id = :c"), {"b": batch, "e": event_id, "c": correlation_id})
+
+
+def _decide(engine: Engine, correlation_id: str, decided_at: Any) -> None:
+    """The sweep's 408 at the deadline."""
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, ack_statuses, "
+                          "decided_at, batch_id) SELECT id, 1, 408, '{}', 'deadline', '{\"twin-persisted\": 408}', "
+                          ":at, 1 FROM signals WHERE correlation_id = :c"), {"at": decided_at, "c": correlation_id})
+
+
+@pytest.mark.parametrize("seal_between", [False, True], ids=["unsealed", "sealed between"])
+def test_a_built_in_ack_late_for_its_attempt_is_counted_once_as_report_late_acks_lists_it(
+        engine: Engine, seal_between: bool) -> None:
+    """Issue 50: report late-acks listed the built-in acks whose fact came after their attempt timed
+    out, the counter did not (they are no rows of acks). Now each is counted once, whichever of its
+    decision and its fact came last: f1's change persisted after its 408 was decided, f2's after
+    its deadline but before the sweep decided 408 — sealed between the two or not."""
+    from tests.support.seeded_ledger import at
+
+    seed(engine, signals=[Signal(name, "plant-a", 0, [Attempt(["twin-persisted"], 0, 10)]) for name in ("f1", "f2")])
+    _decide(engine, "f1", at(12))
+    _persist(engine, "f2", at(11), 2)
+    if seal_between:
+        seals.seal(engine)
+    _persist(engine, "f1", at(15), 1)
+    _decide(engine, "f2", at(13))
+    found = scraped(engine)
+    with engine.connect() as conn:
+        late = reports.late_acks(conn, ALL, 100)
+    assert sorted((row["correlation_id"], row["label"]) for row in late) == [("f1", "twin-persisted"),
+                                                                            ("f2", "twin-persisted")]
+    assert by(found, "ackstore_late_acks_total", "source") == {("plant-a",): 2.0}
+    seals.seal(engine)
+    assert _counters(scraped(engine)) == _counters(found)
