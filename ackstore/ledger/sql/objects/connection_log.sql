@@ -37,7 +37,9 @@ RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   PERFORM act_for_connection(connector_seen.connection);
-  UPDATE connections c SET seen_at = now(), broker_out_since = LEAST(connector_seen.broker_out_since, now())
+  UPDATE connections c SET seen_at = now(),  -- LEAST would make a NULL (no outage) now()
+    broker_out_since = CASE WHEN connector_seen.broker_out_since IS NOT NULL
+                            THEN LEAST(connector_seen.broker_out_since, now()) END
   WHERE c.id = connector_seen.connection;
 END $$;
 
