@@ -21,7 +21,7 @@ from typing import Iterator
 
 import paho.mqtt.client as paho
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from tests.support.broker import AMQP_URL, ROOT, Broker, connector, publish_all, stop, wait_for
 from tests.support.connector_metrics import scrape, served, thing_modify
@@ -57,7 +57,8 @@ def assert_counted(samples: Samples, connection: str, kind: str, replies: int) -
     assert messages(samples, "duplicate") == 1
     assert messages(samples, "dropped") == 1, "the poison message, refused"
     assert messages(samples, "acknowledged") == GOOD + 1, "every delivery of a decided signal, the copy's too"
-    assert value(samples, "ackstore_connector_carried_out_total", decision="ack") == GOOD
+    assert value(samples, "ackstore_connector_carried_out_total", decision="ack", carried_out_as="ack") == GOOD
+    assert messages(samples, "enforced") == 0
     assert value(samples, "ackstore_connector_replies_total") == replies == GOOD + 1, "results and the refusal"
     assert value(samples, "ackstore_connector_in_flight") == 0
     assert value(samples, "ackstore_connector_store_batch_size_sum") == GOOD + 2, "every message in a batch"
@@ -126,8 +127,13 @@ def test_an_amqp_connectors_metrics_count_what_happened(
     (entry,) = connection_cli(database_url, "logs", connection)["logs"]
     assert (entry["kind"], entry["message_id"]) == ("dropped", "poison") and entry["detail"].startswith("400 ")
     last_minute = connection_cli(database_url, "metrics", connection)["last_minute"]
-    assert {k: last_minute[k] for k in ("consumed", "stored", "dropped", "acknowledged", "outage")} == {
-        "consumed": GOOD + 1, "stored": GOOD, "dropped": 1, "acknowledged": GOOD, "outage": 0}
+    assert {k: last_minute[k] for k in ("received", "stored", "dropped", "carried_out_ack", "outage")} == {
+        "received": GOOD + 1, "stored": GOOD, "dropped": 1, "carried_out_ack": GOOD, "outage": 0}
+    # the connector said it runs: the ledger's exporter serves when (the Ledger page lists it)
+    with engine.connect() as conn:
+        seen = conn.execute(text("SELECT seen_at, broker_out_since FROM connections WHERE id = :c"),
+                            {"c": connection}).one()
+    assert seen.seen_at is not None and seen.broker_out_since is None
 
 
 def connection_cli(database_url: str, command: str, connection: str) -> dict:

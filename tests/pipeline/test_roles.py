@@ -149,6 +149,7 @@ def _windowed_reports(conn) -> list[dict]:
     reports.unsettled(conn, window, 50)
     reports.late_acks(conn, window, 50)
     reports.labels(conn, window, 50)
+    reports.dead_letters(conn, window, 50)
     return reports.watermarks(conn, window, 50)
 
 
@@ -434,6 +435,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 settlements.record_latest(conn, {again.signal_id})
                 settlements.record_carried_out(conn, [(again.signal_id, 1)], held=True)
                 connection_log.record(conn, SOURCE, "dropped", "a poison message", message_id="m9")  # its connector's
+                connection_log.seen(conn, SOURCE, None)  # its connector says it runs (every 15 s)
 
     def report(url: str) -> None:
         with AckStore.connect(url) as store:
