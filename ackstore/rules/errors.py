@@ -832,3 +832,16 @@ def metrics_unservable(host: str, port: object, problem: BaseException) -> Ditto
         return metrics_address_invalid(host, port, f"a port is a number from 0 to {java_number(MAX_PORT)}")
     reason = getattr(problem, "strerror", None) or str(problem) or type(problem).__name__
     return metrics_address_invalid(host, port, _clip(reason.rstrip("."), 120).lower())
+
+
+def publish_refused(reasons: dict[str, int]) -> DittoError:
+    """`ackstore publish`: the broker refused lines, each reason with how many (issue 50)."""
+    said = "; ".join(f"{count} line{'s' if count != 1 else ''}: {_clip(reason, 200)}"
+                     for reason, count in sorted(reasons.items(), key=lambda item: -item[1])[:5])
+    return DittoError(
+        503,
+        "connectivity:message.refused",
+        f"The broker refused {sum(reasons.values())} of the lines: {said}.",
+        "Declare the queue (or start the connector whose source declares it) and publish the refused lines "
+        "again; a line whose headers the protocol cannot carry is never sent.",
+    )
