@@ -320,3 +320,20 @@ def _look_at_a_dead_letter(url: str, token: str, ledger: str) -> None:
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize(("ledger", "expected"), [
+    ("postgresql://127.0.0.1:5432/ackstore", "ackstore_airflow"),  # the embedded server's, as before
+    ("postgresql://127.0.0.1:5432/plant_ledger", "plant_ledger_airflow"),
+    ("postgresql://user@db.example:6543/other", "other_airflow"),
+])
+def test_airflows_metadata_database_is_named_after_its_ledger(ledger: str, expected: str) -> None:
+    """Issue 50: every `make airflow` on one server shared `ackstore_airflow`; two ledgers' Airflows
+    mixed their DAG runs. Now each ledger's is its own."""
+    from ackstore.local_airflow import MAX_IDENTIFIER_BYTES, metadata_database_for
+
+    assert metadata_database_for(ledger) == expected
+    odd = [metadata_database_for(f"postgresql://127.0.0.1/{name}") for name in ("plant-a", "plant_a", "l" * 70, "l" * 71)]
+    assert len(set(odd)) == 4, odd  # never two ledgers on one name
+    assert all(len(name.encode()) <= MAX_IDENTIFIER_BYTES and name.endswith("_airflow")
+               and name.replace("_", "").isalnum() for name in odd), odd
