@@ -746,9 +746,11 @@ class Connector:
     def _settle_from_decisions(self, items: list[tuple[Message, Stored]]) -> _SettledNow:
         """Copies of messages whose signal is decided: settled at once from that decision."""
         with self.store.engine.begin() as conn:
-            settlements.record_latest(conn, {stored.signal_id for _, stored in items})
+            first = settlements.record_latest(conn, {stored.signal_id for _, stored in items})
         dispositions = {message.tag: self.transport.disposition(stored.decision) for message, stored in items}
-        # copies (duplicate, then acknowledged): their decision was carried out and counted before
+        # carried out here only if this recorded it (the delivery that held it went back unsettled);
+        # a copy of one carried out before is a duplicate, and acknowledged, not carried out twice
+        self._count_carried_out(first)
         return _SettledNow(dispositions, acknowledged=len(items))
 
     def _count_carried_out(self, decisions: Iterable[str]) -> None:
