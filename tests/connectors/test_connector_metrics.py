@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -255,19 +254,11 @@ def test_ackstore_connect_serves_its_metrics_and_says_the_broker_is_unreachable(
 def test_a_metrics_port_that_is_taken_or_none_is_answered_and_the_connector_does_not_start(database_url: str) -> None:
     """Answered in Ditto's shape (issue 50), never a traceback: a port in use 409, a port past
     0..65 535 or an address not this machine's 400."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        cases = [(str(taken.getsockname()[1]), "127.0.0.1", 409, "ackstore:metrics.address.taken"),
-                 ("70000", "127.0.0.1", 400, "ackstore:metrics.address.invalid"),
-                 ("-1", "127.0.0.1", 400, "ackstore:metrics.address.invalid"),
-                 ("9999", "256.0.0.1", 400, "ackstore:metrics.address.invalid")]
-        for port, host, status, error in cases:
-            done = subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url", database_url,
-                                   "connect", "mqtt", "--connection-id", "cli-taken", "--topic", "t",
-                                   "--metrics-port", port, "--metrics-host", host],
-                                  capture_output=True, text=True, timeout=60, cwd=ROOT)
-            assert done.returncode == 1, (port, host, done.stdout, done.stderr)
-            answer = json.loads(done.stdout)
-            assert (answer["status"], answer["error"]) == (status, error), answer
-            assert port in answer["message"] and "Traceback" not in done.stderr
+    from tests.support.metrics_ports import assert_answered, unservable
+
+    with unservable() as cases:
+        for port, host, expected in cases:
+            assert_answered(subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url",
+                                            database_url, "connect", "mqtt", "--connection-id", "cli-taken",
+                                            "--topic", "t", "--metrics-port", port, "--metrics-host", host],
+                                           capture_output=True, text=True, timeout=60, cwd=ROOT), port, expected)

@@ -321,23 +321,13 @@ def test_a_built_in_ack_late_for_its_attempt_is_counted_once_as_report_late_acks
 def test_a_port_in_use_or_no_port_or_address_is_answered_in_dittos_shape(database_url: str) -> None:
     """Issue 50: `ackstore metrics --port 9464` beside `make airflow`, `--port -1`, `70000` and
     `--host 256.0.0.1` died with a traceback; each is answered as Ditto answers, and exits 1."""
-    import socket
+    from tests.support.metrics_ports import assert_answered, unservable
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        cases = [(str(taken.getsockname()[1]), "127.0.0.1", 409, "ackstore:metrics.address.taken"),
-                 ("-1", "127.0.0.1", 400, "ackstore:metrics.address.invalid"),
-                 ("70000", "127.0.0.1", 400, "ackstore:metrics.address.invalid"),
-                 ("0", "256.0.0.1", 400, "ackstore:metrics.address.invalid"),
-                 ("0", "192.0.2.254", 400, "ackstore:metrics.address.invalid")]  # TEST-NET-1: not this machine's
-        for port, host, status, error in cases:
-            done = subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url", database_url,
-                                   "metrics", "--port", port, "--host", host], capture_output=True, text=True, timeout=60)
-            assert done.returncode == 1, (port, host, done.stdout, done.stderr)
-            answer = json.loads(done.stdout)
-            assert (answer["status"], answer["error"]) == (status, error), answer
-            assert port in answer["message"] and answer["description"] and "Traceback" not in done.stderr
+    with unservable() as cases:
+        for port, host, expected in cases:
+            assert_answered(subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url",
+                                            database_url, "metrics", "--port", port, "--host", host],
+                                           capture_output=True, text=True, timeout=60), port, expected)
 
 
 def test_ackstore_metrics_and_make_airflow_never_share_a_default_port() -> None:
