@@ -221,7 +221,7 @@ def test_a_metrics_port_in_use_stops_it_before_airflow_starts(tmp_path: Path) ->
         finally:
             drop_database(ADMIN_URL, metadata_database)
     assert done.returncode == 1, done.stdout + done.stderr
-    answer = json.loads(done.stdout.splitlines()[-1])  # Ditto's shape, not a traceback
+    answer = json.loads(done.stdout[done.stdout.index("\n{") + 1:])  # Ditto's shape, after its first line
     assert (answer["status"], answer["error"]) == (409, "ackstore:metrics.address.taken"), answer
     assert f"127.0.0.1:{port}" in answer["message"] and "--metrics-port" in answer["description"]
     assert "standalone started" not in done.stdout and "Traceback" not in done.stderr
