@@ -33,6 +33,7 @@ depends_on = None
 NEW = {
     "metric_sources": "metric_sources(integer)",
     "builtin_fact_times": "builtin_fact_times(bigint)",
+    "counted_in_time": "counted_in_time(jsonb, smallint, text)",
     "late_builtin_acks": "late_builtin_acks(bigint)",
     "marked_commands": "marked_commands(text, bigint, bigint)",
     "connector_seen": "connector_seen(text, timestamptz)",

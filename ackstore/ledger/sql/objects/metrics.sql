@@ -64,15 +64,28 @@ CREATE OR REPLACE FUNCTION builtin_fact_times(signal bigint)
 RETURNS TABLE (label text, fact_at timestamptz, seq bigint)
 LANGUAGE sql STABLE AS $$
 SELECT twin_persisted(), b.committed_at, r.seq
-FROM command_responses r JOIN ledger_batches b ON b.id = r.batch_id
-WHERE r.signal_id = builtin_fact_times.signal AND r.event_id IS NOT NULL AND b.step = 'apply_twin'
+FROM command_responses r
+CROSS JOIN LATERAL (SELECT x.committed_at FROM ledger_batches x WHERE x.id = r.batch_id AND x.step = 'apply_twin'
+                    LIMIT 1) b
+WHERE r.signal_id = builtin_fact_times.signal AND r.event_id IS NOT NULL
 UNION ALL
 SELECT search_persisted(), mb.committed_at, m.seq
 FROM command_responses r
 JOIN signals s ON s.id = r.signal_id
 JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
-JOIN ledger_batches mb ON mb.id = m.batch_id
+CROSS JOIN LATERAL (SELECT x.committed_at FROM ledger_batches x WHERE x.id = m.batch_id LIMIT 1) mb
 WHERE r.signal_id = builtin_fact_times.signal AND r.event_id IS NOT NULL
+$$;
+
+-- name: counted_in_time
+-- Whether a decision counted a built-in label in time, as it wrote it: the label's entry 2xx, or,
+-- where it wrote none (the built-in shortcut's plain response), its answer 2xx. A fact of such a
+-- label cannot be late for that attempt, so the metrics look no further (metric_facts): of a
+-- pass's facts, those of a request decided before them that did not count them.
+-- version: 0024
+CREATE OR REPLACE FUNCTION counted_in_time(ack_statuses jsonb, status smallint, label text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT COALESCE((ack_statuses ->> label)::int, status) BETWEEN 200 AND 299
 $$;
 
 -- name: late_builtin_acks
@@ -119,7 +132,7 @@ $$;
 -- LIMIT 1): a scrape's planner cannot know how few facts follow the last seal, and would guess a
 -- third of each table and join it whole (an EXISTS too: its OFFSET keeps it a probe, not a join).
 -- A fact is looked for a decided attempt only where one can be late: a decision by deadline or
--- error, a fact whose signal was decided before it.
+-- error, a fact whose signal was decided before it without counting its label (counted_in_time).
 -- version: 0024
 CREATE OR REPLACE FUNCTION metric_facts(after_seq bigint, upto_seq bigint)
 RETURNS TABLE (metric text, source text, label text, detail text, value float8)
@@ -157,12 +170,14 @@ WITH received AS (
 ), facts_after_decisions AS (
     SELECT r.signal_id, r.seq FROM command_responses r
     WHERE r.seq > after_seq AND (upto_seq IS NULL OR r.seq <= upto_seq) AND r.event_id IS NOT NULL
-      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = r.signal_id AND x.seq < r.seq OFFSET 0)
+      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = r.signal_id AND x.seq < r.seq
+                    AND NOT counted_in_time(x.ack_statuses, x.status, twin_persisted()) OFFSET 0)
     UNION ALL
     SELECT c.signal_id, m.seq FROM search_marks m
     CROSS JOIN LATERAL marked_commands(m.thing_id, m.from_revision, m.to_revision) c
     WHERE m.seq > after_seq AND (upto_seq IS NULL OR m.seq <= upto_seq)
-      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = c.signal_id AND x.seq < m.seq OFFSET 0)
+      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = c.signal_id AND x.seq < m.seq
+                    AND NOT counted_in_time(x.ack_statuses, x.status, search_persisted()) OFFSET 0)
 ), late_builtin AS (
     SELECT d.source, count(*) AS n FROM decided d
     CROSS JOIN LATERAL late_builtin_acks(d.signal_id) l
