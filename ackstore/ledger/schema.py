@@ -599,6 +599,18 @@ metric_totals = Table(
     PrimaryKeyConstraint("metric", "source", "label", "detail"),
 )
 
+# Decided attempts that did not count a requested built-in label whose fact may still come (issue
+# 50, migration 0024): when it comes it is late for them, and the metrics count it then. The seal
+# adds the attempts it seals and forgets each once its facts are sealed (or can never come), so
+# the metrics look for late built-in facts among these few, never among every command.
+metric_awaited_facts = Table(
+    "metric_awaited_facts",
+    metadata,
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    PrimaryKeyConstraint("signal_id", "attempt"),
+)
+
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
 # UNLOGGED: staging rows are recomputed after a crash, never trusted across runs.
 
@@ -737,6 +749,7 @@ LEDGER_TABLES = (
     seal_leaves,
     archives,
     metric_totals,
+    metric_awaited_facts,
     connection_log,
 )
 

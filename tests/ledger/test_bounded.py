@@ -374,7 +374,8 @@ def test_removing_finished_work_visits_each_item_a_few_times(queues, job: str, r
 
 # What sealing and proving read (ackstore/ledger/sql/seals.sql): the facts numbered since the last
 # seal (the block range indexes on seq), one signal's facts, and the seal that covers a number.
-SEAL_READS = ["leaves_in_order", "counts", "facts_of_signal", "covering", "latest", "leaves", "roll_up_metrics"]
+SEAL_READS = ["leaves_in_order", "counts", "facts_of_signal", "covering", "latest", "leaves", "roll_up_metrics",
+              "await_facts", "forget_awaited_facts"]
 
 
 @pytest.fixture(scope="module")

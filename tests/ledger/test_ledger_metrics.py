@@ -316,6 +316,8 @@ def test_a_built_in_ack_late_for_its_attempt_is_counted_once_as_report_late_acks
     assert by(found, "ackstore_late_acks_total", "source") == {("plant-a",): 2.0}
     seals.seal(engine)
     assert _counters(scraped(engine)) == _counters(found)
+    with engine.connect() as conn:  # every fact they awaited is sealed: nothing is awaited any more
+        assert conn.execute(text("SELECT count(*) FROM metric_awaited_facts")).scalar_one() == 0
 
 
 def test_a_port_in_use_or_no_port_or_address_is_answered_in_dittos_shape(database_url: str) -> None:

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger import connection_log, migrate, objects, reports, settlements, verify
+from ackstore.ledger import metrics as ledger_metrics
 from ackstore.ledger.database import drop_database, make_engine
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.named_sql import load
@@ -446,6 +447,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 _windowed_reports(conn)
                 assert verify.prove(conn, "t1")
                 assert connection_log.metrics(conn, SOURCE)["last_day"]["dropped"] == 1  # `connection metrics`
+            assert ledger_metrics.read(store.engine).counters  # a scrape of `ackstore metrics`
         assert verify.verify(store.engine, None).ok
 
     phase("ackstore_ingest", ingest_first)

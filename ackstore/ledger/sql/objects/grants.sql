@@ -76,6 +76,7 @@ GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline;
 -- first connections claimed have series of their own (0024).
 GRANT SELECT, INSERT, UPDATE ON metric_totals TO ackstore_pipeline;
 GRANT SELECT (id, claimed_at) ON connections TO ackstore_pipeline;
+GRANT SELECT, INSERT, DELETE ON metric_awaited_facts TO ackstore_pipeline;
 -- The step, facts and sealer locks, and the staging rows a committed COPY left (migration 0020).
 GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline
 
@@ -92,8 +93,10 @@ GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, bu
 GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter;
 -- and which seals were archived, and where (migration 0019).
 GRANT SELECT ON archives TO ackstore_reporter;
--- What `ackstore metrics` serves and the Ledger page's health strip shows (migration 0021).
+-- What `ackstore metrics` serves and the Ledger page's health strip shows (migration 0021), and
+-- the decided attempts whose built-in facts may still come, which its counters read (0024).
 GRANT SELECT ON ledger_counters, ledger_gauges TO ackstore_reporter;
+GRANT SELECT ON metric_awaited_facts TO ackstore_reporter;
 -- `ackstore connection metrics|logs` (migration 0022): a connection's log, and which connections
 -- exist (not which login owns each).
 GRANT SELECT ON connection_log TO ackstore_reporter;

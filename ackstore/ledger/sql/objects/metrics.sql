@@ -80,12 +80,22 @@ $$;
 -- name: counted_in_time
 -- Whether a decision counted a built-in label in time, as it wrote it: the label's entry 2xx, or,
 -- where it wrote none (the built-in shortcut's plain response), its answer 2xx. A fact of such a
--- label cannot be late for that attempt, so the metrics look no further (metric_facts): of a
--- pass's facts, those of a request decided before them that did not count them.
+-- label cannot be late for that attempt.
 -- version: 0024
 CREATE OR REPLACE FUNCTION counted_in_time(ack_statuses jsonb, status smallint, label text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT COALESCE((ack_statuses ->> label)::int, status) BETWEEN 200 AND 299
+$$;
+
+-- name: awaits_builtin_facts
+-- Whether a decision may have a built-in fact still to come that is late for it: it did not count
+-- twin-persisted or search-persisted in time (counted_in_time; whether the attempt requested the
+-- label is late_builtin_acks' to say). Few: a request decided by its deadline, or a failure.
+-- version: 0024
+CREATE OR REPLACE FUNCTION awaits_builtin_facts(ack_statuses jsonb, status smallint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT NOT (counted_in_time(ack_statuses, status, twin_persisted())
+            AND counted_in_time(ack_statuses, status, search_persisted()))
 $$;
 
 -- name: late_builtin_acks
@@ -104,20 +114,6 @@ LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.
 WHERE builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause, later.opened_at) = 'late'
 $$;
 
--- name: marked_commands
--- The commands whose revisions a search mark covers, (from_revision, to_revision] of its thing:
--- the thing's newest signals first, as many as the mark covers revisions (one change each), so
--- a mark reads what came since the thing's last mark, not its history.
--- version: 0024
-CREATE OR REPLACE FUNCTION marked_commands(thing text, from_revision bigint, to_revision bigint)
-RETURNS TABLE (signal_id bigint)
-LANGUAGE sql STABLE AS $$
-SELECT r.signal_id FROM signals s JOIN command_responses r ON r.signal_id = s.id
-WHERE s.thing_id = marked_commands.thing AND r.revision > marked_commands.from_revision
-  AND r.revision <= marked_commands.to_revision
-ORDER BY s.id DESC LIMIT marked_commands.to_revision - marked_commands.from_revision
-$$;
-
 -- name: metric_facts
 -- What the facts numbered (after_seq, upto_seq] add to each counter (upto_seq NULL: no bound),
 -- per metric, source and labels: signals stored (channel); attempts decided (status class)
@@ -127,12 +123,13 @@ $$;
 -- but after the deadline of an attempt its deadline decided (decided_disposition), counted with
 -- that decision; built-in facts late for their attempt (late_builtin_acks), counted with whichever
 -- of the attempt's decision and the fact is numbered last (a deadline's or error's decision after
--- the fact, or a fact after its attempt was decided) — so each once. Each fact is read through its
--- table's index on seq; a row's source through its signal's key, one look-up each (LATERAL ...
--- LIMIT 1): a scrape's planner cannot know how few facts follow the last seal, and would guess a
--- third of each table and join it whole (an EXISTS too: its OFFSET keeps it a probe, not a join).
--- A fact is looked for a decided attempt only where one can be late: a decision by deadline or
--- error, a fact whose signal was decided before it without counting its label (counted_in_time).
+-- the fact, or a fact after its attempt was decided) — so each once. A fact after its decision
+-- is looked for among the decisions that did not count a built-in label: this interval's, and
+-- those sealed before whose facts were still to come (metric_awaited_facts, kept by the seal) —
+-- never among every command. Each fact is read through its table's index on seq; a row's source
+-- through its signal's key, one look-up each (LATERAL ... LIMIT 1): a scrape's planner cannot
+-- know how few facts follow the last seal, and would guess a third of each table and join it
+-- whole.
 -- version: 0024
 CREATE OR REPLACE FUNCTION metric_facts(after_seq bigint, upto_seq bigint)
 RETURNS TABLE (metric text, source text, label text, detail text, value float8)
@@ -143,6 +140,7 @@ WITH received AS (
     GROUP BY s.source, s.channel
 ), decided AS (
     SELECT s.source, r.status, r.cause, r.signal_id, r.attempt, r.seq,
+           awaits_builtin_facts(r.ack_statuses, r.status) AS awaits,
            extract(epoch FROM r.decided_at - s.received_at)::float8 AS seconds
     FROM request_results r CROSS JOIN LATERAL (SELECT x.source, x.received_at FROM signals x
                                                WHERE x.id = r.signal_id LIMIT 1) s
@@ -167,27 +165,19 @@ WITH received AS (
                           AND x.disposition = counted() OFFSET 0) k
     WHERE judged_by_deadline(d.cause) AND decided_disposition(counted(), k.received_at, a.deadline_at, d.cause) = 'late'
     GROUP BY d.source
-), facts_after_decisions AS (
-    SELECT r.signal_id, r.seq FROM command_responses r
-    WHERE r.seq > after_seq AND (upto_seq IS NULL OR r.seq <= upto_seq) AND r.event_id IS NOT NULL
-      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = r.signal_id AND x.seq < r.seq
-                    AND NOT counted_in_time(x.ack_statuses, x.status, twin_persisted()) OFFSET 0)
-    UNION ALL
-    SELECT c.signal_id, m.seq FROM search_marks m
-    CROSS JOIN LATERAL marked_commands(m.thing_id, m.from_revision, m.to_revision) c
-    WHERE m.seq > after_seq AND (upto_seq IS NULL OR m.seq <= upto_seq)
-      AND EXISTS (SELECT FROM request_results x WHERE x.signal_id = c.signal_id AND x.seq < m.seq
-                    AND NOT counted_in_time(x.ack_statuses, x.status, search_persisted()) OFFSET 0)
 ), late_builtin AS (
     SELECT d.source, count(*) AS n FROM decided d
     CROSS JOIN LATERAL late_builtin_acks(d.signal_id) l
     WHERE judged_by_deadline(d.cause) AND l.attempt = d.attempt AND l.fact_seq < d.seq
     GROUP BY d.source
     UNION ALL
-    SELECT s.source, count(*) FROM facts_after_decisions f
-    CROSS JOIN LATERAL (SELECT x.source FROM signals x WHERE x.id = f.signal_id LIMIT 1) s
-    CROSS JOIN LATERAL late_builtin_acks(f.signal_id) l
-    WHERE l.fact_seq = f.seq AND l.decided_seq < f.seq
+    SELECT s.source, count(*)
+    FROM (SELECT w.signal_id FROM metric_awaited_facts w
+          UNION
+          SELECT d.signal_id FROM decided d WHERE d.awaits) c
+    CROSS JOIN LATERAL (SELECT x.source FROM signals x WHERE x.id = c.signal_id LIMIT 1) s
+    CROSS JOIN LATERAL late_builtin_acks(c.signal_id) l
+    WHERE l.fact_seq > after_seq AND (upto_seq IS NULL OR l.fact_seq <= upto_seq) AND l.decided_seq < l.fact_seq
     GROUP BY s.source
 )
 SELECT 'signals_stored', x.source, x.channel, '', x.n::float8 FROM received x
