@@ -16,6 +16,7 @@ from ackstore.ledger import failures
 from ackstore.ledger.database import URL_VARIABLE, make_engine, resolve_url
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
+from ackstore.reporting.metrics import DEFAULT_PORT as METRICS_PORT
 from ackstore.reporting.registry import REPORTS, described
 from ackstore.reporting.shown_text import json_text
 from ackstore.rules import errors
@@ -200,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "which login it is reserved for")
     connection_commands = connection.add_subparsers(dest="connection_command", required=True)
     connection_metrics = connection_commands.add_parser(
-        "metrics", help="consumed, stored, dropped, acknowledged, rejected, redelivered, dead-lettered: "
-                        "the last minute, hour and day")
+        "metrics", help="received, stored, dropped, enforced, carried out (ack, reject, redeliver, dead-letter), "
+                        "unsendable, outages: the last minute, hour and day (docs/metrics.md names each)")
     connection_logs = connection_commands.add_parser(
         "logs", help="what its connector could not do (dropped, refused, outages), newest first")
     for each in (connection_metrics, connection_logs):
@@ -222,10 +223,19 @@ def build_parser() -> argparse.ArgumentParser:
     metrics = commands.add_parser(
         "metrics", help="serve the ledger's metrics to Prometheus (http://HOST:PORT/metrics) until Ctrl-C",
         description="Serve the ledger's metrics in Prometheus's text format, read from the ledger on each scrape "
-                    "(docs/metrics.md). The reporter's login is enough.")
-    metrics.add_argument("--port", type=int, required=True, help="the port to serve on (0: any free one, printed)")
+                    "(docs/metrics.md). The reporter's login is enough. `make airflow` serves them on 9464 itself: "
+                    "one exporter per ledger is enough.")
+    metrics.add_argument("--port", type=int, default=METRICS_PORT,
+                         help=f"the port to serve on (default {METRICS_PORT}; 0: any free one, printed)")
     metrics.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1)")
     metrics.set_defaults(run=_with_store(_metrics))
+
+    alert_rules = commands.add_parser(
+        "alert-rules", help="print Prometheus's alert rules for this deployment's settings (YAML)",
+        description="Print the alert rules (deploy/prometheus/alerts.yml is this for the default settings) with "
+                    "the thresholds that follow ACKSTORE_DEFAULT_TIMEOUT, ACKSTORE_MAX_TIMEOUT and "
+                    "ACKSTORE_RETENTION_DAYS as they are set here (docs/operating.md, Monitoring).")
+    alert_rules.set_defaults(run=_alert_rules)
 
     airflow = commands.add_parser(
         "airflow",
@@ -236,8 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.add_argument("--local-spark", action="store_true",
                          help="no Spark Connect server: each task opens a local session (~26 s a task)")
     airflow.add_argument("--home", help="Airflow's folder (default: $ACKSTORE_HOME/airflow, i.e. ./.ackstore/airflow)")
-    airflow.add_argument("--metadata-database", default="ackstore_airflow",
-                         help="Airflow's metadata database, on the ledger's server (default ackstore_airflow)")
+    airflow.add_argument("--metadata-database",
+                         help="Airflow's metadata database, on the ledger's server (default: the ledger's name and "
+                              "_airflow, e.g. ackstore_airflow)")
     airflow.add_argument("--metrics-port", type=int, default=9464, metavar="PORT",
                          help="serve the ledger's metrics (as `ackstore metrics` does) at http://127.0.0.1:PORT/metrics "
                               "(default 9464, where deploy/prometheus/prometheus.yml looks; 0: any free port)")
@@ -599,7 +610,14 @@ def _connection_logs(store: AckStore, args: argparse.Namespace) -> int:
 def _metrics(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.reporting.metrics import serve
 
-    return serve(store.engine, args.port, args.host)
+    return serve(store.engine, args.port, args.host, store.settings.metric_sources)
+
+
+def _alert_rules(args: argparse.Namespace) -> int:
+    from ackstore.reporting.alert_rules import rules_for_environment
+
+    sys.stdout.write(rules_for_environment())
+    return EXIT_OK
 
 
 def _airflow(args: argparse.Namespace) -> int:
@@ -670,10 +688,8 @@ def _connect(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         try:
             port = metrics.serve(args.metrics_port, args.metrics_host)
-        except OSError as problem:  # the port is taken, the address is not this machine's
-            print(f"ackstore connect {args.kind}: cannot serve the metrics on {args.metrics_host}:{args.metrics_port}: "
-                  f"{problem}", file=sys.stderr)
-            return 1
+        except errors.DittoError as refused:  # the port is taken, or no port or address of this machine
+            return _answer(refused.to_json())
         logging.getLogger("ackstore.connector").info("connector %s: metrics at http://%s:%d/metrics", connection.id,
                                                      args.metrics_host, port)
     with AckStore.connect(args.database_url) as store:

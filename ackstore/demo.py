@@ -190,28 +190,30 @@ def _print_audit(store: AckStore, scenario: Scenario) -> None:
           "open Ledger in the navigation")
 
 
-SCRAPED = ("ackstore_signals_received_total", "ackstore_requests_decided_total",
+SCRAPED = ("ackstore_signals_stored_total", "ackstore_requests_decided_total",
            "ackstore_settlement_decisions_total", "ackstore_oldest_unsettled_age_seconds", "ackstore_queue_pending",
            "ackstore_seal_last_number", "ackstore_seal_last_timestamp_seconds", "ackstore_ledger_up")
 
 
 def metric_lines(engine: Any, names: tuple[str, ...] = SCRAPED) -> list[str]:
     """The samples of ``names`` in what a scrape of ``ackstore metrics`` serves (Prometheus's text,
-    the same registry), in its order."""
+    the same registry), in its order; a counter's only where it counted (every known source's is
+    served from 0 too)."""
     from prometheus_client import generate_latest
 
     from ackstore.reporting.metrics import registry_for
 
     served = generate_latest(registry_for(engine)).decode()
     return [line for line in served.splitlines()
-            if not line.startswith("#") and line.split("{", 1)[0].split(" ", 1)[0] in names]
+            if not line.startswith("#") and line.split("{", 1)[0].split(" ", 1)[0] in names
+            and not (line.split("{", 1)[0].endswith("_total") and float(line.rsplit(" ", 1)[1]) == 0)]
 
 
 def _print_metrics(store: AckStore) -> None:
     print("\n== what Prometheus would scrape (ackstore metrics)")
     for line in metric_lines(store.engine):
         print(f"   {line}")
-    print("(all of them: ackstore metrics --port 9464, or make airflow, which serves them on 9464; docs/metrics.md)")
+    print("(all of them: make airflow serves them on 9464, ackstore metrics on 9463; docs/metrics.md)")
 
 
 def _modify(correlation_id: str, path: str, value: Any, requested: list[str], timeout: str = "2m") -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Airflow's own processes (``airflow standalone``: api-server with the UI, scheduler,
 dag-processor, triggerer) run this project's ``dags/`` folder with:
 
-* the metadata in its own PostgreSQL database (``ackstore_airflow``) on the ledger's server —
-  the machine's, or the embedded one when nothing is configured — never SQLite;
+* the metadata in its own PostgreSQL database on the ledger's server — the machine's, or the
+  embedded one when nothing is configured — never SQLite, named after the ledger's
+  (``<ledger>_airflow``: two ledgers on one server never share one, :func:`metadata_database_for`);
 * the ledger as the Airflow connection ``ackstore_ledger``;
 * a Spark Connect server, with ``SPARK_REMOTE`` pointing at it: a local Spark session costs a
   task about 26 s, four of them would not fit in a one-minute schedule (docs/stack-notes.md);
@@ -13,7 +14,8 @@ dag-processor, triggerer) run this project's ``dags/`` folder with:
 * a login: SimpleAuthManager with one user, ``admin``, whose password is generated on first start
   and kept in the home (``.ackstore/airflow/passwords.json``), printed with the URL;
 * the ledger's Prometheus exporter (what ``ackstore metrics`` serves, docs/metrics.md) in this
-  process, on ``--metrics-port`` (default 9464, where deploy/prometheus/prometheus.yml looks);
+  process, on ``--metrics-port`` (default 9464, where deploy/prometheus/prometheus.yml looks; a
+  standalone ``ackstore metrics`` serves on 9463, so the two never meet on one port);
 * when asked (``--airflow-statsd HOST:PORT``), Airflow's own metrics sent to StatsD, prefixed
   ``airflow.`` (Airflow's [metrics] settings; the ``statsd`` package).
 
@@ -23,6 +25,7 @@ stops its own children), then the Spark Connect server, then the exporter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -41,12 +44,15 @@ from sqlalchemy import create_engine, text
 from ackstore.ledger.database import ackstore_home, database_url, make_engine, resolve_url
 from ackstore.ledger.database_url import LEDGER_CONNECTION
 from ackstore.reporting.registry import REPORTS
+from ackstore.reporting.shown_text import json_text
+from ackstore.rules.errors import DittoError
 from ackstore.ui.routes import LEDGER_ROUTE
 
 PROJECT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = PROJECT / "dags"
 DAG_ID = "ackstore_reconcile"
-METADATA_DATABASE = "ackstore_airflow"
+METADATA_SUFFIX = "_airflow"  # the metadata database is the ledger's name and this
+MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
 STOP_GRACE_SECONDS = 90
 ADMIN_USER = "admin"
 METRICS_PORT = 9464  # the ledger's exporter, as deploy/prometheus/prometheus.yml scrapes it
@@ -75,12 +81,13 @@ class LocalAirflow:
 
     @classmethod
     def prepare(cls, ledger_url: str | None = None, *, home: Path | None = None, port: int = 8080,
-                metadata_database: str = METADATA_DATABASE, metrics_port: int = METRICS_PORT,
+                metadata_database: str | None = None, metrics_port: int = METRICS_PORT,
                 statsd: tuple[str, int] | None = None) -> "LocalAirflow":
         """Resolve the ledger (starting the embedded server if nothing is configured) and make
-        sure Airflow's metadata database exists on the same server."""
+        sure Airflow's metadata database exists on the same server (default: the ledger's
+        own, :func:`metadata_database_for`)."""
         ledger = resolve_url(ledger_url)
-        metadata = _ensure_database(ledger, metadata_database)
+        metadata = _ensure_database(ledger, metadata_database or metadata_database_for(ledger))
         return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port, metrics_port, statsd)
 
     @property
@@ -207,11 +214,10 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
     print(f"ackstore airflow: metadata {database_url(local.metadata_url)}, ledger {database_url(local.ledger_url)}",
           flush=True)
     with ExitStack() as stack:
-        try:  # first: a port in use stops us before anything else is started
+        try:  # first: a port in use stops us before anything else is started, answered as Ditto would
             metrics_url = stack.enter_context(_ledger_exporter(local))
-        except OSError as problem:
-            print(f"ackstore airflow: cannot serve the ledger's metrics on 127.0.0.1:{local.metrics_port} ({problem}); "
-                  "choose another --metrics-port (0: any free port)", file=sys.stderr, flush=True)
+        except DittoError as refused:
+            print(json_text(refused.to_json()), flush=True)
             return 1
         local.migrate(env)
         log = stack.enter_context(open(log_path, "ab"))
@@ -315,6 +321,20 @@ def _banner(local: LocalAirflow, remote: str | None, metrics_url: str) -> str:
         f"  Reports:     ackstore report {'|'.join(REPORTS)}\n"
         f"  Stop:        Ctrl-C (stops Airflow, Spark Connect and the metrics)\n"
     )
+
+
+def metadata_database_for(ledger_url: str) -> str:
+    """Airflow's metadata database for the ledger at ``ledger_url``: ``<ledger>_airflow`` on its
+    server (``ackstore_airflow`` for the ledger ``ackstore``), so two ledgers sharing a server
+    never share Airflow's metadata. A name with characters CREATE DATABASE is not given here, or
+    too long, keeps its letters, digits and '_' and a digest of the whole name."""
+    ledger = database_url(ledger_url).resolved().get("dbname") or "ackstore"
+    plain = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in ledger)
+    name = plain + METADATA_SUFFIX
+    if plain != ledger or len(name.encode()) > MAX_IDENTIFIER_BYTES:
+        digest = hashlib.sha256(ledger.encode()).hexdigest()[:8]
+        name = f"{plain[:MAX_IDENTIFIER_BYTES - len(METADATA_SUFFIX) - 9]}_{digest}{METADATA_SUFFIX}"
+    return name
 
 
 def _ensure_database(ledger_url: str, name: str) -> str:

@@ -65,6 +65,14 @@ def add_commands(url: str, count: int, batch: str) -> None:
     engine.dispose()
 
 
+def add_sources(url: str, count: int, prefix: str) -> None:
+    """``count`` signals, each from a connection of its own named ``prefix``N, decided and acked."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(_sql("distinct_sources"), {"count": count, "prefix": prefix})
+    engine.dispose()
+
+
 def run_pipeline(spark: Any, url: str, run_id: str) -> dict[str, dict[str, Any]]:
     from jobs import pipeline
     from jobs.settings import PipelineSettings

@@ -113,3 +113,28 @@ INSERT INTO queue_decide (signal_id, attempt) SELECT f.id, 1 FROM fresh f
 -- name: history_scan_baseline
 -- What finding pending work cost before the queues: an anti-join over every signal.
 SELECT count(*) FROM signals s WHERE NOT EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = s.id)
+
+-- name: distinct_sources
+-- K signals, each from a connection of its own, claimed in order (as each first message claims
+-- its connection), decided 200 and acked on the broker: what one ingest login naming a new source
+-- per signal leaves behind (issue 50: 1 000 such signals once made 24 050 series).
+WITH claimed AS (
+    INSERT INTO connections (id, owner_login, claimed_at)
+    SELECT :prefix || i, session_user, now() + i * interval '1 millisecond' FROM generate_series(0, :count - 1) AS i
+    RETURNING id
+), fresh AS (
+    INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                         thing_id, topic, path, value, headers, requested_acks, response_required,
+                         timeout_ms, deadline_at)
+    SELECT c.id, 'm', 'sources-' || c.id, 'connectivity', 'twin', 'twin-command', 'modify', 'sources:' || c.id,
+           'sources/' || c.id || '/things/twin/commands/modify', '/', '{}', '{}', ARRAY['twin-persisted'], true,
+           300000, now() + interval '5 minutes'
+    FROM claimed c
+    RETURNING id
+), decided AS (
+    INSERT INTO request_results (signal_id, attempt, status, headers, cause, ack_statuses, decided_at, batch_id)
+    SELECT f.id, 1, 200, '{}', 'acks', '{"twin-persisted": 204}', now(), 1 FROM fresh f
+    RETURNING signal_id
+)
+INSERT INTO settlements (signal_id, attempt, decision, decided_at, carried_out_at)
+SELECT d.signal_id, 1, 'ack', now(), now() FROM decided d

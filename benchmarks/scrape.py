@@ -1,6 +1,13 @@
-"""Benchmark: a scrape of `ackstore metrics` on an empty ledger and on a million signals of history.
+"""Benchmark: a scrape of `ackstore metrics` on an empty ledger and on a million signals of history;
+or, with --sources, on signals of 100 connections against as many connections as signals.
 
     python -m benchmarks.scrape --history 1000000
+    python -m benchmarks.scrape --sources 2000
+
+--sources N (issue 50): two fresh ledgers, a signal from each of 100 connections against one from
+each of N (one ingest login naming a source per signal), each decided and acked, half sealed: the
+series served and a scrape's median on both. The sources past the first ACKSTORE_METRIC_SOURCES
+are served as `other`, so the series are equal and the ratio stays near 1.
 
 Two fresh databases on 127.0.0.1:5432: one empty, one seeded with N decided requests
 (benchmarks/history.sql: half from a connection, settled and carried out) and sealed, as a
@@ -46,7 +53,10 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=1_000_000, help="decided requests of history (default 1 000 000)")
     parser.add_argument("--repeat", type=int, default=10, help="scrapes timed on each ledger (default 10)")
     parser.add_argument("--server", default=DEFAULT_SERVER, help="the PostgreSQL server's admin URL")
+    parser.add_argument("--sources", type=int, help="instead: N signals of one connection against N connections")
     args = parser.parse_args()
+    if args.sources:
+        return sources(args)
     with ExitStack() as stack:
         ledgers = {name: stack.enter_context(fresh_database(args.server, f"scrape_{name}"))
                    for name in ("empty", "history")}
@@ -64,6 +74,28 @@ def main() -> None:
                   f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, n={len(times)})")
         print(f"history/empty: {medians['history'] / medians['empty']:.2f}x; "
               f"target at {args.history}: <= 50 ms ({'met' if medians['history'] <= 0.050 else 'NOT met'})")
+
+
+def sources(args: argparse.Namespace) -> None:
+    """A signal from each of 100 connections against one from each of N: series and scrape medians."""
+    counts = {"100_sources": 100, f"{args.sources}_sources": args.sources}
+    with ExitStack() as stack:
+        ledgers = {name: stack.enter_context(fresh_database(args.server, f"scrape_{name}")) for name in counts}
+        for name, url in ledgers.items():
+            history.add_sources(url, counts[name] // 2, "sealed-")
+            seals.seal(make_engine(url))
+            history.add_sources(url, counts[name] - counts[name] // 2, "fresh-")
+        medians = {}
+        for name, url in ledgers.items():
+            engine = make_engine(url)
+            series = generate_latest(registry_for(engine)).decode().count("\nackstore_")
+            engine.dispose()
+            times = scrape_seconds(url, args.repeat)
+            medians[name] = statistics.median(times)
+            print(f"{name:>14}: {series} series, scrape median {medians[name] * 1000:.1f} ms "
+                  f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, n={len(times)})")
+        many, few = medians[f"{args.sources}_sources"], medians["100_sources"]
+        print(f"{args.sources}/100 sources: {many / few:.2f}x")
 
 
 if __name__ == "__main__":

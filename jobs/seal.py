@@ -32,7 +32,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
     step = Step(JOB, settings, ())
     with step.locked():
         step.stats.update(seal=None, facts=0)
-        made = step.timed("seal", lambda: seals.seal(step.engine))
+        made = step.timed("seal", lambda: seals.seal(step.engine, metric_sources=settings.rules.metric_sources))
         if made is not None:
             step.stats.update(seal=made.number, facts=made.leaves)
         faults.checkpoint(f"{JOB}:sealed")
@@ -51,6 +51,7 @@ class EarlySeal:
 
     def __init__(self, settings: PipelineSettings) -> None:
         self.engine, self._owns_engine = engine_for(settings.database_url)
+        self.metric_sources = settings.rules.metric_sources
         try:
             self.upto = seals.position(self.engine)
         except BaseException:
@@ -66,7 +67,7 @@ class EarlySeal:
         started = time.perf_counter()
         try:
             if self.upto is not None:
-                self.sealed = seals.seal(self.engine, self.upto, one_core=True)
+                self.sealed = seals.seal(self.engine, self.upto, one_core=True, metric_sources=self.metric_sources)
         except Exception as failure:  # noqa: BLE001 — said by finish(); the seal step seals it
             self.failure = failure
         finally:

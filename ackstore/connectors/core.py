@@ -60,6 +60,7 @@ from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, errors, jsontext, wire
 from ackstore.rules.connectivity import Disposition
+from ackstore.rules.thresholds import CONNECTOR_HEARTBEAT_SECONDS
 
 log = logging.getLogger("ackstore.connector")
 
@@ -630,9 +631,10 @@ class Connector:
         settled = _joined((unstored, self._settle_stored(batch, signals, results)))
         self._outbox.put(_Settle(batch.session, settled.dispositions, settled.acknowledged))
         new, duplicate = _new_and_duplicate(results)
-        self.metrics.stored(len(batch.messages), time.perf_counter() - started, new=new, duplicate=duplicate,
-                            dropped=settled.rejected)
         refusals, self._refusals = self._refusals, []
+        enforced = sum(1 for kind, *_ in refusals if kind == "enforced")
+        self.metrics.stored(len(batch.messages), time.perf_counter() - started, new=new, duplicate=duplicate,
+                            dropped=settled.rejected - enforced, enforced=enforced)
         if refusals:  # what the batch refused, in the connection's log: one transaction, after the batch
             self._log_all(refusals)
 
@@ -767,9 +769,11 @@ class Connector:
     def _settle_from_decisions(self, items: list[tuple[Message, Stored]]) -> _SettledNow:
         """Copies of messages whose signal is decided: settled at once from that decision."""
         with self.store.engine.begin() as conn:
-            settlements.record_latest(conn, {stored.signal_id for _, stored in items})
+            first = settlements.record_latest(conn, {stored.signal_id for _, stored in items})
         dispositions = {message.tag: self.transport.disposition(stored.decision) for message, stored in items}
-        self._count_carried_out(stored.decision for _, stored in items)
+        # carried out here only if this recorded it (the delivery that held it went back unsettled);
+        # a copy of one carried out before is a duplicate, and acknowledged, not carried out twice
+        self._count_carried_out(first)
         return _SettledNow(dispositions, acknowledged=len(items))
 
     def _count_carried_out(self, decisions: Iterable[str]) -> None:
@@ -779,14 +783,14 @@ class Connector:
             for decision, count in tally.items():
                 self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + count
         for decision, count in tally.items():
-            self.metrics.carried_out(self.transport.carried_out_as(decision) or decision, count)
+            self.metrics.carried_out(decision, self.transport.carried_out_as(decision) or decision, count)
 
     # --- the deciding thread ------------------------------------------------------------------
 
     def _deciding(self) -> None:
         """Carry decisions out when the settle step notifies this source, and every poll."""
         listener: settlements.Listener | None = None
-        next_poll = 0.0
+        next_poll = next_word = 0.0
         try:
             while not self._done.is_set():
                 final = self._final_pass.is_set()
@@ -795,6 +799,9 @@ class Connector:
                         listener = settlements.Listener(self.store.engine, self.config.id)
                     notified = not final and listener.wait(0.1)
                     now = time.monotonic()
+                    if now >= next_word:
+                        next_word = now + CONNECTOR_HEARTBEAT_SECONDS
+                        self._say_it_runs()
                     if final or notified or now >= next_poll:
                         next_poll = now + self.options.poll_s
                         self._carry_out_decisions()
@@ -808,6 +815,13 @@ class Connector:
         finally:
             if listener is not None:
                 listener.close()
+
+    def _say_it_runs(self) -> None:
+        """The connector runs, and since when its broker is away if it is (the Ledger page's list
+        of connectors, ackstore_connector_last_seen_timestamp_seconds; decisions #D4)."""
+        down = self._broker_down  # the broker's thread replaces the tuple whole
+        with self.store.engine.begin() as conn:
+            connection_log.seen(conn, self.config.id, down[0] if down is not None else None)
 
     def _carry_out_decisions(self) -> None:
         with self.store.engine.begin() as conn:
@@ -835,7 +849,9 @@ class Connector:
             disposition = self.transport.disposition(decided.decision)
             for delivery in taken[decided.signal_id]:
                 by_session.setdefault(delivery.session, {})[delivery.tag] = disposition
-        self._count_carried_out(d.decision for d in mine)
+        # what this process carried out: its held deliveries' decisions, and those it recorded
+        # first for deliveries settled at once (QoS 0) — as the ledger counts them, once each
+        self._count_carried_out([*(d.decision for d in mine), *(d.decision for d in at_once if d.signal_id in first)])
         for session, dispositions in by_session.items():
             self._outbox.put(_Settle(session, dispositions, len(dispositions)))
         for reply in to_publish:

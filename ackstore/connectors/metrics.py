@@ -17,7 +17,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-INBOUND = ("consumed", "stored", "duplicate", "dropped", "acknowledged")
+from ackstore.rules import errors
+
+INBOUND = ("consumed", "stored", "duplicate", "dropped", "enforced", "acknowledged")
 OUTBOUND = ("published",)
 CAUSES = ("ledger", "broker")
 TARGET_OUTCOMES = ("confirmed", "refused")
@@ -36,12 +38,17 @@ class ConnectorMetrics:
         self._messages = {category: messages.labels(connection, connection_type, category, direction)
                           for categories, direction in ((INBOUND, "inbound"), (OUTBOUND, "outbound"))
                           for category in categories}
+        # When this process started, naming its connection: what the down alert names a target
+        # by once it no longer answers, and where an operator sees that the counters restarted.
+        Gauge("ackstore_connector_start_timestamp_seconds", "when this connector process started (its counters "
+              "count from then)", ["connection", "type"], registry=self.registry).labels(
+            connection, connection_type).set(time.time())
         self._in_flight = Gauge("ackstore_connector_in_flight", "broker messages held until their decision is "
                                 "carried out", ["connection"], registry=self.registry).labels(connection)
-        self._carried_out_family = Counter("ackstore_connector_carried_out", "settlements carried out on the broker, "
-                                           "per decision as carried out", ["connection", "decision"],
-                                           registry=self.registry)
-        self._carried_out: dict[str, Counter] = {}
+        self._carried_out_family = Counter("ackstore_connector_carried_out", "settlement decisions this process "
+                                           "carried out on the broker: the decision, and as what",
+                                           ["connection", "decision", "carried_out_as"], registry=self.registry)
+        self._carried_out: dict[tuple[str, str], Counter] = {}
         self._replies = Counter("ackstore_connector_replies", "replies sent to a reply target", ["connection"],
                                 registry=self.registry).labels(connection)
         answers = Counter("ackstore_connector_target_answers", "the broker's answers to what targets published",
@@ -60,8 +67,12 @@ class ConnectorMetrics:
         self.registry.register(self.outages)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
-        """Serve the registry at http://HOST:PORT/metrics on a daemon thread; the port it listens on."""
-        server, _ = start_http_server(port, host, registry=self.registry)
+        """Serve the registry at http://HOST:PORT/metrics on a daemon thread; the port it listens on,
+        or Ditto's answer why not (a port in use: 409; no port or address of this machine: 400)."""
+        try:
+            server, _ = start_http_server(port, host, registry=self.registry)
+        except (OSError, OverflowError, ValueError) as problem:
+            raise errors.metrics_unservable(host, port, problem) from None
         return int(server.server_port)
 
     # --- the connector's calls ----------------------------------------------------------------
@@ -69,21 +80,27 @@ class ConnectorMetrics:
     def consumed(self, count: int) -> None:
         self._count("consumed", count)
 
-    def stored(self, batch_size: int, seconds: float, *, new: int, duplicate: int, dropped: int) -> None:
-        """One storing batch: its size and time, what became of its messages."""
+    def stored(self, batch_size: int, seconds: float, *, new: int, duplicate: int, dropped: int,
+               enforced: int = 0) -> None:
+        """One storing batch: its size and time, what became of its messages (refused: ``dropped``
+        for good or 4xx, ``enforced`` by the source's enforcement — as the connection's log says)."""
         self._batch_size.observe(batch_size)
         self._batch_seconds.observe(seconds)
         self._count("stored", new)
         self._count("duplicate", duplicate)
         self._count("dropped", dropped)
+        self._count("enforced", enforced)
 
     def acknowledged(self, count: int) -> None:
         self._count("acknowledged", count)
 
-    def carried_out(self, decision: str, count: int) -> None:
-        child = self._carried_out.get(decision)
+    def carried_out(self, decision: str, carried_out_as: str, count: int) -> None:
+        """``count`` settlement decisions ``decision`` carried out on the broker as ``carried_out_as``
+        (the decision itself, or what the transport does instead: decisions #99)."""
+        child = self._carried_out.get((decision, carried_out_as))
         if child is None:
-            child = self._carried_out[decision] = self._carried_out_family.labels(self.connection, decision)
+            child = self._carried_out[(decision, carried_out_as)] = self._carried_out_family.labels(
+                self.connection, decision, carried_out_as)
         child.inc(count)
 
     def replied(self, count: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from typing import Any, Iterable
 
 
@@ -59,9 +60,11 @@ def _properties(queue: str, line: bytes) -> pika.BasicProperties:
 
 
 def publish_lines(url: str, queue: str, lines: Iterable[bytes]) -> dict[str, Any]:
-    """Publish every non-empty line to ``queue``; the answer counts what the broker confirmed."""
+    """Publish every non-empty line to ``queue``; the answer counts what the broker confirmed, and
+    says why it refused the others (issue 50: a queue that does not exist was "refused 1")."""
     connection = pika.BlockingConnection(pika.URLParameters(url))
-    published = refused = 0
+    published = 0
+    reasons: Counter[str] = Counter()
     try:
         channel = connection.channel()
         channel.confirm_delivery()
@@ -72,12 +75,16 @@ def publish_lines(url: str, queue: str, lines: Iterable[bytes]) -> dict[str, Any
             try:
                 channel.basic_publish("", queue, line, _properties(queue, line), mandatory=True)
                 published += 1
-            except (NackError, UnroutableError, Unencodable):
-                refused += 1
+            except UnroutableError:  # the default exchange routes to a queue of that name alone
+                reasons[f"no queue '{errors.shown(queue, 100)}' exists on the broker to take it"] += 1
+            except NackError:
+                reasons["the broker did not confirm it (nack)"] += 1
+            except Unencodable as problem:
+                reasons[str(problem)] += 1
     finally:
         connection.close()
-    status = 200 if not refused else 503
-    return {"status": status, "queue": queue, "published": published, "refused": refused}
+    counts = {"queue": queue, "published": published, "refused": sum(reasons.values())}
+    return {"status": 200, **counts} if not reasons else {**errors.publish_refused(reasons).to_json(), **counts}
 
 
 def publish_mqtt_lines(url: str, topic: str, lines: Iterable[bytes], connection_type: str) -> dict[str, Any]:

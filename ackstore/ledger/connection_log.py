@@ -1,7 +1,8 @@
 """A connection's metrics and log, as Ditto answers ``GET /connections/{id}/metrics`` and ``…/logs``
 (issue 38, decisions #109): what its connector could not do, written by the connector through the
 write function ``log_connection_event``; and its counts for the last minute, hour and day, read
-from the ledger's facts and that log (``sql/objects/connection_log.sql``)."""
+from the ledger's facts and that log (``sql/objects/connection_log.sql``); and that its connector
+runs (``connector_seen``, issue 50)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def record(conn: Connection, connection: str, kind: str, detail: str, *, message
     conn.execute(ledger_statement("connections", "record"), {
         "connection": connection, "kind": kind, "detail": limits.storable(detail),
         "message_id": limits.storable(message_id) if message_id is not None else None, "happened_at": happened_at})
+
+
+def seen(conn: Connection, connection: str, broker_out_since: datetime | None) -> None:
+    """``connection``'s connector runs (it says so every 15 s), and since when it cannot reach its
+    broker (None: it can): what the Ledger page lists connectors by (migration 0025)."""
+    conn.execute(ledger_statement("connections", "seen"), {"connection": connection,
+                                                           "broker_out_since": broker_out_since})
 
 
 def metrics(conn: Connection, connection: str) -> dict[str, dict[str, int]]:

@@ -57,6 +57,7 @@ CONCEPTS = (
     "reports/watermarks",
     "reports/late_acks",
     "reports/labels",
+    "reports/dead_letters",
 )
 # What the table declarations cannot say (statistics targets), and the grants of the current schema.
 TABLE_SETTINGS = OBJECTS / "tables.sql"

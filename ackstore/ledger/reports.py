@@ -99,6 +99,12 @@ def late_acks(conn: Connection, window: Window, limit: int) -> list[dict[str, An
     return rows
 
 
+def dead_letters(conn: Connection, window: Window, limit: int) -> list[dict[str, Any]]:
+    """The signals settled as dead-letter (their attempts used up), with what their last attempt
+    was answered and why, and when it was carried out (None: not yet)."""
+    return _rows(conn, "dead_letters", window.params(limit))
+
+
 def labels(conn: Connection, window: Window, limit: int) -> list[dict[str, Any]]:
     """Per label and issuer: how the requested label was answered (2xx, weak, 4xx, 408, 5xx) and
     the p95 seconds from the attempt's opening to its ack."""

@@ -552,8 +552,15 @@ connections = Table(
     # gives it one
     Column("owner_login", Text, nullable=True),
     _timestamp("claimed_at"),
+    # When its connector last said it runs (connector_seen, every 15 s), and since when it cannot
+    # reach its broker (NULL: it can): the Ledger page lists the connectors by them (migration 0025).
+    Column("seen_at", TIMESTAMP(timezone=True), nullable=True),
+    Column("broker_out_since", TIMESTAMP(timezone=True), nullable=True),
     CheckConstraint("id <> ''", name="id"),
 )
+# The metrics' sources are the first connections claimed (metric_sources, decisions #D1): read in
+# claim order, never all of them.
+Index("ix_connections_claimed_at", connections.c.claimed_at, connections.c.id)
 
 # What a connector could not do, per connection (issue 38, decisions #109): messages dropped or
 # refused by enforcement, answers no protocol carries, outages. Written through log_connection_event
@@ -602,6 +609,18 @@ metric_totals = Table(
     Column("detail", Text, nullable=False),
     Column("value", Float(precision=53), nullable=False),
     PrimaryKeyConstraint("metric", "source", "label", "detail"),
+)
+
+# Decided attempts that did not count a requested built-in label whose fact may still come (issue
+# 50, migration 0025): when it comes it is late for them, and the metrics count it then. The seal
+# adds the attempts it seals and forgets each once its facts are sealed (or can never come), so
+# the metrics look for late built-in facts among these few, never among every command.
+metric_awaited_facts = Table(
+    "metric_awaited_facts",
+    metadata,
+    Column("signal_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    PrimaryKeyConstraint("signal_id", "attempt"),
 )
 
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
@@ -742,6 +761,7 @@ LEDGER_TABLES = (
     seal_leaves,
     archives,
     metric_totals,
+    metric_awaited_facts,
     connection_log,
 )
 

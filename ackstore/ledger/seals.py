@@ -26,6 +26,7 @@ from ackstore.ledger.copying import copy_in_binary, copy_out
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
 from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.rules import errors, merkle
+from ackstore.rules.settings import METRIC_SOURCES
 
 LEAVES_PER_CHUNK = 65_536  # 2 MiB of hashes per seal_leaves row
 log = logging.getLogger("ackstore.seal")
@@ -102,10 +103,12 @@ def position(engine: Engine) -> int | None:
         return None
 
 
-def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False) -> Seal | None:
+def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False,
+         metric_sources: int = METRIC_SOURCES) -> Seal | None:
     """Seal every fact numbered since the last seal up to ``upto`` (a :func:`position`; default:
     one taken now), in one transaction — on ``one_core`` beside a step that keeps the other busy,
-    else on every core; the new seal, or None when nothing was numbered since
+    else on every core — and add what the facts count to the metrics' totals, the sources past the
+    first ``metric_sources`` connections as 'other' (decisions #D1); the new seal, or None when nothing was numbered since
     (or a writer's transaction stayed open past the lock timeout: the next run seals it). Safe
     to run anywhere, any time, killed at any point: the position is taken first (after in-flight
     writers end), then the seal is written whole or not at all."""
@@ -130,7 +133,10 @@ def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False) -> 
         if sum(counts.values()) != len(hashes):
             raise RuntimeError(f"seal {number}: {len(hashes)} leaves, {sum(counts.values())} facts counted")
         faults.checkpoint("seal:leaves_computed")
-        conn.execute(ledger_statement("seals", "roll_up_metrics"), interval)
+        conn.execute(ledger_statement("seals", "roll_up_without_jit"))
+        conn.execute(ledger_statement("seals", "roll_up_metrics"), {**interval, "cap": metric_sources})
+        conn.execute(ledger_statement("seals", "await_facts"), interval)  # after the roll-up, which reads them
+        conn.execute(ledger_statement("seals", "forget_awaited_facts"), interval)
         copy_in_binary(conn, ledger_sql("seals", "store_leaves"), _chunk_rows(number, hashes))
         root = merkle.root(hashes)
         previous = last.hash if last else merkle.GENESIS

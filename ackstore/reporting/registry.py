@@ -179,8 +179,17 @@ LABELS = Report(
      Column("p95_seconds", "p95 to ack", "seconds")),
     reads=WINDOWED)
 
+DEAD_LETTERS = Report(
+    "dead-letters", "the messages settled as dead-letter (their broker will not redeliver them), and why",
+    "Dead letters: settled as dead-letter, their attempts used up ({window})", _windowed(reports.dead_letters),
+    (Column("correlation_id", "correlation id"), Column("source", "source"),
+     Column("source_message_id", "message", on=PAGE_ONLY), Column("attempt", "attempts", "count"),
+     Column("status", "answered", "count"), Column("cause", "cause", on=PAGE_ONLY),
+     Column("ack_statuses", "labels", "statuses"), Column("carried_out_at", "carried out", "time", absent="(not yet)")),
+    reads=WINDOWED)
+
 REPORTS: dict[str, Report] = {report.name: report for report in
-                              (SETTLEMENT, AUDIT, LATENCY, WATERMARKS, LATE_ACKS, LABELS)}
+                              (SETTLEMENT, AUDIT, LATENCY, WATERMARKS, LATE_ACKS, LABELS, DEAD_LETTERS)}
 WINDOWED_NAMES = tuple(name for name, report in REPORTS.items() if report.reads == WINDOWED)
 
 

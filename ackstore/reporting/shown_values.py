@@ -65,7 +65,12 @@ def plain(value: Any) -> str:
     return str(value)
 
 
+def statuses(by_label: dict[str, Any]) -> str:
+    """An attempt's status per label (its aggregation's entries): ``app:done 408, twin-persisted 204``."""
+    return ", ".join(f"{label} {status}" for label, status in by_label.items()) or "(none)"
+
+
 FORMATS: dict[str, Callable[[Any], str]] = {
     "text": plain, "count": plain, "seconds": seconds, "time": instant, "bucket": bucket, "moment": moment,
-    "clock": clock, "measure": lambda name: MEASURES.get(name, name),
+    "clock": clock, "measure": lambda name: MEASURES.get(name, name), "statuses": statuses,
 }

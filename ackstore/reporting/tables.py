@@ -19,7 +19,7 @@ class Column:
 
     key: str
     header: str
-    kind: str = "text"  # text | count | seconds | time | bucket | measure | moment | clock
+    kind: str = "text"  # text | count | seconds | time | bucket | measure | moment | clock | statuses
     on: tuple[str, ...] = (TERMINAL, PAGE)
     absent: str = ""
 

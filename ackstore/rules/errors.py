@@ -7,6 +7,7 @@ descriptions are Ditto's to the letter unless Part A of the specification names 
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -880,4 +881,59 @@ def permission_denied(login: str | None, reason: str) -> DittoError:
         "submit, declare, ack, pull, respond, result and search; ackstore_reporter for report, show, prove, "
         "verify and export; ackstore_pipeline for pipeline run; ackstore_archive for archive; ackstore_admin "
         "for db upgrade and connection reserve.",
+    )
+
+
+# --- serving metrics (issue 50) -----------------------------------------------------------
+
+
+MAX_PORT = 65_535
+
+
+def metrics_address_invalid(host: str, port: object, why: str) -> DittoError:
+    """`ackstore metrics`, `ackstore airflow --metrics-port` or a connector's `--metrics-port` was
+    given no port (0 to 65 535) or an address that is none of this machine's."""
+    return DittoError(
+        400,
+        "ackstore:metrics.address.invalid",
+        f"The metrics cannot be served on <{_clip(str(host), 100)}> port <{_clip(str(port), 20)}>: {why}.",
+        f"Give --port (--metrics-port) a number from 0 (any free port, printed) to {java_number(MAX_PORT)}, and "
+        "--host (--metrics-host) an address of this machine, such as 127.0.0.1 or 0.0.0.0 for every one.",
+    )
+
+
+def metrics_address_taken(host: str, port: int) -> DittoError:
+    """The metrics' port is in use by another process."""
+    return DittoError(
+        409,
+        "ackstore:metrics.address.taken",
+        f"The metrics cannot be served on {_clip(host, 100)}:{port}: another process listens there.",
+        "Give --port (ackstore metrics) or --metrics-port (ackstore airflow, a connector) another port, or 0 for "
+        "any free one (printed). `make airflow` serves the ledger's metrics on 9464 itself and `ackstore metrics` "
+        "on 9463 by default: one exporter per ledger is enough (docs/operating.md, Monitoring).",
+    )
+
+
+def metrics_unservable(host: str, port: object, problem: BaseException) -> DittoError:
+    """What binding the metrics' server raised, in Ditto's shape: the port in use (409), or no port
+    or address this machine has (400: Python's OverflowError for a port past 0..65 535, a name that
+    does not resolve, an address not this machine's, a port it may not use)."""
+    if isinstance(problem, OSError) and problem.errno == errno.EADDRINUSE and isinstance(port, int):
+        return metrics_address_taken(host, port)
+    if isinstance(problem, OverflowError) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
+        return metrics_address_invalid(host, port, f"a port is a number from 0 to {java_number(MAX_PORT)}")
+    reason = getattr(problem, "strerror", None) or str(problem) or type(problem).__name__
+    return metrics_address_invalid(host, port, _clip(reason.rstrip("."), 120).lower())
+
+
+def publish_refused(reasons: dict[str, int]) -> DittoError:
+    """`ackstore publish`: the broker refused lines, each reason with how many (issue 50)."""
+    said = "; ".join(f"{count} line{'s' if count != 1 else ''}: {_clip(reason, 200)}"
+                     for reason, count in sorted(reasons.items(), key=lambda item: -item[1])[:5])
+    return DittoError(
+        503,
+        "connectivity:message.refused",
+        f"The broker refused {sum(reasons.values())} of the lines: {said}.",
+        "Declare the queue (or start the connector whose source declares it) and publish the refused lines "
+        "again; a line whose headers the protocol cannot carry is never sent.",
     )

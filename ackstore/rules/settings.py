@@ -15,6 +15,11 @@ MAX_TIMEOUT_MS = 20 * 60_000
 MAX_ENVELOPE_BYTES = 1024 * 1024
 MAX_ENVELOPE_VARIABLE = "ACKSTORE_MAX_ENVELOPE_BYTES"  # also the cap of a file holding an envelope (ackstore.files)
 MAX_ATTEMPTS = 5
+# How many connections have metric series of their own (issue 50, decisions #D1): the API's and
+# the CLI's always do; the first this many connections claimed do; every other source's figures
+# are added to the source ``other``, so a sender naming sources cannot grow the series.
+METRIC_SOURCES = 50
+METRIC_SOURCES_VARIABLE = "ACKSTORE_METRIC_SOURCES"
 RETENTION_VARIABLE = "ACKSTORE_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 30.0
 # A century: longer keeps everything hot anyway, and now() - the retention must stay a timestamp
@@ -28,6 +33,7 @@ class Settings:
     max_timeout_ms: int = MAX_TIMEOUT_MS
     max_envelope_bytes: int = MAX_ENVELOPE_BYTES
     max_attempts: int = MAX_ATTEMPTS
+    metric_sources: int = METRIC_SOURCES
 
     def __post_init__(self) -> None:
         if not 0 < self.default_timeout_ms <= self.max_timeout_ms:
@@ -37,16 +43,20 @@ class Settings:
             )
         if self.max_envelope_bytes <= 0 or self.max_attempts <= 0:
             raise ValueError("max_envelope_bytes and max_attempts must be positive")
+        if self.metric_sources < 0:
+            raise ValueError("metric_sources must not be negative")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "Settings":
         """Read ``ACKSTORE_DEFAULT_TIMEOUT``, ``ACKSTORE_MAX_TIMEOUT`` (durations such as ``5m``),
-        ``ACKSTORE_MAX_ENVELOPE_BYTES`` and ``ACKSTORE_MAX_ATTEMPTS``; unset ones keep the defaults."""
+        ``ACKSTORE_MAX_ENVELOPE_BYTES``, ``ACKSTORE_MAX_ATTEMPTS`` and ``ACKSTORE_METRIC_SOURCES``; unset ones
+        keep the defaults."""
         return cls(
             default_timeout_ms=_duration(env, "ACKSTORE_DEFAULT_TIMEOUT", DEFAULT_TIMEOUT_MS),
             max_timeout_ms=_duration(env, "ACKSTORE_MAX_TIMEOUT", MAX_TIMEOUT_MS),
             max_envelope_bytes=whole_number(env, MAX_ENVELOPE_VARIABLE, MAX_ENVELOPE_BYTES, minimum=1),
             max_attempts=whole_number(env, "ACKSTORE_MAX_ATTEMPTS", MAX_ATTEMPTS, minimum=1),
+            metric_sources=whole_number(env, METRIC_SOURCES_VARIABLE, METRIC_SOURCES, minimum=0),
         )
 
 

@@ -1,9 +1,10 @@
 """The Ledger page: the QoS-1 audit inside Airflow's UI (a FastAPI app mounted by the plugin).
 
 It reads the ledger through the Airflow connection the DAG uses (``ackstore_ledger``). At the top, a
-health strip: backlog, oldest unsettled, last pass, last seal and the validation gate, summarised
-(ackstore.reporting.health) from the rows a scrape of ``ackstore metrics`` reads
-(ackstore.ledger.metrics.read), so the page and Prometheus say the same. Every other number comes
+health strip: backlog, oldest unsettled, last pass, last seal, the validation gate and the
+connectors, summarised (ackstore.reporting.health) from the rows a scrape of ``ackstore metrics``
+reads (ackstore.ledger.metrics.read), so the page and Prometheus say the same, and coloured ok /
+warning / critical by the thresholds the alert rules are made of (ackstore.rules.thresholds). Every other number comes
 from the reports of ackstore.reporting.registry, in their columns and cells: the
 settlement status per source, the watermarks of the last 24 hours and what is not settled after
 them, the open-work audit (oldest first), the latency per source and hour, and one signal's
@@ -31,13 +32,15 @@ from ackstore.ledger.database_url import LEDGER_CONNECTION, DatabaseUrl
 from ackstore.ledger.reports import Window
 from ackstore.ledger.store import AckStore
 from ackstore.reporting.asked import DEFAULT_WINDOW, Asked
-from ackstore.reporting.health import figures, health
+from ackstore.reporting.alert_rules import thresholds_from_environment
+from ackstore.reporting.health import figures, health, status
 from ackstore.reporting.registry import AUDIT, LATENCY, SETTLEMENT, UNSETTLED, WATERMARKS
 from ackstore.reporting.tables import PAGE, Cell, Table, on
 from ackstore.reporting.shown_text import shown, unshown
 from ackstore.reporting.timeline import TIMELINE, described
 from ackstore.reporting.shown_values import MEASURES, instant
 from ackstore.rules.settings import Settings
+from ackstore.rules.thresholds import Thresholds
 from ackstore.ui.chart import latency_svg
 
 AUDIT_ROWS = 20
@@ -81,8 +84,10 @@ def create_app() -> FastAPI:
     return app
 
 
-def gather(store: AckStore, now: datetime, correlation_id: str | None = None) -> dict[str, Any]:
-    """What the page shows, each part read by its report: its tables in the page's columns."""
+def gather(store: AckStore, now: datetime, correlation_id: str | None = None,
+           thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """What the page shows, each part read by its report: its tables in the page's columns; the
+    health strip coloured by ``thresholds`` (default: those of the settings in the environment)."""
     window = Window(now - DEFAULT_WINDOW, now)
     day = Asked(window=window)
     with store.engine.connect() as conn:
@@ -94,7 +99,9 @@ def gather(store: AckStore, now: datetime, correlation_id: str | None = None) ->
             "unsettled": UNSETTLED.table(UNSETTLED.query(conn, replace(day, limit=AUDIT_ROWS))),
             "audit": AUDIT.table(AUDIT.query(conn, Asked(limit=AUDIT_ROWS))),
         }
-    page["health"] = figures(health(ledger_metrics.read(store.engine)), now)  # what a scrape reads
+    reading = ledger_metrics.read(store.engine, store.settings.metric_sources)  # what a scrape reads
+    page["health"] = figures(health(reading), now, thresholds or thresholds_from_environment())
+    page["status"] = status(page["health"])
     sources = list(dict.fromkeys(row["source"] for row in latency))
     page["charts"] = [{"source": source, "rows": [r for r in latency if r["source"] == source]} for source in sources]
     for chart in page["charts"]:
@@ -125,5 +132,6 @@ def _ledger_url() -> str:
 
 @lru_cache(maxsize=4)
 def _store(url: str) -> AckStore:
-    """One store (and its connection pool) per ledger URL, for the life of the api-server."""
-    return AckStore(make_engine(url), Settings())
+    """One store (and its connection pool) per ledger URL, for the life of the api-server, with
+    the settings of its environment (ACKSTORE_METRIC_SOURCES: the sources the strip names)."""
+    return AckStore(make_engine(url), Settings.from_env())

@@ -244,6 +244,27 @@ def test_publish_amqp_sends_each_line_with_a_message_id_and_confirms(tmp_path, b
     assert received[2][1] == b"not json at all"
 
 
+def test_publish_amqp_to_a_queue_that_does_not_exist_says_why_in_dittos_shape(tmp_path) -> None:
+    """Issue 50: it answered 503 "refused 1" and no reason."""
+    import subprocess
+    import sys
+    import uuid
+
+    from tests.support.broker import AMQP_URL, ROOT
+
+    missing = f"ackstore-test-missing-{uuid.uuid4().hex[:8]}"  # never declared
+    lines = tmp_path / "messages.jsonl"
+    lines.write_text(json.dumps(thing_modify(1)) + "\n" + json.dumps(thing_modify(2)) + "\n")
+    done = subprocess.run([sys.executable, "-m", "ackstore.cli", "publish", "amqp", "--queue", missing,
+                           "--url", AMQP_URL, str(lines)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    answer = json.loads(done.stdout)
+    assert {k: answer[k] for k in ("status", "error", "queue", "published", "refused")} == {
+        "status": 503, "error": "connectivity:message.refused", "queue": missing, "published": 0, "refused": 2}
+    assert f"2 lines: no queue '{missing}' exists on the broker to take it" in answer["message"], answer
+    assert "Declare the queue" in answer["description"] and "Traceback" not in done.stderr
+
+
 def test_a_source_carries_the_connections_own_acks_for_its_declared_labels(
     tmp_path, engine: Engine, database_url: str, broker: Broker, run_pipeline
 ) -> None:

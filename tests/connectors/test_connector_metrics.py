@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from typing import Iterator
 
 import paho.mqtt.client as paho
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from tests.support.broker import AMQP_URL, ROOT, Broker, connector, publish_all, stop, wait_for
 from tests.support.connector_metrics import scrape, served, thing_modify
@@ -57,7 +56,8 @@ def assert_counted(samples: Samples, connection: str, kind: str, replies: int) -
     assert messages(samples, "duplicate") == 1
     assert messages(samples, "dropped") == 1, "the poison message, refused"
     assert messages(samples, "acknowledged") == GOOD + 1, "every delivery of a decided signal, the copy's too"
-    assert value(samples, "ackstore_connector_carried_out_total", decision="ack") == GOOD
+    assert value(samples, "ackstore_connector_carried_out_total", decision="ack", carried_out_as="ack") == GOOD
+    assert messages(samples, "enforced") == 0
     assert value(samples, "ackstore_connector_replies_total") == replies == GOOD + 1, "results and the refusal"
     assert value(samples, "ackstore_connector_in_flight") == 0
     assert value(samples, "ackstore_connector_store_batch_size_sum") == GOOD + 2, "every message in a batch"
@@ -126,8 +126,13 @@ def test_an_amqp_connectors_metrics_count_what_happened(
     (entry,) = connection_cli(database_url, "logs", connection)["logs"]
     assert (entry["kind"], entry["message_id"]) == ("dropped", "poison") and entry["detail"].startswith("400 ")
     last_minute = connection_cli(database_url, "metrics", connection)["last_minute"]
-    assert {k: last_minute[k] for k in ("consumed", "stored", "dropped", "acknowledged", "outage")} == {
-        "consumed": GOOD + 1, "stored": GOOD, "dropped": 1, "acknowledged": GOOD, "outage": 0}
+    assert {k: last_minute[k] for k in ("received", "stored", "dropped", "carried_out_ack", "outage")} == {
+        "received": GOOD + 1, "stored": GOOD, "dropped": 1, "carried_out_ack": GOOD, "outage": 0}
+    # the connector said it runs: the ledger's exporter serves when (the Ledger page lists it)
+    with engine.connect() as conn:
+        seen = conn.execute(text("SELECT seen_at, broker_out_since FROM connections WHERE id = :c"),
+                            {"c": connection}).one()
+    assert seen.seen_at is not None and seen.broker_out_since is None
 
 
 def connection_cli(database_url: str, command: str, connection: str) -> dict:
@@ -246,12 +251,14 @@ def test_ackstore_connect_serves_its_metrics_and_says_the_broker_is_unreachable(
     assert f"metrics at http://127.0.0.1:{port}/metrics" in log
 
 
-def test_a_metrics_port_that_is_taken_is_said_and_the_connector_does_not_start(database_url: str) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        process = ackstore_connect(database_url, "mqtt", "--connection-id", "cli-taken", "--topic", "t",
-                                   "--metrics-port", str(taken.getsockname()[1]))
-        _, log = process.communicate(timeout=60)
-    assert process.returncode == 1
-    assert "cannot serve the metrics on 127.0.0.1:" in log
+def test_a_metrics_port_that_is_taken_or_none_is_answered_and_the_connector_does_not_start(database_url: str) -> None:
+    """Answered in Ditto's shape (issue 50), never a traceback: a port in use 409, a port past
+    0..65 535 or an address not this machine's 400."""
+    from tests.support.metrics_ports import assert_answered, unservable
+
+    with unservable() as cases:
+        for port, host, expected in cases:
+            assert_answered(subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url",
+                                            database_url, "connect", "mqtt", "--connection-id", "cli-taken",
+                                            "--topic", "t", "--metrics-port", port, "--metrics-host", host],
+                                           capture_output=True, text=True, timeout=60, cwd=ROOT), port, expected)

@@ -24,6 +24,7 @@ from ackstore.ledger.named_sql import LEDGER_SQL, load
 from ackstore.ledger.reports import Window
 from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.rules import settlement
+from ackstore.rules.settings import METRIC_SOURCES
 from benchmarks import history
 from jobs import expectations, sweep, validate
 from jobs.sql import statement, statements
@@ -255,7 +256,7 @@ def test_ingestion_probes_whole_keys_on_a_table_never_analysed(store, name: str)
 # The windowed reports (ackstore/ledger/sql/reports.sql): a window of the history (10 s of it:
 # 10 000 signals) and the last hour (the fresh commands). Each function must be inlined (no
 # Function Scan: PostgreSQL plans it with the window) and find its signals by received_at's index.
-WINDOWED_REPORTS = ["latency", "watermarks", "unsettled", "late_acks", "labels"]
+WINDOWED_REPORTS = ["latency", "watermarks", "unsettled", "late_acks", "labels", "dead_letters"]
 WINDOWS = {
     "history": "SELECT now() - interval '30 days' + interval '50 seconds' AS since, "
                "now() - interval '30 days' + interval '60 seconds' AS until",
@@ -373,7 +374,8 @@ def test_removing_finished_work_visits_each_item_a_few_times(queues, job: str, r
 
 # What sealing and proving read (ackstore/ledger/sql/seals.sql): the facts numbered since the last
 # seal (the block range indexes on seq), one signal's facts, and the seal that covers a number.
-SEAL_READS = ["leaves_in_order", "counts", "facts_of_signal", "covering", "latest", "leaves"]
+SEAL_READS = ["leaves_in_order", "counts", "facts_of_signal", "covering", "latest", "leaves", "roll_up_metrics",
+              "await_facts", "forget_awaited_facts"]
 
 
 @pytest.fixture(scope="module")
@@ -395,7 +397,7 @@ def test_sealing_reads_what_came_since_the_last_seal_alone(seals_of_years, name:
     with engine.connect() as conn:
         upto = conn.execute(text("SELECT last_value FROM ledger_seq")).scalar_one()
     params = {"seal": 1, "after_seq": upto - 200, "upto_seq": upto, "per_chunk": 65_536, "seq": upto - 100,
-              "correlation_id": "history-7"}
+              "correlation_id": "history-7", "cap": METRIC_SOURCES}
     sql = load(LEDGER_SQL / "seals.sql")[name]
     if "COPY (" in sql:  # a COPY's query, as a SELECT with the same parameters
         sql = sql[sql.index("COPY (") + len("COPY ("):sql.rindex(") TO STDOUT")].replace("%(after_seq)s", ":after_seq").replace(
@@ -449,10 +451,10 @@ def test_archive_lookups_read_marks_passes_and_archives_by_their_keys(seals_of_y
 # What a scrape of `ackstore metrics` reads (ackstore/ledger/sql/metrics.sql, issue 38): the totals,
 # the facts after the last seal, the queues and each step's last run — never the history, the
 # seals (a seal a minute) or the run records (seven a minute).
-@pytest.mark.parametrize("name", ["counters", "gauges"])
+@pytest.mark.parametrize("name", ["counters", "gauges", "sources"])
 def test_a_scrape_reads_what_came_since_the_last_seal_and_the_open_work_alone(seals_of_years, name: str) -> None:
     engine = seals_of_years
-    plan = _plan(engine, load(LEDGER_SQL / "metrics.sql")[name])
+    plan = _plan(engine, load(LEDGER_SQL / "metrics.sql")[name], {"cap": METRIC_SOURCES})
     scanned = set(_scans(plan))
     growing = HISTORY_TABLES | {"seals", "seal_leaves", "pipeline_runs", "archives"}
     assert not scanned & growing, f"metrics.{name} scans {sorted(scanned & growing)}: {plan}"

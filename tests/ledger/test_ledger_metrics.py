@@ -121,7 +121,7 @@ def test_the_counters_of_any_ledger_agree_with_the_reports_before_and_after_a_se
     received = defaultdict(float)
     for each in signals:
         received[(each.source,)] += 1
-    assert by(before, "ackstore_signals_received_total", "source") == dict(received)
+    assert by(before, "ackstore_signals_stored_total", "source") == dict(received)
     for source in {each.source for each in signals}:
         latencies = [a.decided - s.received for s in signals if s.source == source for a in s.attempts
                      if a.decided is not None]
@@ -272,3 +272,71 @@ def test_every_latency_falls_in_the_smallest_bucket_at_or_above_it(engine: Engin
         return str(min(above)) if above else "+Inf"
 
     assert got == [expected(s) for s in values]
+
+
+def _persist(engine: Engine, correlation_id: str, committed_at: Any, event_id: int) -> None:
+    """apply_twin's merge of one command's change: its response, then its batch (written last)."""
+    with engine.begin() as conn:
+        batch = conn.execute(text("INSERT INTO ledger_batches (step, run_id, committed_at) "
+                                  "VALUES ('apply_twin', 'r', :at) RETURNING id"), {"at": committed_at}).scalar_one()
+        conn.execute(text("INSERT INTO command_responses (signal_id, status, is_error, batch_id, event_id, revision, "
+                          "event_action) SELECT id, 204, false, :b, :e, 1, 'modified' FROM signals "
+                          "WHERE correlation_id = :c"), {"b": batch, "e": event_id, "c": correlation_id})
+
+
+def _decide(engine: Engine, correlation_id: str, decided_at: Any) -> None:
+    """The sweep's 408 at the deadline."""
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, ack_statuses, "
+                          "decided_at, batch_id) SELECT id, 1, 408, '{}', 'deadline', '{\"twin-persisted\": 408}', "
+                          ":at, 1 FROM signals WHERE correlation_id = :c"), {"at": decided_at, "c": correlation_id})
+
+
+@pytest.mark.parametrize("seal_between", [False, True], ids=["unsealed", "sealed between"])
+def test_a_built_in_ack_late_for_its_attempt_is_counted_once_as_report_late_acks_lists_it(
+        engine: Engine, seal_between: bool) -> None:
+    """Issue 50: report late-acks listed the built-in acks whose fact came after their attempt timed
+    out, the counter did not (they are no rows of acks). Now each is counted once, whichever of its
+    decision and its fact came last: f1's change persisted after its 408 was decided, f2's after
+    its deadline but before the sweep decided 408 — sealed between the two or not."""
+    from tests.support.seeded_ledger import at
+
+    seed(engine, signals=[Signal(name, "plant-a", 0, [Attempt(["twin-persisted"], 0, 10)]) for name in ("f1", "f2")])
+    _decide(engine, "f1", at(12))
+    _persist(engine, "f2", at(11), 2)
+    if seal_between:
+        seals.seal(engine)
+    _persist(engine, "f1", at(15), 1)
+    _decide(engine, "f2", at(13))
+    found = scraped(engine)
+    with engine.connect() as conn:
+        late = reports.late_acks(conn, ALL, 100)
+    assert sorted((row["correlation_id"], row["label"]) for row in late) == [("f1", "twin-persisted"),
+                                                                            ("f2", "twin-persisted")]
+    assert by(found, "ackstore_late_acks_total", "source") == {("plant-a",): 2.0}
+    seals.seal(engine)
+    assert _counters(scraped(engine)) == _counters(found)
+    with engine.connect() as conn:  # every fact they awaited is sealed: nothing is awaited any more
+        assert conn.execute(text("SELECT count(*) FROM metric_awaited_facts")).scalar_one() == 0
+
+
+def test_a_port_in_use_or_no_port_or_address_is_answered_in_dittos_shape(database_url: str) -> None:
+    """Issue 50: `ackstore metrics --port 9464` beside `make airflow`, `--port -1`, `70000` and
+    `--host 256.0.0.1` died with a traceback; each is answered as Ditto answers, and exits 1."""
+    from tests.support.metrics_ports import assert_answered, unservable
+
+    with unservable() as cases:
+        for port, host, expected in cases:
+            assert_answered(subprocess.run([str(Path(sys.executable).parent / "ackstore"), "--database-url",
+                                            database_url, "metrics", "--port", port, "--host", host],
+                                           capture_output=True, text=True, timeout=60), port, expected)
+
+
+def test_ackstore_metrics_and_make_airflow_never_share_a_default_port() -> None:
+    from ackstore.cli import build_parser
+    from ackstore.local_airflow import METRICS_PORT
+
+    parser = build_parser()
+    standalone = parser.parse_args(["metrics"]).port
+    beside_airflow = parser.parse_args(["airflow"]).metrics_port
+    assert (standalone, beside_airflow) == (metrics.DEFAULT_PORT, METRICS_PORT) == (9463, 9464)

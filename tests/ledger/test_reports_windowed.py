@@ -235,6 +235,22 @@ def test_late_acks_say_how_late_and_what_they_would_have_changed(seeded: Engine)
         assert [r["correlation_id"] for r in reports.late_acks(conn, ALL, 1)] == ["a2"]
 
 
+# --- dead letters ---------------------------------------------------------------------------------
+
+def test_dead_letters_list_each_signal_settled_as_dead_letter_with_its_answer(seeded: Engine) -> None:
+    """What AckstoreDeadLettersRising points at (issue 50): SEED's b2 was answered 500 (its app:done
+    ack) and settled as dead-letter at 170 s, carried out at 171 s; nothing else was."""
+    expected = [(s.name, s.source, len(s.attempts), a.status, a.cause, a.ack_statuses, at(a.settlement[2]))
+                for s in SEED for a in s.attempts[-1:] if a.settlement and a.settlement[0] == "dead-letter"]
+    assert [row[0] for row in expected] == ["b2"]  # not vacuous
+    with seeded.connect() as conn:
+        rows = reports.dead_letters(conn, ALL, 100)
+        assert reports.dead_letters(conn, Window(at(0), at(3600), "plant-a"), 100) == []
+        assert reports.dead_letters(conn, Window(at(151), at(6000)), 100) == []  # received before the window
+    assert [(r["correlation_id"], r["source"], r["attempt"], r["status"], r["cause"], r["ack_statuses"],
+             r["carried_out_at"]) for r in rows] == expected
+
+
 # --- labels ---------------------------------------------------------------------------------------
 
 def expected_labels(window: Window) -> list[dict[str, Any]]:
@@ -345,6 +361,7 @@ WINDOW_ARGS = ["--since", "2026-11-20T09:59", "--until", "2026-11-20T12:00"]
     ("watermarks", ["source", "settled", "unsettled", "up to message", "correlation id", "settling"]),
     ("late-acks", ["correlation id", "label", "late by", "answered", "if in time", "changed"]),
     ("labels", ["label", "issuer", "2xx", "weak", "4xx", "408", "5xx", "p95 to ack"]),
+    ("dead-letters", ["correlation id", "attempts", "answered", "app:done 500", "carried out"]),
     # Nine columns do not fit at 80: one block per record, every header whole (it once printed "correl / ation").
     ("audit", ["correlation id", "stuck at", "validate: decided, waiting for the validation gate"]),
 ])

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger import connection_log, migrate, objects, reports, settlements, verify
+from ackstore.ledger import metrics as ledger_metrics
 from ackstore.ledger.database import drop_database, make_engine
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.named_sql import load
@@ -157,6 +158,7 @@ def _windowed_reports(conn) -> list[dict]:
     reports.unsettled(conn, window, 50)
     reports.late_acks(conn, window, 50)
     reports.labels(conn, window, 50)
+    reports.dead_letters(conn, window, 50)
     return reports.watermarks(conn, window, 50)
 
 
@@ -444,6 +446,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 settlements.record_latest(conn, {again.signal_id})
                 settlements.record_carried_out(conn, [(again.signal_id, 1)], held=True)
                 connection_log.record(conn, SOURCE, "dropped", "a poison message", message_id="m9")  # its connector's
+                connection_log.seen(conn, SOURCE, None)  # its connector says it runs (every 15 s)
 
     def report(url: str) -> None:
         with AckStore.connect(url) as store:
@@ -454,6 +457,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 _windowed_reports(conn)
                 assert verify.prove(conn, "t1")
                 assert connection_log.metrics(conn, SOURCE)["last_day"]["dropped"] == 1  # `connection metrics`
+            assert ledger_metrics.read(store.engine).counters  # a scrape of `ackstore metrics`
         assert verify.verify(store.engine, None).ok
 
     _reserve(engine, logins["ackstore_ingest"])  # the operator's, before the ingest login's workload

@@ -44,22 +44,32 @@ class Tables(HTMLParser):
 
 
 class Strip(Tables):
-    """The strip's figures by id: (name, value, detail), and its <li> classes."""
+    """The strip's status, its figures by id: (name, value, detail), their <li> classes (a figure's
+    status), and the lines listed under a figure (the connectors) with theirs."""
 
     def __init__(self, html: str) -> None:
         self.figures: dict[str, list[str]] = {}
         self.classes: dict[str, str] = {}
+        self.lines: dict[str, list[tuple[str, str]]] = {}
+        self.status: str | None = None
         self._figure: str | None = None
         self._part: list[str] | None = None
+        self._line: tuple[str, list[str]] | None = None
+        self._in_status = False
         super().__init__(html)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         super().handle_starttag(tag, attrs)
         named = dict(attrs)
-        if tag == "li" and (named.get("id") or "").startswith("health-"):
+        if tag == "p" and named.get("id") == "status":
+            self.status = named.get("class") or ""
+        elif tag == "li" and (named.get("id") or "").startswith("health-"):
             self._figure = named["id"].removeprefix("health-")
             self.figures[self._figure] = []
             self.classes[self._figure] = named.get("class") or ""
+            self.lines[self._figure] = []
+        elif tag == "li" and self._figure:
+            self._line = (named.get("class") or "", [])
         elif tag == "div" and self._figure:
             self._part = []
 
@@ -68,6 +78,9 @@ class Strip(Tables):
         if tag == "div" and self._figure and self._part is not None:
             self.figures[self._figure].append(" ".join("".join(self._part).split()))
             self._part = None
+        elif tag == "li" and self._line is not None and self._figure:
+            self.lines[self._figure].append((" ".join("".join(self._line[1]).split()), self._line[0]))
+            self._line = None
         elif tag == "li":
             self._figure = None
 
@@ -75,3 +88,5 @@ class Strip(Tables):
         super().handle_data(data)
         if self._part is not None:
             self._part.append(data)
+        if self._line is not None:
+            self._line[1].append(data)

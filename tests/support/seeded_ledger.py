@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import Engine, text
 
 from ackstore.ledger.reports import Window
+from ackstore.rules.settlement import LOCAL_SOURCES
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
 
@@ -83,6 +84,9 @@ def seed(engine: Engine, origin: datetime = T0, signals: list[Signal] | None = N
 
     with engine.begin() as conn:
         for signal in SEED if signals is None else signals:
+            if signal.source not in LOCAL_SOURCES:  # a connection's first message claims it (act_for_source)
+                conn.execute(text("INSERT INTO connections (id, owner_login, claimed_at) VALUES (:c, session_user, :at) "
+                                  "ON CONFLICT (id) DO NOTHING"), {"c": signal.source, "at": at(signal.received)})
             first = signal.attempts[0]
             signal_id = conn.execute(text(
                 "INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "

@@ -154,7 +154,7 @@ def _scrape_the_ledgers_metrics(port: int, ledger: str) -> None:
             "(SELECT extract(epoch FROM max(finished_at)) FROM pipeline_runs WHERE step = 'seal')").one()
     found = _scrape(port)
     assert found["ackstore_ledger_up"] == {(): 1.0}
-    received = found["ackstore_signals_received_total"]
+    received = found["ackstore_signals_stored_total"]
     assert sum(received.values()) == signals > 0
     assert found["ackstore_pipeline_last_success_timestamp_seconds"][()] >= float(run_ended)  # or a later run's
     assert found["ackstore_seal_last_number"][()] >= 1 and sum(found["ackstore_requests_decided_total"].values()) > 0
@@ -163,7 +163,7 @@ def _scrape_the_ledgers_metrics(port: int, ledger: str) -> None:
         "headers": {"correlation-id": "scraped-1"}})
     engine.dispose()
     assert answer["status"] == 202, answer
-    again = _scrape(port)["ackstore_signals_received_total"]
+    again = _scrape(port)["ackstore_signals_stored_total"]
     assert sum(again.values()) == signals + 1
     api_twin = (("channel", "twin"), ("source", "api"))
     assert again[api_twin] == received.get(api_twin, 0) + 1, again
@@ -221,8 +221,10 @@ def test_a_metrics_port_in_use_stops_it_before_airflow_starts(tmp_path: Path) ->
         finally:
             drop_database(ADMIN_URL, metadata_database)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"cannot serve the ledger's metrics on 127.0.0.1:{port}" in done.stderr
-    assert "--metrics-port" in done.stderr and "standalone started" not in done.stdout
+    answer = json.loads(done.stdout[done.stdout.index("\n{") + 1:])  # Ditto's shape, after its first line
+    assert (answer["status"], answer["error"]) == (409, "ackstore:metrics.address.taken"), answer
+    assert f"127.0.0.1:{port}" in answer["message"] and "--metrics-port" in answer["description"]
+    assert "standalone started" not in done.stdout and "Traceback" not in done.stderr
     assert not (tmp_path / "airflow" / "standalone.pid").exists()
 
 
@@ -248,6 +250,9 @@ def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
     the token /auth/token gave (the cookie Airflow's UI keeps it in): a screenshot is saved as an
     artifact, and the page's text shows the ledger's sources and counts."""
     engine = make_engine(ledger)
+    with engine.begin() as conn:  # a connector that said it runs 10 minutes ago, and no more: down
+        conn.exec_driver_sql("INSERT INTO connections (id, owner_login, claimed_at, seen_at) "
+                             "VALUES ('plant-gone', NULL, now(), now() - interval '10 minutes')")
     with engine.connect() as conn:
         now = datetime.now(timezone.utc)
         marks = reports.watermarks(conn, reports.Window(now - timedelta(hours=24), now), 100)
@@ -265,6 +270,15 @@ def _look_at_the_ledger_page(url: str, token: str, ledger: str) -> None:
         time.sleep(1)  # the chart and the frame's layout settle
         browser.screenshot(ARTIFACTS / "ledger-page.png")
         assert "Ledger" in browser.evaluate("document.body.innerText")  # the nav entry, in Airflow's own UI
+        # the strip as a status, in the browser's own rendering: the connector that is down is
+        # listed, red, and the ledger's status is critical (issue 50)
+        colours = browser.evaluate(
+            f"(() => {{ const d = {frame}; const line = [...d.querySelectorAll('#health-connectors li')]"
+            f".find(li => li.innerText.startsWith('plant-gone')); return [d.getElementById('status').className, "
+            f"getComputedStyle(d.getElementById('status')).color, line && line.className, "
+            f"line && getComputedStyle(line).color]; }})()")
+    assert colours == ["critical", "rgb(197, 48, 48)", "critical", "rgb(197, 48, 48)"], colours
+    assert "plant-gone: down: not heard from for 10m" in text, text
     for mark in marks:
         assert f"{mark['source']}\t{mark['signals']}\t{mark['settled']}\t{mark['unsettled']}" in text, text
     for row in settled:
@@ -306,3 +320,20 @@ def _look_at_a_dead_letter(url: str, token: str, ledger: str) -> None:
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize(("ledger", "expected"), [
+    ("postgresql://127.0.0.1:5432/ackstore", "ackstore_airflow"),  # the embedded server's, as before
+    ("postgresql://127.0.0.1:5432/plant_ledger", "plant_ledger_airflow"),
+    ("postgresql://user@db.example:6543/other", "other_airflow"),
+])
+def test_airflows_metadata_database_is_named_after_its_ledger(ledger: str, expected: str) -> None:
+    """Issue 50: every `make airflow` on one server shared `ackstore_airflow`; two ledgers' Airflows
+    mixed their DAG runs. Now each ledger's is its own."""
+    from ackstore.local_airflow import MAX_IDENTIFIER_BYTES, metadata_database_for
+
+    assert metadata_database_for(ledger) == expected
+    odd = [metadata_database_for(f"postgresql://127.0.0.1/{name}") for name in ("plant-a", "plant_a", "l" * 70, "l" * 71)]
+    assert len(set(odd)) == 4, odd  # never two ledgers on one name
+    assert all(len(name.encode()) <= MAX_IDENTIFIER_BYTES and name.endswith("_airflow")
+               and name.replace("_", "").isalnum() for name in odd), odd

@@ -133,12 +133,12 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     assert "== ackstore report late-acks" in output.split("== what Prometheus would scrape")[0]
     samples = exposition_samples("\n".join(line.strip() for line in scraped.splitlines()) + "\n")
     assert {name for name, _ in samples} == {
-        "ackstore_signals_received_total", "ackstore_requests_decided_total", "ackstore_settlement_decisions_total",
+        "ackstore_signals_stored_total", "ackstore_requests_decided_total", "ackstore_settlement_decisions_total",
         "ackstore_oldest_unsettled_age_seconds", "ackstore_queue_pending", "ackstore_seal_last_number",
         "ackstore_seal_last_timestamp_seconds", "ackstore_ledger_up"}, scraped
     assert samples[("ackstore_ledger_up", ())] == 1 and samples[("ackstore_seal_last_number", ())] >= 1
-    assert samples[("ackstore_signals_received_total", (("channel", "twin"), ("source", "demo-amqp")))] == 1
-    assert samples[("ackstore_signals_received_total", (("channel", "live"), ("source", "api")))] == 1  # the question
+    assert samples[("ackstore_signals_stored_total", (("channel", "twin"), ("source", "demo-amqp")))] == 1
+    assert samples[("ackstore_signals_stored_total", (("channel", "live"), ("source", "api")))] == 1  # the question
     assert samples[("ackstore_requests_decided_total", (("source", "api"), ("status_class", "408")))] == 1
     assert samples[("ackstore_settlement_decisions_total", (("decision", "redeliver"), ("source", "demo-amqp")))] == 1
     assert ("ackstore_oldest_unsettled_age_seconds", (("source", "demo-amqp"),)) in samples  # attempt 2, undecided

@@ -87,7 +87,7 @@ def test_the_dashboard_is_well_formed_and_on_the_data_source_variable() -> None:
 
 def test_the_panels_cover_what_an_operator_watches() -> None:
     used = " ".join(expression for _, expression in expressions())
-    for metric in ("ackstore_signals_received_total", "ackstore_requests_decided_total",
+    for metric in ("ackstore_signals_stored_total", "ackstore_requests_decided_total",
                    "ackstore_settlement_decisions_total", "ackstore_settlements_carried_out_total",
                    "ackstore_queue_pending", "ackstore_oldest_undecided_age_seconds",
                    "ackstore_oldest_unsettled_age_seconds", "ackstore_received_to_decided_seconds_bucket",
@@ -95,7 +95,9 @@ def test_the_panels_cover_what_an_operator_watches() -> None:
                    "ackstore_late_acks_total", "ackstore_weak_acks_total", "ackstore_seal_last_timestamp_seconds",
                    "ackstore_facts_unsealed", "ackstore_pipeline_last_success_timestamp_seconds",
                    "ackstore_step_last_duration_seconds", "ackstore_connector_in_flight", "ackstore_connector_outage",
-                   "ackstore_connection_messages_total"):
+                   "ackstore_connection_messages_total", "ackstore_signals_pending",
+                   "ackstore_connector_last_seen_timestamp_seconds", "ackstore_connector_carried_out_total",
+                   "ackstore_connector_start_timestamp_seconds"):
         assert re.search(rf"\b{metric}\b", used), f"no panel shows {metric}"
     for quantile in ("0.5", "0.95", "0.99"):
         for histogram in ("ackstore_received_to_decided_seconds", "ackstore_decided_to_carried_out_seconds"):
@@ -151,7 +153,7 @@ def test_every_expression_parses_in_a_real_prometheus(prometheus: OwnPrometheus)
 def ledger_with_data(engine: Engine) -> Engine:
     """tests.support.seeded_ledger's SEED (acked, redelivered, rejected, dead-lettered, late and
     weak acks, an undecided signal, a settlement not carried out), an undecided signal waiting in
-    queue_decide, the steps' last runs recorded, and a seal."""
+    queue_decide, the steps' last runs recorded, a seal, and plant-a's connector heard from."""
     from ackstore.ledger import seals
     from tests.support.seeded_ledger import seed
 
@@ -163,6 +165,8 @@ def ledger_with_data(engine: Engine) -> Engine:
                           "('r1', 'sweep', '{\"seconds\": 1.25}', now()), ('r1', 'validate', '{\"seconds\": 2.5}', now()), "
                           "('r1', 'settle', '{\"seconds\": 0.75}', now()), ('r1', 'seal', '{\"seconds\": 0.5}', now())"))
     seals.seal(engine)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE connections SET seen_at = now() WHERE id = 'plant-a'"))
     return engine
 
 
@@ -195,7 +199,7 @@ def connector_metrics() -> Iterator[str]:
     metrics = ConnectorMetrics("plant-a", "amqp-091")
     metrics.consumed(3)
     metrics.stored(3, 0.02, new=2, duplicate=1, dropped=0)
-    metrics.carried_out("ack", 2)
+    metrics.carried_out("ack", "ack", 2)
     metrics.acknowledged(2)
     metrics.watch_in_flight(lambda: 1)
     metrics.outages.watcher("broker")(True)
@@ -223,7 +227,8 @@ def test_every_expression_returns_a_series_from_a_real_exporter_and_connector(le
             if empty:
                 time.sleep(1)
         assert not empty, f"no series in 60 s from: {empty}"
-        # and what they return is what the ledger holds: SEED dead-lettered one message of plant-b
+        # and what they return is what the ledger holds: SEED dead-lettered one message of plant-b; its
+        # other connection is served from 0 (issue 50: the panel shows a source's first dead letter)
         assert prometheus.values('ackstore_dead_letters_total{job="ackstore-ledger"}') == {
             (("__name__", "ackstore_dead_letters_total"), ("instance", ledger_exporter), ("job", "ackstore-ledger"),
-             ("source", "plant-b")): 1.0}
+             ("source", source)): value for source, value in (("plant-a", 0.0), ("plant-b", 1.0))}

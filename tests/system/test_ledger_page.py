@@ -110,15 +110,22 @@ def test_the_health_strip_reads_what_the_exporter_serves(probed, page_ledger: En
     # By hand: a2's second attempt is settled (ack) but not carried out; the gate passed none of
     # the 8 decided attempts; the seed queued nothing else.
     assert {queue: n for queue, n in pending.items() if n} == {"validate": 8, "carry_out": 1}
-    assert strip.figures["backlog"] == ["Backlog", "9", "validate 8, carry_out 1"]
+    # … 8 decided attempts of 7 signals (a2 was decided twice), a2's second settlement among them
+    assert scraped[("ackstore_signals_pending", ())] == 7
+    assert strip.figures["backlog"] == ["Backlog", "7 signals", "waiting, by step: validate 8, carry out 1"]
     unsettled = {dict(labels)["source"]: value for (name, labels), value in scraped.items()
                  if name == "ackstore_oldest_unsettled_age_seconds"}
     assert max(unsettled, key=unsettled.get) == "plant-a"  # a1, at the seed's origin (3 h ago): not through the gate
     name, age, whose = strip.figures["oldest-unsettled"]
     assert (name, whose) == ("Oldest unsettled", "from plant-a") and age.startswith("3h0"), age
     assert strip.figures["last-pass"] == ["Last pass", "never", "no whole pass yet"]
-    assert strip.figures["last-seal"] == ["Last seal", "none", "nothing sealed yet"]
+    assert strip.figures["last-seal"][:2] == ["Last seal", "none"]
     assert strip.figures["validation"][:2] == ["Validation gate", "not run yet"]
+    # coloured by the alerts' thresholds: 3 h unsettled and facts never sealed are warnings, no
+    # pass yet too; nothing is critical
+    assert (strip.classes["oldest-unsettled"], strip.classes["last-seal"], strip.classes["last-pass"]) == (
+        "warning", "warning", "warning")
+    assert strip.status == "warning"
 
 
 def test_a_correlation_id_shows_its_timeline(probed, page_ledger: Engine) -> None:

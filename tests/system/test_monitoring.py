@@ -31,6 +31,8 @@ import yaml
 from sqlalchemy import Engine
 
 from ackstore.ledger import reports
+from ackstore.rules.settings import Settings
+from ackstore.rules.thresholds import Thresholds
 from tests.support.broker import AMQP_URL, ROOT, Broker, publish_all, wait_for
 from tests.support.connector_metrics import served, thing_modify
 from tests.support.ledger import count, settled, twin_command
@@ -48,11 +50,13 @@ PIPELINE_THRESHOLD = 10  # seconds: AckstorePipelineNotSucceeding's 300, shorten
 
 def shortened_rules() -> str:
     """The rules as shipped, durations shortened: every `for:` is FOR, and the pipeline rule's
-    300 s threshold is PIPELINE_THRESHOLD (its expression text rewritten, nothing else)."""
+    threshold (150 s: half the default timeout) is PIPELINE_THRESHOLD (its expression text
+    rewritten, nothing else)."""
     document = yaml.safe_load(rules_with_for(FOR))
     [rule] = [r for g in document["groups"] for r in g["rules"] if r.get("alert") == "AckstorePipelineNotSucceeding"]
-    assert rule["expr"].count("> 300") == 1, rule["expr"]
-    rule["expr"] = rule["expr"].replace("> 300", f"> {PIPELINE_THRESHOLD}")
+    shipped = f"> {Thresholds.of(Settings()).pipeline_seconds}"
+    assert rule["expr"].count(shipped) == 1, rule["expr"]
+    rule["expr"] = rule["expr"].replace(shipped, f"> {PIPELINE_THRESHOLD}")
     return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
@@ -213,7 +217,7 @@ def test_prometheus_holds_what_the_reports_say_and_the_alerts_fire(
             assert held(prometheus, "sum by (source) (ackstore_decided_to_carried_out_seconds_count)") == \
                 latency["decided_to_carried_out"]
             assert held(prometheus, 'sum(ackstore_connection_messages_total{category="stored"})') == {(): stored}
-            assert held(prometheus, "sum by (source) (ackstore_signals_received_total)") == {(connection,): stored}
+            assert held(prometheus, "sum by (source) (ackstore_signals_stored_total)") == {(connection,): stored}
             assert held(prometheus, 'sum(ackstore_connection_messages_total{category="dropped"})') == {(): 1}
             assert not prometheus.alerts(), "nothing is wrong yet"
 
@@ -225,6 +229,8 @@ def test_prometheus_holds_what_the_reports_say_and_the_alerts_fire(
             print(f"\nconnector down → alert firing: {took:.1f} s (for: {FOR}, scrape and evaluation every 1 s)")
             assert connector.wait(timeout=10) == -signal.SIGKILL
             assert down["labels"]["instance"] == connector_target
+            assert down["labels"]["connection"] == connection, down  # named by its connection (issue 50)
+            assert down["annotations"]["summary"] == f"The connector of connection {connection} is down"
 
             # --- no pass since: AckstorePipelineNotSucceeding ------------------------------------
             [stale] = prometheus.wait_for_alert("AckstorePipelineNotSucceeding", timeout=PIPELINE_THRESHOLD + 30)

@@ -407,3 +407,24 @@ def test_benchmarks_md_lists_every_benchmark_and_names_every_helper() -> None:
     assert listed == runnable
     helpers = [path.name for path in modules if f"benchmarks.{path.stem}" not in runnable]
     assert [name for name in helpers if f"`benchmarks/{name}`" not in text] == []
+
+
+# --- the alert rules' runbooks --------------------------------------------------------------------
+
+
+def test_every_alert_rule_has_a_runbook_section_in_operating_md() -> None:
+    """Each rule of deploy/prometheus/alerts.yml (and of its template) says where its runbook is: a
+    section of docs/operating.md that exists, and says what it means, what to look at, what to do."""
+    import yaml
+
+    text = read(DOCS / "operating.md")
+    found = anchors(DOCS / "operating.md")
+    for path in (ROOT / "deploy" / "prometheus" / "alerts.yml",):
+        rules = [rule for group in yaml.safe_load(read(path))["groups"] for rule in group["rules"]]
+        assert rules
+        for rule in rules:
+            file, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+            assert file == "docs/operating.md" and anchor == rule["alert"].lower(), rule["alert"]
+            assert anchor in found, f"{rule['alert']}: no section #{anchor} in docs/operating.md"
+            body = section(text, rule["alert"])
+            assert all(part in body for part in ("*What it means.*", "*Look at*", "*Do:*")), rule["alert"]

@@ -140,6 +140,7 @@ def test_zero_timeout(extra: dict, allowed: bool, api: headers.Api) -> None:
 WHOLE_NUMBER_SETTINGS = [  # (variable, its least value): every whole-number ACKSTORE_* setting
     ("ACKSTORE_MAX_ENVELOPE_BYTES", 1), ("ACKSTORE_MAX_ATTEMPTS", 1), ("ACKSTORE_PARTITIONS", 1),
     ("ACKSTORE_LOCK_TIMEOUT_MS", 1), ("ACKSTORE_IN_DRIVER_ROWS", 0), ("ACKSTORE_MAX_THING_BYTES", 1),
+    ("ACKSTORE_METRIC_SOURCES", 0),
 ]
 
 
@@ -164,7 +165,8 @@ def test_a_whole_number_setting_that_is_none_is_400_naming_it(monkeypatch: pytes
 def test_a_whole_number_setting_takes_what_a_user_would_type(monkeypatch: pytest.MonkeyPatch, name: str,
                                                               least: int) -> None:
     field = {"ACKSTORE_MAX_ENVELOPE_BYTES": lambda s: s.rules.max_envelope_bytes,
-             "ACKSTORE_MAX_ATTEMPTS": lambda s: s.rules.max_attempts}.get(
+             "ACKSTORE_MAX_ATTEMPTS": lambda s: s.rules.max_attempts,
+             "ACKSTORE_METRIC_SOURCES": lambda s: s.rules.metric_sources}.get(
         name, lambda s: getattr(s, name.removeprefix("ACKSTORE_").lower()))
     for typed, value in ((" 7 ", 7), ("+12", 12), (str(least), least), ("5000", 5000)):
         assert field(_pipeline_settings(monkeypatch, name, typed)) == value

@@ -4,6 +4,11 @@
 -- One failure of a connector, in its connection's log (the write function checks the login).
 SELECT log_connection_event(:connection, :kind, :detail, :message_id, :happened_at)
 
+-- name: seen
+-- Its connector runs, and since when it cannot reach its broker (NULL: it can); the write function
+-- checks the login.
+SELECT connector_seen(:connection, :broker_out_since)
+
 -- name: known
 -- Whether the ledger knows the connection: claimed, or with signals stored under its id.
 SELECT EXISTS (SELECT FROM connections c WHERE c.id = :connection)

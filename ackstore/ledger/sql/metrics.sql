@@ -12,12 +12,22 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 SET LOCAL jit = off
 
 -- name: counters
--- Every counter: per metric, source and labels, what the seals cover plus what came after.
-SELECT metric, source, label, detail, value FROM ledger_counters
+-- Every counter: per metric, source and labels, what the seals cover plus what came after; a
+-- source past the first :cap connections as 'other', as the seals roll it up (decisions #D1).
+SELECT c.metric, COALESCE(k.source, 'other') AS source, c.label, c.detail, sum(c.value) AS value
+FROM ledger_counters c LEFT JOIN metric_sources(:cap) k ON k.source = c.source
+GROUP BY 1, 2, 3, 4
 
 -- name: gauges
--- Every gauge: per metric and its one label.
+-- Every gauge: per metric and its one label (a source's gauges as each source's: the exporter folds
+-- those past the first :cap connections, as it knows how each gauge adds up).
 SELECT metric, label, value FROM ledger_gauges
+
+-- name: sources
+-- The sources with series of their own (metric_sources), and whether any connection is past them.
+SELECT k.source, false AS past FROM metric_sources(:cap) k
+UNION ALL
+SELECT 'other', true WHERE EXISTS (SELECT FROM connections c ORDER BY c.claimed_at, c.id OFFSET :cap LIMIT 1)
 
 -- name: latency_buckets
 -- The latency histograms' bucket bounds, in order (the one list is the SQL function's).

@@ -54,3 +54,10 @@ LIMIT :limit
 SELECT label, issuer, answered, ok, weak, client_errors, timeouts, server_errors, p95_seconds
 FROM report_labels(:since, :until, CAST(:source AS text))
 LIMIT :limit
+
+-- name: dead_letters
+-- The signals settled as dead-letter, in received order, with the answer their last attempt got.
+SELECT signal_id, correlation_id, source, source_message_id, received_at, attempt, status, cause, ack_statuses,
+       decided_at, carried_out_at
+FROM report_dead_letters(:since, :until, CAST(:source AS text))
+LIMIT :limit

@@ -28,12 +28,32 @@ BEGIN
                  ORDER BY x.id DESC OFFSET 1000 LIMIT 1);
 END $$;
 
+-- name: connector_seen
+-- A running connector says so (every 15 s: ackstore.rules.thresholds.CONNECTOR_HEARTBEAT_SECONDS),
+-- and since when it cannot reach its broker (NULL: it can): what the Ledger page lists each
+-- connection's connector by, and ackstore_connector_last_seen_timestamp_seconds. Only the
+-- connection's login says it (act_for_connection); a time in the future is now's.
+-- version: 0025
+CREATE OR REPLACE FUNCTION connector_seen(connection text, broker_out_since timestamptz)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  PERFORM act_for_connection(connector_seen.connection);
+  UPDATE connections c SET seen_at = now(),  -- LEAST would make a NULL (no outage) now()
+    broker_out_since = CASE WHEN connector_seen.broker_out_since IS NOT NULL
+                            THEN LEAST(connector_seen.broker_out_since, now()) END
+  WHERE c.id = connector_seen.connection;
+END $$;
+
 -- name: connection_metrics
--- A connection's counts for the last minute, hour and day: messages stored (signals received),
--- dropped and enforced (its log), consumed (all three), and settlements carried out — acknowledged,
--- rejected, redelivered, dead-lettered, as the transport carried them out — read by the signals'
--- and the settlements' time indexes: a day's work at most, never the history.
--- version: 0022
+-- A connection's counts for the last minute, hour and day, named as docs/metrics.md's table of
+-- figures names them on every surface (issue 50): messages stored (signals), dropped and enforced
+-- (its log), received (all three: each message once, where the connector's `consumed` counts
+-- every delivery, copies included), settlements carried out — as the transport carried them out
+-- (carried_out_ack, _reject, _redeliver, _dead_letter: the exporter's carried_out_as) — and what
+-- the log says could not be sent and the outages; read by the signals' and the settlements' time
+-- indexes: a day's work at most, never the history.
+-- version: 0025
 CREATE OR REPLACE FUNCTION connection_metrics(connection text)
 RETURNS TABLE (measure text, last_minute bigint, last_hour bigint, last_day bigint)
 LANGUAGE sql STABLE AS $$
@@ -43,8 +63,7 @@ events AS (
     SELECT 'stored'::text AS measure, s.received_at AS happened_at FROM signals s, spans
     WHERE s.received_at > spans.day AND s.source = connection_metrics.connection
     UNION ALL
-    SELECT CASE COALESCE(st.carried_out_as, st.decision) WHEN 'ack' THEN 'acknowledged' WHEN 'reject' THEN 'rejected'
-                WHEN 'redeliver' THEN 'redelivered' ELSE 'dead_lettered' END, st.carried_out_at
+    SELECT 'carried_out_' || replace(COALESCE(st.carried_out_as, st.decision), '-', '_'), st.carried_out_at
     FROM settlements st CROSS JOIN spans
     CROSS JOIN LATERAL (SELECT x.source FROM signals x WHERE x.id = st.signal_id LIMIT 1) s
     WHERE st.carried_out_at > spans.day AND s.source = connection_metrics.connection
@@ -57,11 +76,11 @@ SELECT m.measure,
        count(e.happened_at) FILTER (WHERE e.happened_at > spans.hour),
        count(e.happened_at)
 FROM spans
-CROSS JOIN (VALUES (1, 'consumed'), (2, 'stored'), (3, 'dropped'), (4, 'enforced'), (5, 'acknowledged'),
-                   (6, 'rejected'), (7, 'redelivered'), (8, 'dead_lettered'), (9, 'unsendable'),
-                   (10, 'outage')) AS m(n, measure)
+CROSS JOIN (VALUES (1, 'received'), (2, 'stored'), (3, 'dropped'), (4, 'enforced'), (5, 'carried_out_ack'),
+                   (6, 'carried_out_reject'), (7, 'carried_out_redeliver'), (8, 'carried_out_dead_letter'),
+                   (9, 'unsendable'), (10, 'outage')) AS m(n, measure)
 LEFT JOIN events e ON e.measure = m.measure
-                      OR (m.measure = 'consumed' AND e.measure IN ('stored', 'dropped', 'enforced'))
+                      OR (m.measure = 'received' AND e.measure IN ('stored', 'dropped', 'enforced'))
 GROUP BY m.n, m.measure
 ORDER BY m.n
 $$;

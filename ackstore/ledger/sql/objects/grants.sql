@@ -47,8 +47,9 @@ GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand
                           declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest;
 -- Who owns a connection (migration 0020).
 GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection TO ackstore_ingest;
--- A connector's failures, in its connection's log (migration 0022).
-GRANT EXECUTE ON FUNCTION log_connection_event TO ackstore_ingest
+-- A connector's failures, in its connection's log (migration 0022), and that it runs (0025).
+GRANT EXECUTE ON FUNCTION log_connection_event TO ackstore_ingest;
+GRANT EXECUTE ON FUNCTION connector_seen TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.
@@ -71,8 +72,11 @@ GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
 GRANT SELECT, INSERT ON seals, seal_leaves TO ackstore_pipeline;
 GRANT SELECT ON fact_leaves TO ackstore_pipeline;
 GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline;
--- and adds what it sealed to the metrics' totals (migration 0021).
+-- and adds what it sealed to the metrics' totals (migration 0021), each source's or 'other''s: the
+-- first connections claimed have series of their own (0025).
 GRANT SELECT, INSERT, UPDATE ON metric_totals TO ackstore_pipeline;
+GRANT SELECT (id, claimed_at) ON connections TO ackstore_pipeline;
+GRANT SELECT, INSERT, DELETE ON metric_awaited_facts TO ackstore_pipeline;
 -- The step, facts and sealer locks, and the staging rows a committed COPY left (migration 0020).
 GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline
 
@@ -89,8 +93,10 @@ GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, bu
 GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter;
 -- and which seals were archived, and where (migration 0019).
 GRANT SELECT ON archives TO ackstore_reporter;
--- What `ackstore metrics` serves and the Ledger page's health strip shows (migration 0021).
+-- What `ackstore metrics` serves and the Ledger page's health strip shows (migration 0021), and
+-- the decided attempts whose built-in facts may still come, which its counters read (0025).
 GRANT SELECT ON ledger_counters, ledger_gauges TO ackstore_reporter;
+GRANT SELECT ON metric_awaited_facts TO ackstore_reporter;
 -- `ackstore connection metrics|logs` (migration 0022): a connection's log, and which connections
 -- exist (not which login owns each).
 GRANT SELECT ON connection_log TO ackstore_reporter;

@@ -39,17 +39,98 @@ SELECT CASE WHEN width_bucket(seconds, latency_buckets()) > 0
             ELSE '+Inf' END
 $$;
 
+-- name: metric_sources
+-- The sources whose metrics are series of their own (issue 50, decisions #D1): the API's and the
+-- CLI's, and the first ``cap`` connections in the order they were claimed (ACKSTORE_METRIC_SOURCES,
+-- ackstore.rules.settings.METRIC_SOURCES). Every other source's figures go to the source 'other',
+-- so no sender naming sources grows the series. The order of the claims never changes, so a
+-- source's series never moves to another between scrapes; a connection is claimed with its first
+-- message, its connector's start or a declaration into it. Read through the claims' index: a
+-- scrape and a seal read the first ``cap`` connections, never all of them.
+-- version: 0025
+CREATE OR REPLACE FUNCTION metric_sources(cap integer) RETURNS TABLE (source text)
+LANGUAGE sql STABLE AS $$
+SELECT x.source FROM (VALUES ('api'), ('cli')) AS x(source)
+UNION ALL
+(SELECT c.id FROM connections c ORDER BY c.claimed_at, c.id LIMIT cap)
+$$;
+
+-- name: builtin_fact_times
+-- One signal's built-in facts, when each became visible, and the fact number of the row that holds
+-- it (its response, or the search mark covering its revision): command_facts' joins, for one
+-- command, with the numbers the metrics count by.
+-- version: 0025
+CREATE OR REPLACE FUNCTION builtin_fact_times(signal bigint)
+RETURNS TABLE (label text, fact_at timestamptz, seq bigint)
+LANGUAGE sql STABLE AS $$
+SELECT twin_persisted(), b.committed_at, r.seq
+FROM command_responses r
+CROSS JOIN LATERAL (SELECT x.committed_at FROM ledger_batches x WHERE x.id = r.batch_id AND x.step = 'apply_twin'
+                    LIMIT 1) b
+WHERE r.signal_id = builtin_fact_times.signal AND r.event_id IS NOT NULL
+UNION ALL
+SELECT search_persisted(), mb.committed_at, m.seq
+FROM command_responses r
+JOIN signals s ON s.id = r.signal_id
+JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision AND r.revision <= m.to_revision
+CROSS JOIN LATERAL (SELECT x.committed_at FROM ledger_batches x WHERE x.id = m.batch_id LIMIT 1) mb
+WHERE r.signal_id = builtin_fact_times.signal AND r.event_id IS NOT NULL
+$$;
+
+-- name: counted_in_time
+-- Whether a decision counted a built-in label in time, as it wrote it: the label's entry 2xx, or,
+-- where it wrote none (the built-in shortcut's plain response), its answer 2xx. A fact of such a
+-- label cannot be late for that attempt.
+-- version: 0025
+CREATE OR REPLACE FUNCTION counted_in_time(ack_statuses jsonb, status smallint, label text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT COALESCE((ack_statuses ->> label)::int, status) BETWEEN 200 AND 299
+$$;
+
+-- name: awaits_builtin_facts
+-- Whether a decision may have a built-in fact still to come that is late for it: it did not count
+-- twin-persisted or search-persisted in time (counted_in_time; whether the attempt requested the
+-- label is late_builtin_acks' to say). Few: a request decided by its deadline, or a failure.
+-- version: 0025
+CREATE OR REPLACE FUNCTION awaits_builtin_facts(ack_statuses jsonb, status smallint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT NOT (counted_in_time(ack_statuses, status, twin_persisted())
+            AND counted_in_time(ack_statuses, status, search_persisted()))
+$$;
+
+-- name: late_builtin_acks
+-- One signal's built-in acks that are late for an attempt that requested them (builtin_disposition,
+-- as builtin_acks and report late-acks derive them), with the fact numbers of the two rows that
+-- made each late: its attempt's decision and its fact.
+-- version: 0025
+CREATE OR REPLACE FUNCTION late_builtin_acks(signal bigint)
+RETURNS TABLE (attempt integer, label text, decided_seq bigint, fact_seq bigint)
+LANGUAGE sql STABLE AS $$
+SELECT a.attempt, f.label, r.seq, f.seq
+FROM builtin_fact_times(late_builtin_acks.signal) f
+JOIN attempts a ON a.signal_id = late_builtin_acks.signal AND f.label = ANY (a.requested_acks)
+JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
+LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
+WHERE builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause, later.opened_at) = 'late'
+$$;
+
 -- name: metric_facts
 -- What the facts numbered (after_seq, upto_seq] add to each counter (upto_seq NULL: no bound),
--- per metric, source and labels: signals received (channel); attempts decided (status class)
+-- per metric, source and labels: signals stored (channel); attempts decided (status class)
 -- and their received → decided latency (a bucket count per ``le``, and the sum); settlements
 -- carried out (decision, as what), and with them their decisions, dead letters and the decided →
--- carried out latency; weak acks; late acks — stored late, or counted but after the deadline of
--- an attempt its deadline decided (decided_disposition), counted with that decision (so each
--- once). Each fact is read through its table's index on seq; a row's source through its
--- signal's key, one look-up each (LATERAL ... LIMIT 1): a scrape's planner cannot know how few
--- facts follow the last seal, and would guess a third of each table and join it whole.
--- version: 0021
+-- carried out latency; weak acks; late acks, as report late-acks lists them — stored late; counted
+-- but after the deadline of an attempt its deadline decided (decided_disposition), counted with
+-- that decision; built-in facts late for their attempt (late_builtin_acks), counted with whichever
+-- of the attempt's decision and the fact is numbered last (a deadline's or error's decision after
+-- the fact, or a fact after its attempt was decided) — so each once. A fact after its decision
+-- is looked for among the decisions that did not count a built-in label: this interval's, and
+-- those sealed before whose facts were still to come (metric_awaited_facts, kept by the seal) —
+-- never among every command. Each fact is read through its table's index on seq; a row's source
+-- through its signal's key, one look-up each (LATERAL ... LIMIT 1): a scrape's planner cannot
+-- know how few facts follow the last seal, and would guess a third of each table and join it
+-- whole.
+-- version: 0025
 CREATE OR REPLACE FUNCTION metric_facts(after_seq bigint, upto_seq bigint)
 RETURNS TABLE (metric text, source text, label text, detail text, value float8)
 LANGUAGE sql STABLE AS $$
@@ -58,7 +139,8 @@ WITH received AS (
     WHERE s.seq > after_seq AND (upto_seq IS NULL OR s.seq <= upto_seq)
     GROUP BY s.source, s.channel
 ), decided AS (
-    SELECT s.source, r.status, r.cause, r.signal_id, r.attempt,
+    SELECT s.source, r.status, r.cause, r.signal_id, r.attempt, r.seq,
+           awaits_builtin_facts(r.ack_statuses, r.status) AS awaits,
            extract(epoch FROM r.decided_at - s.received_at)::float8 AS seconds
     FROM request_results r CROSS JOIN LATERAL (SELECT x.source, x.received_at FROM signals x
                                                WHERE x.id = r.signal_id LIMIT 1) s
@@ -83,8 +165,22 @@ WITH received AS (
                           AND x.disposition = counted() OFFSET 0) k
     WHERE judged_by_deadline(d.cause) AND decided_disposition(counted(), k.received_at, a.deadline_at, d.cause) = 'late'
     GROUP BY d.source
+), late_builtin AS (
+    SELECT d.source, count(*) AS n FROM decided d
+    CROSS JOIN LATERAL late_builtin_acks(d.signal_id) l
+    WHERE judged_by_deadline(d.cause) AND l.attempt = d.attempt AND l.fact_seq < d.seq
+    GROUP BY d.source
+    UNION ALL
+    SELECT s.source, count(*)
+    FROM (SELECT w.signal_id FROM metric_awaited_facts w
+          UNION
+          SELECT d.signal_id FROM decided d WHERE d.awaits) c
+    CROSS JOIN LATERAL (SELECT x.source FROM signals x WHERE x.id = c.signal_id LIMIT 1) s
+    CROSS JOIN LATERAL late_builtin_acks(c.signal_id) l
+    WHERE l.fact_seq > after_seq AND (upto_seq IS NULL OR l.fact_seq <= upto_seq) AND l.decided_seq < l.fact_seq
+    GROUP BY s.source
 )
-SELECT 'signals_received', x.source, x.channel, '', x.n::float8 FROM received x
+SELECT 'signals_stored', x.source, x.channel, '', x.n::float8 FROM received x
 UNION ALL
 SELECT 'requests_decided', d.source, status_class(d.status), '', count(*)::float8 FROM decided d GROUP BY 2, 3
 UNION ALL
@@ -107,6 +203,8 @@ UNION ALL
 SELECT 'late_acks', k.source, '', '', count(*)::float8 FROM acked k WHERE k.disposition = 'late' GROUP BY 2
 UNION ALL
 SELECT 'late_acks', l.source, '', '', l.n::float8 FROM late_when_decided l
+UNION ALL
+SELECT 'late_acks', l.source, '', '', l.n::float8 FROM late_builtin l
 $$;
 
 -- name: ledger_counters
@@ -128,13 +226,15 @@ FROM (SELECT t.metric, t.source, t.label, t.detail, t.value FROM metric_totals t
 GROUP BY c.metric, c.source, c.label, c.detail;
 
 -- name: ledger_gauges
--- Every gauge as a scrape reads it, and the Ledger page's health strip: the work queues; per
--- source the oldest undecided and oldest unsettled signal's age (a connection's message is
--- unsettled until its settlement is carried out, the API's until decided: signal_state) and how
--- many of a connection's held messages are undecided; each step's last run, the last whole pass
--- (its seal step), the gate's last run and whether it failed; the last seal and the facts after
--- it; the last archive and the oldest signal still hot. Each read by a queue, a key or an index.
--- version: 0021
+-- Every gauge as a scrape reads it, and the Ledger page's health strip: the work queues, and the
+-- signals waiting in any of them (each once); per source the oldest undecided and oldest unsettled
+-- signal's age (a connection's message is unsettled until its settlement is carried out, the
+-- API's until decided: signal_state) and how many of a connection's held messages are undecided;
+-- per connection when its connector last said it runs (connector_seen) and since when it cannot
+-- reach its broker; each step's last run, the last whole pass (its seal step), the gate's last run
+-- and whether it failed; the last seal and the facts after it; the last archive and the oldest
+-- signal still hot. Each read by a queue, a key or an index; the connections are the ledger's few.
+-- version: 0025
 CREATE OR REPLACE VIEW ledger_gauges (metric, label, value) AS
 WITH RECURSIVE steps (step) AS (
     SELECT min(step) FROM pipeline_runs
@@ -161,6 +261,9 @@ WITH RECURSIVE steps (step) AS (
 ), last_seal AS (
     SELECT x.number, x.sealed_at FROM seals x WHERE x.number = (SELECT max(y.number) FROM seals y)
 )
+SELECT 'signals_pending', '', count(DISTINCT w.signal_id)::float8
+FROM (SELECT o.signal_id FROM open_work o UNION ALL SELECT q.signal_id FROM queue_apply q) w
+UNION ALL
 SELECT 'queue_pending', q.queue, q.n::float8 FROM (
     SELECT 'apply' AS queue, count(*) AS n FROM queue_apply
     UNION ALL SELECT 'index', count(*) FROM queue_index
@@ -174,6 +277,12 @@ CROSS JOIN LATERAL (VALUES ('oldest_undecided_age_seconds', extract(epoch FROM n
                            ('oldest_unsettled_age_seconds', extract(epoch FROM now() - p.oldest_unsettled)::float8),
                            ('held_undecided', CASE WHEN p.from_connection THEN p.held_undecided::float8 END)) g(metric, value)
 WHERE g.value IS NOT NULL
+UNION ALL
+SELECT g.metric, c.id, g.value FROM connections c
+CROSS JOIN LATERAL (VALUES ('connector_last_seen_timestamp_seconds', extract(epoch FROM c.seen_at)::float8),
+                           ('connector_broker_out_since_timestamp_seconds',
+                            extract(epoch FROM c.broker_out_since)::float8)) g(metric, value)
+WHERE c.seen_at IS NOT NULL AND g.value IS NOT NULL
 UNION ALL
 SELECT 'step_last_duration_seconds', r.step, (r.stats ->> 'seconds')::float8 FROM last_runs r
 WHERE jsonb_typeof(r.stats -> 'seconds') = 'number'
