@@ -98,7 +98,7 @@ def _merge(step: Step) -> None:
 
 def _internal_errors(step: Step, conn: Any, params: dict[str, Any]) -> int:
     """How many commands of the run the fold could not decide (answered 500 ``internalerror``),
-    said in one line naming them: the pass went on without them (decisions #A2)."""
+    said in one line naming them: the pass went on without them (decisions #116)."""
     signal_ids = conn.execute(statement(JOB, "internal_errors"), params).scalars().all()
     if signal_ids:
         shown = ", ".join(map(str, signal_ids[:_NAMED])) + (f" and {len(signal_ids) - _NAMED} more"
@@ -142,7 +142,7 @@ def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> Non
     fold cannot decide, is that command's 500 (``twin.UNDECIDED``), the thing's state unchanged by
     it; a base document that cannot be read (only a ledger from before the depth limits holds
     one), or a final one that cannot be written, makes every command of the thing a 500 and
-    leaves the thing as it was (decisions #A2)."""
+    leaves the thing as it was (decisions #116)."""
     _, thing_id, _, _, _, _, base_revision, base_document = rows[0]
     try:
         state = twin.ThingState(thing_id, base_revision,

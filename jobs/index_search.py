@@ -91,7 +91,7 @@ def _index_rows(thing: dict[str, Any]) -> list[dict[str, Any]]:
     """A changed thing's index rows. One whose document cannot be read back (deeper than Python's
     stack: only a ledger from before the depth limits holds one) is indexed without rows, as a
     path too long for the index is: its watermark and mark advance all the same, so it is never
-    read again, and no search finds it (decisions #A2)."""
+    read again, and no search finds it (decisions #116)."""
     if not (thing["changed"] and thing["present"]):
         return []  # unchanged: the index holds this state; deleted: the merge only deletes its rows
     try:

@@ -93,7 +93,7 @@ def decide_row(row: dict[str, Any], max_attempts: int) -> str | None:
             row["cause"], row["status"], jsontext.loads(row["ack_statuses"]), live=row["channel"] == "live"
         )
         outcomes, failure = [outcome], False
-    except Exception:  # noqa: BLE001 — the result's, never the pass's: a failure that is no Ditto one (decisions #A2)
+    except Exception:  # noqa: BLE001 — the result's, never the pass's: a failure that is no Ditto one (decisions #116)
         log.warning("%s: the result of signal %s attempt %s cannot be read; it is redelivered",
                     JOB, row["signal_id"], row["attempt"])
         outcomes, failure = [], True

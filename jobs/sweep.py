@@ -98,7 +98,7 @@ def decide_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
 def _decision(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The staged result of one request; one whose stored facts cannot be read is answered as
-    ``aggregation.undecidable`` says, never the pass's failure (decisions #A2)."""
+    ``aggregation.undecidable`` says, never the pass's failure (decisions #116)."""
     try:
         return _staged(row, *decide_row(row))
     except Exception:  # noqa: BLE001 — the request's, never the pass's

@@ -62,7 +62,7 @@ def weak_ack_batches(batches: Iterator[Any]) -> Iterator[Any]:
 def _weak_ack(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The weak ack one candidate gets, if any. A candidate that cannot be judged (its signal's
     value cannot be read, a filter fails) gets none: its label waits for its subscriber's ack or
-    its deadline (408), and the pass goes on (decisions #A2)."""
+    its deadline (408), and the pass goes on (decisions #116)."""
     try:
         reason = weak_ack_row(row)
     except Exception:  # noqa: BLE001 — the candidate's, never the pass's

@@ -24,7 +24,7 @@ Answers go to the message's ``reply-to`` address (best effort), each address a s
 session of its own: RabbitMQ 3's plugin answers an attach it refuses by ending the link's session,
 so a sender's reply-to can end only its own link, never the receiving links and what they hold. An
 address none of the plugin's forms is refused before any attach, as an answer the protocol cannot
-carry (one log line, counted, decisions #B2).
+carry (one log line, counted, decisions #119).
 Targets publish on a connection of their own, each message unsettled until the broker's outcome
 issues the target's label: 200 when ``accepted``, 503 otherwise (Ditto: "5xx, retry feasible").
 """

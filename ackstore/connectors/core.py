@@ -818,7 +818,7 @@ class Connector:
 
     def _say_it_runs(self) -> None:
         """The connector runs, and since when its broker is away if it is (the Ledger page's list
-        of connectors, ackstore_connector_last_seen_timestamp_seconds; decisions #D4)."""
+        of connectors, ackstore_connector_last_seen_timestamp_seconds; decisions #130)."""
         down = self._broker_down  # the broker's thread replaces the tuple whole
         with self.store.engine.begin() as conn:
             connection_log.seen(conn, self.config.id, down[0] if down is not None else None)

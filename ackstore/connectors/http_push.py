@@ -10,7 +10,7 @@ body the ack's value; a request not answered whole within ``specificConfig.idleT
 60 s: connecting, sending, the status, headers and body together, as Ditto's ``TimeoutFlow`` bounds
 a request) is 408; a request that fails (refused, reset) is 500; a status that is no final HTTP
 status (101, 600-999; interim 1xx are skipped) is 503. A message whose correlation id no HTTP
-header can carry is refused: its label 400, one log line, counted (decisions #B1). A target that
+header can carry is refused: its label 400, one log line, counted (decisions #118). A target that
 issues ``live-response`` sends live signals, and the response is the signal's live response
 (Ditto PR #809).
 

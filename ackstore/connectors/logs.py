@@ -1,6 +1,6 @@
 """A connector process's log: every line, whichever library wrote it (pika, paho, proton,
 http.client, SQLAlchemy, ackstore's own), without a credential and without a character a
-terminal acts on (decisions #B3).
+terminal acts on (decisions #120).
 
 :func:`configure` sets up the process's logging (``ackstore connect``) and puts a
 :class:`Guarded` filter on each of its handlers: a handler's filter sees every record that reaches

@@ -4,7 +4,7 @@ the views ``ledger_counters`` and ``ledger_gauges`` (``sql/objects/metrics.sql``
 in one read-only snapshot, so a counter and the gauges beside it agree.
 
 A source has series of its own only if it is one of ``metric_sources`` (the API's, the CLI's and
-the first connections claimed, up to ``ACKSTORE_METRIC_SOURCES``: decisions #D1); every other
+the first connections claimed, up to ``ACKSTORE_METRIC_SOURCES``: decisions #127); every other
 source's figures are the source ``other``'s — the counters added up by the SQL, as the seals roll
 them up, the gauges here, each as it adds up (:data:`SOURCE_GAUGES`)."""
 

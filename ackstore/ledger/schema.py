@@ -558,7 +558,7 @@ connections = Table(
     Column("broker_out_since", TIMESTAMP(timezone=True), nullable=True),
     CheckConstraint("id <> ''", name="id"),
 )
-# The metrics' sources are the first connections claimed (metric_sources, decisions #D1): read in
+# The metrics' sources are the first connections claimed (metric_sources, decisions #127): read in
 # claim order, never all of them.
 Index("ix_connections_claimed_at", connections.c.claimed_at, connections.c.id)
 

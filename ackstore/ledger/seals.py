@@ -108,7 +108,7 @@ def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False,
     """Seal every fact numbered since the last seal up to ``upto`` (a :func:`position`; default:
     one taken now), in one transaction — on ``one_core`` beside a step that keeps the other busy,
     else on every core — and add what the facts count to the metrics' totals, the sources past the
-    first ``metric_sources`` connections as 'other' (decisions #D1); the new seal, or None when nothing was numbered since
+    first ``metric_sources`` connections as 'other' (decisions #127); the new seal, or None when nothing was numbered since
     (or a writer's transaction stayed open past the lock timeout: the next run seals it). Safe
     to run anywhere, any time, killed at any point: the position is taken first (after in-flight
     writers end), then the seal is written whole or not at all."""

@@ -162,7 +162,7 @@ class AckStore:
 
     def claim_connection(self, connection: str) -> dict[str, Any]:
         """Claim ``connection`` for this database login, as its connector does when it starts: 204
-        when it is the login's (reserved for it, decisions #C2), else the 403."""
+        when it is the login's (reserved for it, decisions #123), else the 403."""
         try:
             with self.engine.begin() as conn:
                 declarations.claim_connection(conn, connection)

@@ -1,5 +1,5 @@
 """``ackstore alert-rules``: Prometheus's alert rules for this deployment's settings (issue 50,
-decisions #D3).
+decisions #129).
 
 The rules' text is ``alert_rules.yml`` beside this module, its thresholds placeholders
 (``@{name}``) filled from :class:`ackstore.rules.thresholds.Thresholds` — the one place they are

@@ -3,7 +3,7 @@
 Each scrape reads the ledger once (ackstore.ledger.metrics: one snapshot, never the history) and
 turns its rows into metric families: every metric, its type, help and label names are listed
 once, here. Every counter, histogram and gauge of a known source — the API's, the CLI's, each of
-the first connections claimed, and ``other`` when a connection is past them (decisions #D1) — is
+the first connections claimed, and ``other`` when a connection is past them (decisions #127) — is
 served from 0, every label value it can take included, so that ``increase()`` sees its first
 count and a healthy ledger has no empty panel (issue 50). A scrape that cannot read the ledger
 answers ``ackstore_ledger_up 0`` (and logs why) rather than failing, so Prometheus tells a dead

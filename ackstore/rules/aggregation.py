@@ -150,7 +150,7 @@ def _aggregated(request: Request, complete: Sequence[Ack], cause: str) -> Result
 
 def undecidable(request: Request, *, response_is_error: bool, deadline_passed: bool) -> Result | None:
     """What a request is told whose stored facts — its headers, its command's response, its acks —
-    cannot be read (only a ledger from before the depth limits holds such facts, decisions #A2):
+    cannot be read (only a ledger from before the depth limits holds such facts, decisions #116):
     500 ``internalerror``. A failed twin command's request at once (the error decides, A.2.7);
     any other once its deadline passed (``None`` until then), as its deadline decides it: the 500
     as its answer, or as the entry of every requested label (none is counted: none could be read)."""

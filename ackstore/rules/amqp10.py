@@ -10,7 +10,7 @@
 * :func:`target_node` reads a target's address (``name``, ``queue://name``, ``topic://name``).
 * :func:`reply_address_problem` says why a sender's ``reply-to`` is no address to attach a link
   to: RabbitMQ 3's plugin ends the whole session on a refused attach, and aborts the connection
-  on some (decisions #B2).
+  on some (decisions #119).
 """
 
 from __future__ import annotations

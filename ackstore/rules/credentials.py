@@ -1,4 +1,4 @@
-"""A credential as text may show it: never (decisions #B3).
+"""A credential as text may show it: never (decisions #120).
 
 A connector's broker or endpoint URI carries its password (``amqp://user:password@host``), and
 every library it hands the URI to may print it: proton logs ``Connecting to Url('amqp://u:p@…')``

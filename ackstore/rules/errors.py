@@ -372,7 +372,7 @@ def json_invalid(message: str) -> DittoError:
 
 def json_too_deep(max_depth: int, pointer: str | None) -> DittoError:
     """A sender's JSON nested past ``max_depth`` levels (limits.MAX_JSON_DEPTH), at ``pointer`` when
-    known. Ditto's parser answers such text ``json.invalid`` when its stack overflows (decisions #A1)."""
+    known. Ditto's parser answers such text ``json.invalid`` when its stack overflows (decisions #115)."""
     where = f" at <{_clip(pointer)}>" if pointer is not None else ""
     return DittoError(
         400,
@@ -521,7 +521,7 @@ def _clip(text: str, limit: int = 200) -> str:
 
 def internal_error() -> DittoError:
     """What could not be decided for one command or request without the rest of the pass failing
-    with it (Ditto's DittoInternalErrorException, its defaults; decisions #A2)."""
+    with it (Ditto's DittoInternalErrorException, its defaults; decisions #116)."""
     return DittoError(500, "internalerror", "There was a rare case of an unexpected internal error.",
                       "Please contact the service team or your administrator.")
 
@@ -709,7 +709,7 @@ def json_pointer_invalid(pointer: str) -> DittoError:
 
 
 def pointer_too_long(pointer: str, segments: int, max_segments: int) -> DittoError:
-    """A path of more segments than limits.MAX_POINTER_SEGMENTS (decisions #A1)."""
+    """A path of more segments than limits.MAX_POINTER_SEGMENTS (decisions #115)."""
     return DittoError(
         400,
         "json.pointer.invalid",

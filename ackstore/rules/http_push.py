@@ -5,7 +5,7 @@ HTTP push row, Ditto's ``HttpPublisherActor``, decisions #113).
   ``VERB:/path``: what HTTP cannot send (a port past 65 535, a malformed host, a path that is not
   printable ASCII) is refused when the connection is read, never when a request is made.
 * :func:`header_problem` says why a header value cannot be sent (a sender's correlation id holding
-  CR LF or a character past ASCII): such a message is refused, its label 400 (decisions #B1).
+  CR LF or a character past ASCII): such a message is refused, its label 400 (decisions #118).
 * :func:`issued_status` is the target's label from what happened to the request: the response's
   status (2xx, 4xx, 5xx alike); no answer within the timeout, 408; the request failing (refused,
   reset), 500 (Ditto's ``DefaultExceptionToAcknowledgementConverter``: a generic publish failure);
@@ -129,7 +129,7 @@ def unknown_status_error(status: int) -> dict[str, Any]:
 def ack_value(content_type: str | None, body: bytes) -> Any:
     """The ack's value from a response body: JSON when it is (whatever its content type says, as
     Ditto reads a JSON or Ditto content type), else UTF-8 text, else base64; None when empty or
-    past :data:`MAX_BODY_BYTES`. JSON that nests too deep to be a message's value (decisions #A1)
+    past :data:`MAX_BODY_BYTES`. JSON that nests too deep to be a message's value (decisions #115)
     is kept as its text: the ack that carries it must pass the door's depth check."""
     if not body or len(body) > MAX_BODY_BYTES:
         return None

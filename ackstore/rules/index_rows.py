@@ -52,7 +52,7 @@ def for_index(rows: Iterable[IndexRow]) -> Iterator[IndexRow]:
 def flatten(document: dict[str, Any] | None) -> list[IndexRow]:
     """The index rows of one thing document (none for a deleted thing), depth first in member
     order; each path's ordinals in that order. A stack, not recursion: no document is too deep
-    to flatten (one a ledger stored before the depth limits may be, decisions #A1)."""
+    to flatten (one a ledger stored before the depth limits may be, decisions #115)."""
     if document is None:
         return []
     ordinals: dict[str, int] = {}

@@ -5,7 +5,7 @@ third of a page (about 2 700 bytes): a longer one would be a 500 instead of a cl
 Ditto caps them too (an entity id at 256 characters, all headers together at 5 000 bytes).
 Sizes are UTF-8 bytes, what the index stores. docs/decisions.md lists them for users.
 
-A sender's JSON is bounded in depth too, and a path in segments (decisions #A1): every step's
+A sender's JSON is bounded in depth too, and a path in segments (decisions #115): every step's
 Python — the fold's JSON equality and merge, the index's flattening, the sweep's answers, `show` —
 walks a document recursively, and a thing holds at most a path's segments plus a value's levels.
 """
@@ -28,7 +28,7 @@ MAX_JSON_DEPTH = 100
 # (a modify at the deepest path of the deepest value); every step is tested at that depth.
 MAX_POINTER_SEGMENTS = 100
 MAX_DOCUMENT_DEPTH = MAX_POINTER_SEGMENTS + MAX_JSON_DEPTH - 1
-# RQL a sender gives, a condition or a subscriber's filter (decisions #A3): Ditto bounds all of a
+# RQL a sender gives, a condition or a subscriber's filter (decisions #117): Ditto bounds all of a
 # signal's headers together at 5 KiB (DefaultDittoHeadersValidator, max-bytes = 5k), so no
 # condition is longer there; a like pattern holds at most this many * and ?.
 MAX_RQL_BYTES = 5 * 1024

@@ -87,7 +87,7 @@ def parse(expression: str) -> Node:
 
 def parse_sent(expression: str) -> Node:
     """Parse an expression a sender gives — a twin command's ``condition``, a subscriber's filter —
-    within the bounds that keep its evaluation cheap (decisions #A3): at most
+    within the bounds that keep its evaluation cheap (decisions #117): at most
     ``limits.MAX_RQL_BYTES`` of UTF-8 (Ditto's bound on all headers together), each ``like`` or
     ``ilike`` pattern at most ``limits.MAX_LIKE_WILDCARDS`` wildcards. 400 past them."""
     if isinstance(expression, str) and len(expression) > limits.MAX_RQL_BYTES // 4:  # chars ≤ bytes ≤ 4 × chars

@@ -98,7 +98,7 @@ def like_matches(pattern: str, text: str, *, ignore_case: bool = False) -> bool:
     a scan per piece, never an exponential search (a translation to ``.*`` regexes would). A
     piece holding ``?`` is searched for by its longest literal run, the rest checked around each
     place it occurs, all inside the regex engine: text the run does not occur in costs one scan,
-    however many ``?`` the piece holds (decisions #A3)."""
+    however many ``?`` the piece holds (decisions #117)."""
     if ignore_case:
         pattern, text = pattern.lower(), text.lower()
     first, middle, last = _pieces(pattern)

@@ -15,7 +15,7 @@ MAX_TIMEOUT_MS = 20 * 60_000
 MAX_ENVELOPE_BYTES = 1024 * 1024
 MAX_ENVELOPE_VARIABLE = "ACKSTORE_MAX_ENVELOPE_BYTES"  # also the cap of a file holding an envelope (ackstore.files)
 MAX_ATTEMPTS = 5
-# How many connections have metric series of their own (issue 50, decisions #D1): the API's and
+# How many connections have metric series of their own (issue 50, decisions #127): the API's and
 # the CLI's always do; the first this many connections claimed do; every other source's figures
 # are added to the source ``other``, so a sender naming sources cannot grow the series.
 METRIC_SOURCES = 50

@@ -1,4 +1,4 @@
-"""When a figure of the ledger is wrong, from the settings (issue 50, decisions #D3): the one place
+"""When a figure of the ledger is wrong, from the settings (issue 50, decisions #129): the one place
 for every threshold. The alert rules are rendered from these (``ackstore alert-rules``; the shipped
 ``deploy/prometheus/alerts.yml`` is the rendering for the defaults), and the Ledger page's health
 strip colours its figures by them, so the page turns red when, and only when, an alert would page.

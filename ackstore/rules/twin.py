@@ -7,7 +7,7 @@ treated as immutable: a change copies only the objects along its path.
 
 Nothing a command holds stops the fold: what it cannot decide for one command — an exception of
 any kind, such as Python's stack running out in a document stored before the depth limits — is
-that command's 500 ``internalerror`` (:data:`UNDECIDED`), the state unchanged (decisions #A2). A command stored
+that command's 500 ``internalerror`` (:data:`UNDECIDED`), the state unchanged (decisions #116). A command stored
 before the limits that the door now refuses is answered the door's 400 — a path past
 ``limits.MAX_POINTER_SEGMENTS`` here, a value past ``limits.MAX_JSON_DEPTH`` where its stored text
 is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
@@ -92,7 +92,7 @@ def apply(state: ThingState, command: Command, max_thing_bytes: int = DEFAULT_MA
         return _apply(state, command, max_thing_bytes)
     except errors.DittoError as error:
         return state, Outcome(error.status, error.to_json())
-    except Exception:  # noqa: BLE001 — one command's, never the pass's (decisions #A2)
+    except Exception:  # noqa: BLE001 — one command's, never the pass's (decisions #116)
         return state, UNDECIDED
 
 

@@ -64,7 +64,7 @@ SELECT count(*) FROM stage_twin_outcomes o
 WHERE o.run_id = :run_id AND o.is_last AND o.final_revision > o.base_revision
 
 -- name: internal_errors
--- The commands of the run the fold could not decide: each answered 500 internalerror (decisions #A2).
+-- The commands of the run the fold could not decide: each answered 500 internalerror (decisions #116).
 SELECT o.signal_id FROM stage_twin_outcomes o
 WHERE o.run_id = :run_id AND o.status = 500 AND o.payload->>'error' = 'internalerror'
 ORDER BY o.signal_id

@@ -4,7 +4,7 @@ Revision ID: 0025
 Revises: 0024
 Create Date: 2026-12-01 09:00:00
 
-Issue 50 (decisions #D1, #D2). The metrics' sources are bounded: the API's, the CLI's and the first
+Issue 50 (decisions #127, #128). The metrics' sources are bounded: the API's, the CLI's and the first
 connections claimed (``metric_sources``, read through a new index on the claims) have series of
 their own, every other source's figures go to 'other' — the seal rolls them up so, and a scrape
 folds what came after. Built-in acks late for their attempt are counted as ``report late-acks``

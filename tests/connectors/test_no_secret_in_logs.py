@@ -1,4 +1,4 @@
-"""No secret in any log, from any library (issue 50, decisions #B3): each connector — AMQP 0.9.1,
+"""No secret in any log, from any library (issue 50, decisions #120): each connector — AMQP 0.9.1,
 AMQP 1.0, MQTT, HTTP push — runs against a broker or endpoint of the test's own that takes only a
 user with a password of this run, does its work (stores a message, answers a refused one on its
 reply-to, publishes, reconnects), and everything it left is searched for that password: its

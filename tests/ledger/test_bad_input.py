@@ -40,10 +40,10 @@ BAD_SUBMISSIONS = [
     ("NaN", twin_command(value=float("nan")), 400, "json.invalid"),
     ("lone surrogate", twin_command(value="\ud800"), 400, "json.invalid"),
     ("not JSON-serialisable", twin_command(value={1, 2}), 400, "json.invalid"),
-    ("value one level past the depth limit (decisions #A1)",
+    ("value one level past the depth limit (decisions #115)",
      twin_command(value=json.loads("[" * 100 + "]" * 100)), 400, "json.invalid"),
     ("path one segment past its limit", twin_command(path="/attributes" + "/a" * 100), 400, "json.pointer.invalid"),
-    ("condition past 5 KiB (decisions #A3)", twin_command(condition="or(" + ",".join(
+    ("condition past 5 KiB (decisions #117)", twin_command(condition="or(" + ",".join(
         f"eq(attributes/x,{n})" for n in range(400)) + ")"), 400, "things:condition.invalid"),
 ]
 
@@ -77,7 +77,7 @@ BAD_DECLARATIONS = [
     ("label taken", "auditor-2", ["org:audit"], {}),
     ("malformed RQL filter", "auditor-2", ["org:x"], {"filter": "eq(attributes/on,"}),
     ("empty RQL filter", "auditor-2", ["org:x"], {"filter": ""}),
-    ("RQL filter past 5 KiB (decisions #A3)", "auditor-2", ["org:x"],
+    ("RQL filter past 5 KiB (decisions #117)", "auditor-2", ["org:x"],
      {"filter": "or(" + ",".join(f'eq(attributes/x,{n})' for n in range(400)) + ")"}),
     ("like pattern past 16 wildcards", "auditor-2", ["org:x"], {"filter": 'like(attributes/s,"' + "?*" * 9 + 'b")'}),
 ]
@@ -101,7 +101,7 @@ BAD_ACKS = [
     ("correlation id not a string", {**ack_message("c-existing", "org:audit"), "headers": {"correlation-id": 7}}),
     ("aggregated value not an object", {**ack_message("c-existing", "org:audit"), "topic": "org.acme/lamp-1/things/twin/acks", "value": [1]}),
     ("10 MB payload", ack_message("c-existing", "org:audit", value=TEN_MB)),
-    ("payload one level past the depth limit (decisions #A1)",
+    ("payload one level past the depth limit (decisions #115)",
      ack_message("c-existing", "org:audit", value=json.loads("[" * 100 + "]" * 100))),
 ]
 

@@ -50,7 +50,7 @@ def settled(engine: Engine) -> dict[str, str]:
      "The value 'sometimes' of the header 'if-equal' is not a valid enum value of type 'IfEqual'."),
     ({"condition": "eq(attributes/on,"}, "things:condition.invalid",
      "The specified condition 'eq(attributes/on,' is invalid."),
-    ({"condition": 'like(attributes/s,"' + "?" * 17 + '")'}, "things:condition.invalid",  # decisions #A3
+    ({"condition": 'like(attributes/s,"' + "?" * 17 + '")'}, "things:condition.invalid",  # decisions #117
      "The specified condition 'like(attributes/s,\"" + "?" * 17 + "\")' is invalid."),
     ({"condition": ISSUE_50_CONDITION}, "things:condition.invalid",
      f"The specified condition '{ISSUE_50_CONDITION[:200]}…' is invalid."),
@@ -134,7 +134,7 @@ def test_issue_50s_condition_stored_before_the_bounds_is_answered_at_once(store:
                                                                          run_pipeline) -> None:
     """A ledger from before the bounds holds issue 50's condition: the fold answers it as the door
     now does (400), and a condition within the bounds on the same 99 000-character attribute is
-    decided beside it (decisions #A3)."""
+    decided beside it (decisions #117)."""
     from ackstore.rules import headers
 
     assert submit(store, "create", {"attributes": {"s": "a" * 99_000}}, path="/")["status"] == 202

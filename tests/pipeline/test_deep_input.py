@@ -1,4 +1,4 @@
-"""Issue 50: no sender's message stops the pipeline (decisions #A1, #A2).
+"""Issue 50: no sender's message stops the pipeline (decisions #115, #116).
 
 Its three reproductions — (a) a modify under ``if-equal: skip`` of the 600-deep value a thing
 holds, (b) a modify at a path of 1 200 segments, (c) a merge 980 deep — are answered 400 at the

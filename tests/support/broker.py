@@ -91,7 +91,7 @@ def connector(database_url: str, *args: str, env: dict[str, str] | None = None, 
 
 
 def stop(process: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
-    """SIGTERM, then the exit status and the log — which shows no URL's password (decisions #B3)."""
+    """SIGTERM, then the exit status and the log — which shows no URL's password (decisions #120)."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     _, log = process.communicate(timeout=timeout)

@@ -1,5 +1,5 @@
 """JSON nested as deep as a test needs, made without recursion: neither the test's own stack nor
-an encoder's decides what it can build (issue 50, decisions #A1)."""
+an encoder's decides what it can build (issue 50, decisions #115)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What every connector test checks of a log it reads: no URL in it shows its password, and none
-of the secrets the test gave away (decisions #B3)."""
+of the secrets the test gave away (decisions #120)."""
 
 from __future__ import annotations
 

@@ -84,9 +84,11 @@ def seed(engine: Engine, origin: datetime = T0, signals: list[Signal] | None = N
 
     with engine.begin() as conn:
         for signal in SEED if signals is None else signals:
-            if signal.source not in LOCAL_SOURCES:  # a connection's first message claims it (act_for_source)
+            if signal.source not in LOCAL_SOURCES:  # a connection's first message claims it (act_for_source),
+                # whatever the order signals are listed in: its log keeps no time before the claim (decisions #126)
                 conn.execute(text("INSERT INTO connections (id, owner_login, claimed_at) VALUES (:c, session_user, :at) "
-                                  "ON CONFLICT (id) DO NOTHING"), {"c": signal.source, "at": at(signal.received)})
+                                  "ON CONFLICT (id) DO UPDATE SET claimed_at = LEAST(connections.claimed_at, "
+                                  "EXCLUDED.claimed_at)"), {"c": signal.source, "at": at(signal.received)})
             first = signal.attempts[0]
             signal_id = conn.execute(text(
                 "INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action, thing_id, "

@@ -126,7 +126,7 @@ def test_each_rule_made_to_fire_always_or_never_fails_its_unit_tests(tmp_path: P
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-# --- the thresholds that follow the settings (issue 50, decisions #D3) --------------------------------
+# --- the thresholds that follow the settings (issue 50, decisions #129) --------------------------------
 
 
 def alert_rules(**settings: str) -> subprocess.CompletedProcess:

@@ -228,7 +228,7 @@ def test_a_late_ack_is_decided_as_if_in_time(req: Request, counted: list[Ack], l
     assert decide_with_late_ack(req, counted, late).status == would
 
 
-# --- a request whose stored facts cannot be read (decisions #A2) ---------------------------------
+# --- a request whose stored facts cannot be read (decisions #116) ---------------------------------
 
 from ackstore.rules.aggregation import undecidable  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""No credential in a log line (decisions #B3): the password of any URL a line holds, and each
+"""No credential in a log line (decisions #120): the password of any URL a line holds, and each
 secret the process knows, masked; what a terminal acts on escaped — for every line a connector
 process logs, whichever library wrote it (``ackstore.connectors.logs``)."""
 

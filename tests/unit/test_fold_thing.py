@@ -1,4 +1,4 @@
-"""apply_twin's fold of one thing's rows, as a Spark task or the driver runs it (decisions #A2): a
+"""apply_twin's fold of one thing's rows, as a Spark task or the driver runs it (decisions #116): a
 row whose JSON cannot be read back, or that the fold cannot decide, is that command's 500; a base
 document that cannot be read makes every command of its thing a 500 and leaves the thing as it
 was; the other things of the batch are folded as ever. Never raises."""

@@ -1,4 +1,4 @@
-"""The depth and path bounds where a sender's JSON enters (decisions #A1): every reader of a
+"""The depth and path bounds where a sender's JSON enters (decisions #115): every reader of a
 message — a signal, an ack, a live response; text, bytes or a dict — answers past them 400 in
 Ditto's shape, naming what is too deep; at them, it reads the message."""
 

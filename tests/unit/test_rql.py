@@ -83,7 +83,7 @@ def test_parser_raises_only_its_own_error(text: str) -> None:
         assert error.error == "rql.expression.invalid"
 
 
-# --- what a sender gives is bounded (decisions #A3) --------------------------------------------------
+# --- what a sender gives is bounded (decisions #117) --------------------------------------------------
 
 from ackstore.rules import limits  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Each step's Python over one row a sender's data fills, as its read query gives the row: a row
 that cannot be read (JSON past Python's stack, which only a ledger from before the depth limits
-holds) is that row's outcome, never the pass's failure (decisions #A2). The pipeline's tests run
+holds) is that row's outcome, never the pass's failure (decisions #116). The pipeline's tests run
 the same end to end: tests/pipeline/test_deep_input.py."""
 
 from __future__ import annotations

@@ -339,7 +339,7 @@ def test_a_long_condition_is_decided_but_not_held() -> None:
     assert twin._remembered_condition.cache_info().currsize == before
 
 
-# --- the depth limits, and what the fold cannot decide (decisions #A1, #A2) ----------------------
+# --- the depth limits, and what the fold cannot decide (decisions #115, #116) ----------------------
 
 from ackstore.rules import limits  # noqa: E402
 from tests.support.deep_json import nested  # noqa: E402

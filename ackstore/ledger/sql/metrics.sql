@@ -13,7 +13,7 @@ SET LOCAL jit = off
 
 -- name: counters
 -- Every counter: per metric, source and labels, what the seals cover plus what came after; a
--- source past the first :cap connections as 'other', as the seals roll it up (decisions #D1).
+-- source past the first :cap connections as 'other', as the seals roll it up (decisions #127).
 SELECT c.metric, COALESCE(k.source, 'other') AS source, c.label, c.detail, sum(c.value) AS value
 FROM ledger_counters c LEFT JOIN metric_sources(:cap) k ON k.source = c.source
 GROUP BY 1, 2, 3, 4

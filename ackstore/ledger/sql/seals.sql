@@ -57,7 +57,7 @@ SET LOCAL jit = off
 -- name: roll_up_metrics
 -- What the facts numbered (after_seq, upto_seq] add to the counters (metric_facts), added to the
 -- totals in the seal's transaction: the totals are always those of the facts the seals cover. A
--- source past the first :cap connections is added to 'other' (metric_sources, decisions #D1), so
+-- source past the first :cap connections is added to 'other' (metric_sources, decisions #127), so
 -- the totals hold a row per metric of at most that many sources.
 INSERT INTO metric_totals (metric, source, label, detail, value)
 SELECT f.metric, COALESCE(k.source, 'other'), f.label, f.detail, sum(f.value)

@@ -40,7 +40,7 @@ SELECT CASE WHEN width_bucket(seconds, latency_buckets()) > 0
 $$;
 
 -- name: metric_sources
--- The sources whose metrics are series of their own (issue 50, decisions #D1): the API's and the
+-- The sources whose metrics are series of their own (issue 50, decisions #127): the API's and the
 -- CLI's, and the first ``cap`` connections in the order they were claimed (ACKSTORE_METRIC_SOURCES,
 -- ackstore.rules.settings.METRIC_SOURCES). Every other source's figures go to the source 'other',
 -- so no sender naming sources grows the series. The order of the claims never changes, so a
