@@ -7,10 +7,10 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 from typing import IO
 
 # A bound no ackstore command comes near (the CLI with its imports holds some 100 MB): a command
@@ -29,19 +29,44 @@ def run(*args: str, url: str | None = None, stdin: bytes | None = None, env: dic
 def run_measured(*args: str, url: str | None = None, stdin: IO[bytes] | None = None, env: dict | None = None,
                  prefix: tuple[str, ...] = (), timeout: float = 60) -> tuple[int, object, int]:
     """:func:`run`, standard input from a file (``/dev/zero``, say), the address space bounded; also
-    the most memory the process held (its maximum resident set, in bytes, as the kernel counted it)."""
+    the most memory the process held (its maximum resident set, in bytes, as the kernel counted it).
+
+    The command runs as the child of a small launcher (:data:`_LAUNCHER`), which reports what
+    ``wait4`` says of it: Linux counts into a process's maximum resident set what its parent held
+    when it forked, so a command forked from the test's own process (hundreds of MB once it ran
+    Spark) would seem to hold that much."""
+    report, reported = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen([*prefix, *_command(args, url)], stdin=stdin or subprocess.DEVNULL, stdout=out,
-                                   stderr=err, env={**os.environ, **(env or {})}, preexec_fn=_bounded)
+        process = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, str(reported), *prefix, *_command(args, url)],
+                                   stdin=stdin or subprocess.DEVNULL, stdout=out, stderr=err,
+                                   env={**os.environ, **(env or {})}, preexec_fn=_bounded, pass_fds=(reported,),
+                                   start_new_session=True)
+        os.close(reported)
         try:
-            _, status, usage = _wait4(process, timeout)
-        finally:
-            if process.returncode is None and process.poll() is None:
-                process.kill()
-                process.wait()
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the launcher and the command
+            process.wait()
+            os.close(report)
+            raise
+        with os.fdopen(report, "rb") as said:
+            status, max_rss_kib = (int(word) for word in said.read().split())
         out.seek(0)
         err.seek(0)
-        return os.waitstatus_to_exitcode(status), _answer(out.read(), err.read()), usage.ru_maxrss * 1024
+        return os.waitstatus_to_exitcode(status), _answer(out.read(), err.read()), max_rss_kib * 1024
+
+
+# Forks and execs the command, waits for it, and writes its wait status and maximum resident set
+# (KiB) to the descriptor given first. Its own few MB are all the command starts with.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.close(int(sys.argv[1]))
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+os.write(int(sys.argv[1]), f"{status} {usage.ru_maxrss}".encode())
+"""
 
 
 def without_read_override() -> tuple[str, ...]:
@@ -66,16 +91,3 @@ def _answer(stdout: bytes, stderr: bytes) -> object:
 
 def _bounded() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-
-
-def _wait4(process: subprocess.Popen, timeout: float):  # type: ignore[no-untyped-def]
-    """os.wait4 of the process (its own rusage, not every child's), or TimeoutExpired after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            process.returncode = os.waitstatus_to_exitcode(status)
-            return pid, status, usage
-        if time.monotonic() > deadline:
-            raise subprocess.TimeoutExpired(process.args, timeout)
-        time.sleep(0.02)
