@@ -152,7 +152,7 @@ def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> Non
     first = out.rows
     for signal_id, _, action, path, value, headers, _, _ in rows:
         try:
-            if value is not None and len(value) >= limits.MAX_JSON_DEPTH:  # shorter text nests no deeper
+            if value is not None and len(value) > limits.MAX_VALUE_DEPTH:  # shorter text nests no deeper
                 limits.check_stored_value_text(value)  # before reading it: no reader's stack decides
             command = twin.Command(
                 signal_id=signal_id,

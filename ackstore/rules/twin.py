@@ -9,7 +9,7 @@ Nothing a command holds stops the fold: what it cannot decide for one command �
 any kind, such as Python's stack running out in a document stored before the depth limits — is
 that command's 500 ``internalerror`` (:data:`UNDECIDED`), the state unchanged (decisions #116). A command stored
 before the limits that the door now refuses is answered the door's 400 — a path past
-``limits.MAX_POINTER_SEGMENTS`` here, a value past ``limits.MAX_JSON_DEPTH`` where its stored text
+``limits.MAX_POINTER_SEGMENTS`` here, a value past ``limits.MAX_VALUE_DEPTH`` where its stored text
 is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
 """
 

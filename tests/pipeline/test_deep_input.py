@@ -31,7 +31,7 @@ from tests.support.ledger import ack_message, twin_command
 
 pytestmark = pytest.mark.spark
 
-DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
+VALUE_DEPTH, SEGMENTS = limits.MAX_VALUE_DEPTH, limits.MAX_POINTER_SEGMENTS
 BOTH = ["twin-persisted", "search-persisted"]
 WHERE = {"spark": 0, "driver": IN_DRIVER_ROWS}  # in_driver_rows: every step's work as Spark tasks, or in the driver
 
@@ -230,20 +230,20 @@ def test_a_thing_at_the_limits_passes_every_step(at_the_limits: str, spark, tmp_
     thing, deepest = "org.acme/deep", deep_path(SEGMENTS)
     store.declare("app", ["app:done"])
     store.declare("filtering", ["org:filtered"], filter=f'eq({deepest[1:]}/a/a,"never")')  # excludes: weak acks
-    value = nested(DEPTH - 1)  # in its envelope: exactly the limit
+    value = nested(VALUE_DEPTH)  # in its envelope: exactly the limit
     labels = [*BOTH, "app:done", "org:filtered"]
     submitted = [
         ("create", "/", {"attributes": {"n": 0}}, {}),
         ("modify", deepest, value, {}),
         ("modify", deepest, value, {"if_equal": "skip"}),  # the same value: 412 after comparing every level
-        ("merge", deepest, nested(DEPTH - 1, leaf=2), {"if_equal": "skip-minimizing-merge",
+        ("merge", deepest, nested(VALUE_DEPTH, leaf=2), {"if_equal": "skip-minimizing-merge",
                                                        "condition": f"exists({deepest[1:]}/a)"}),
     ]
     for n, (action, path, given, extra) in enumerate(submitted):
         answer = store.submit(twin_command(action, thing=thing, path=path, value=given, correlation_id=f"d{n}",
                                            requested_acks=labels, **extra))
         assert answer["status"] == 202, answer
-        assert store.acknowledge("app", ack_message(f"d{n}", "app:done", value=nested(DEPTH - 1), thing=thing)) == {
+        assert store.acknowledge("app", ack_message(f"d{n}", "app:done", value=nested(VALUE_DEPTH), thing=thing)) == {
             "status": 204}
 
     stats = pipeline.run(spark, PipelineSettings(database_url=at_the_limits, partitions=2,
@@ -259,15 +259,15 @@ def test_a_thing_at_the_limits_passes_every_step(at_the_limits: str, spark, tmp_
         pending = conn.execute(text("SELECT (SELECT count(*) FROM queue_apply) + (SELECT count(*) FROM queue_index) "
                                     "+ (SELECT count(*) FROM queue_decide)")).scalar()
     assert responses == [201, 201, 412, 204]
-    assert document.count("{") == limits.MAX_DOCUMENT_DEPTH == SEGMENTS + DEPTH - 1  # the deepest thing there can be
+    assert document.count("{") == limits.MAX_DOCUMENT_DEPTH == SEGMENTS + VALUE_DEPTH  # the deepest thing there can be
     assert longest <= 950 and pending == 0  # indexed as far as the index's paths reach (as Ditto's)
     assert [store.result(f"d{n}")["status"] for n in range(4)] == [200, 200, 412, 200]
-    assert store.result("d1")["body"]["app:done"]["payload"] == nested(DEPTH - 1)
+    assert store.result("d1")["body"]["app:done"]["payload"] == nested(VALUE_DEPTH)
     assert stats["validate"].get("failures") is None and stats["seal"]["facts"] > 0
     shown = {cid: store.show(cid) for cid in ("d1", "d3")}
-    assert shown["d1"]["result"]["body"]["app:done"]["payload"] == nested(DEPTH - 1)
+    assert shown["d1"]["result"]["body"]["app:done"]["payload"] == nested(VALUE_DEPTH)
     printed = _printed(at_the_limits, "d1")
-    assert json.loads(printed)["result"]["body"]["app:done"]["payload"] == nested(DEPTH - 1)
+    assert json.loads(printed)["result"]["body"]["app:done"]["payload"] == nested(VALUE_DEPTH)
 
     archived = archive.run(spark, settings_for(engine, tmp_path / "archive"))
 

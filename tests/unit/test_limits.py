@@ -16,7 +16,7 @@ from ackstore.rules.errors import DittoError
 from tests.support.deep_json import dumps, nested, nested_text
 
 MAX = 1024 * 1024
-DEPTH = limits.MAX_JSON_DEPTH
+DEPTH, VALUE_DEPTH = limits.MAX_JSON_DEPTH, limits.MAX_VALUE_DEPTH
 SEGMENTS = limits.MAX_POINTER_SEGMENTS
 
 
@@ -42,21 +42,21 @@ def live_response(value: Any = 1, path: str = "/outbox/messages/ask") -> dict[st
 
 # (name, envelope, how it is read, the error code past the bound or None, the pointer named)
 ROWS: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any], str | None, str | None]] = [
-    ("a value at the limit", command(nested(DEPTH - 1)), envelopes.parse_signal, None, None),
-    ("a value one level past it", command(nested(DEPTH)), envelopes.parse_signal, "json.invalid",
-     "/value" + "/a" * (DEPTH - 1)),
-    ("arrays one level past it", command(json.loads("[" * DEPTH + "]" * DEPTH)), envelopes.parse_signal,
-     "json.invalid", "/value" + "/0" * (DEPTH - 1)),
+    ("a value at the limit", command(nested(VALUE_DEPTH)), envelopes.parse_signal, None, None),
+    ("a value one level past it", command(nested(VALUE_DEPTH + 1)), envelopes.parse_signal, "json.invalid",
+     "/value" + "/a" * VALUE_DEPTH),
+    ("arrays one level past it", command(json.loads("[" * (VALUE_DEPTH + 1) + "]" * (VALUE_DEPTH + 1))),
+     envelopes.parse_signal, "json.invalid", "/value" + "/0" * VALUE_DEPTH),
     ("headers one level past it", {**command(), "headers": {"correlation-id": "c", "x": nested(DEPTH - 1)}},
      envelopes.parse_signal, "json.invalid", "/headers/x" + "/a" * (DEPTH - 2)),
-    ("a key needing escapes in the pointer", command({"a/b~c": nested(DEPTH - 1)}), envelopes.parse_signal,
+    ("a key needing escapes in the pointer", command({"a/b~c": nested(VALUE_DEPTH)}), envelopes.parse_signal,
      "json.invalid", "/value/a~1b~0c" + "/a" * (DEPTH - 2)),
-    ("an ack's payload past it", ack(nested(DEPTH)), envelopes.parse_acknowledgement, "json.invalid", None),
+    ("an ack's payload past it", ack(nested(VALUE_DEPTH + 1)), envelopes.parse_acknowledgement, "json.invalid", None),
     ("an aggregated ack's payload past it", aggregated_ack(nested(DEPTH - 2)), envelopes.parse_acknowledgement,
      "json.invalid", None),
     ("an aggregated ack's payload at it", aggregated_ack(nested(DEPTH - 3)), envelopes.parse_acknowledgement,
      None, None),
-    ("a live response's value past it", live_response(nested(DEPTH)), envelopes.parse_live_response,
+    ("a live response's value past it", live_response(nested(VALUE_DEPTH + 1)), envelopes.parse_live_response,
      "json.invalid", None),
     ("a path at the limit", command(path="/attributes" + "/a" * (SEGMENTS - 1)), envelopes.parse_signal, None, None),
     ("a path one segment past it", command(path="/attributes" + "/a" * SEGMENTS), envelopes.parse_signal,
@@ -95,10 +95,10 @@ def test_the_door_reads_a_message_at_the_bounds_and_answers_one_past_them(
 
 
 @pytest.mark.parametrize("text, pointer", [
-    ('{"topic":' + "[" * 100_000, "/topic" + "/0" * (DEPTH - 1)),  # no JSON, and deeper than Python's stack
-    ('{"topic":"x","value":' + nested_text(100_000) + "}", "/value" + "/a" * (DEPTH - 1)),
+    ('{"topic":' + "[" * 100_000, "/topic" + "/0" * VALUE_DEPTH),  # no JSON, and deeper than Python's stack
+    ('{"topic":"x","value":' + nested_text(100_000) + "}", "/value" + "/a" * VALUE_DEPTH),
     ('{"topic":"x","value":[1,' + nested_text(5000, "[", "]") + "]}", "/value/1" + "/0" * (DEPTH - 2)),
-    ('{"a\\"/~b":' + nested_text(5000) + ',"x":1}', "/a\"~1~0b" + "/a" * (DEPTH - 1)),
+    ('{"a\\"/~b":' + nested_text(5000) + ',"x":1}', "/a\"~1~0b" + "/a" * VALUE_DEPTH),
 ])
 @pytest.mark.parametrize("as_bytes", [False, True])
 def test_json_deeper_than_pythons_stack_is_answered_with_where_it_is_too_deep(text: str, pointer: str,
@@ -122,11 +122,12 @@ def test_a_python_dict_deeper_than_the_encoders_stack_is_answered_with_its_point
 def test_a_connectors_body_past_the_limit_is_answered_by_the_door() -> None:
     """parse_text reads a broker's body before its headers are merged: past the limit it is 400,
     whether msgspec's fast path or the full parse reads it."""
-    for text in (json.dumps(command(nested(DEPTH))), json.dumps({**command(nested(DEPTH)), "n": "\\"})):
+    past = command(nested(VALUE_DEPTH + 1))
+    for text in (json.dumps(past), json.dumps({**past, "n": "\\"})):
         with pytest.raises(DittoError) as raised:
             envelopes.parse_text(text.encode(), MAX)
         assert raised.value.error == "json.invalid" and "/value/a/a" in raised.value.message
-    assert envelopes.parse_text(json.dumps(command(nested(DEPTH - 1))).encode(), MAX)["value"] == nested(DEPTH - 1)
+    assert envelopes.parse_text(json.dumps(command(nested(VALUE_DEPTH))).encode(), MAX)["value"] == nested(VALUE_DEPTH)
 
 
 # --- the JSON helpers: no recursion, whatever the depth ---------------------------------------------

@@ -344,7 +344,7 @@ def test_a_long_condition_is_decided_but_not_held() -> None:
 from ackstore.rules import limits  # noqa: E402
 from tests.support.deep_json import nested  # noqa: E402
 
-DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
+VALUE_DEPTH, SEGMENTS = limits.MAX_VALUE_DEPTH, limits.MAX_POINTER_SEGMENTS
 
 
 DEEPEST_PATH = "/attributes" + "/a" * (SEGMENTS - 1)  # as many segments as the door lets through
@@ -353,11 +353,11 @@ DEEP_THING = {"thingId": T, "attributes": {"x": nested(600)}}  # as a ledger fro
 # A path a ledger stored before the limits and the door now refuses is answered as the door answers
 # it; at the limits, the fold decides as ever. (name, document, action, path, value, headers, status, code)
 LIMIT_ROWS = [
-    ("a modify at the deepest path of the deepest value", LAMP, "modify", DEEPEST_PATH, nested(DEPTH - 1), {}, 201,
+    ("a modify at the deepest path of the deepest value", LAMP, "modify", DEEPEST_PATH, nested(VALUE_DEPTH), {}, 201,
      None),
-    ("if-equal skip at the limits, the value there", None, "modify", DEEPEST_PATH, nested(DEPTH - 1),
+    ("if-equal skip at the limits, the value there", None, "modify", DEEPEST_PATH, nested(VALUE_DEPTH),
      {"if-equal": "skip"}, 412, "things:precondition.failed"),
-    ("a merge at the limits", None, "merge", DEEPEST_PATH, nested(DEPTH - 1, key="b"), {}, 204, None),
+    ("a merge at the limits", None, "merge", DEEPEST_PATH, nested(VALUE_DEPTH, key="b"), {}, 204, None),
     ("a path one segment past the limit", LAMP, "modify", DEEPEST_PATH + "/a", 1, {}, 400, "json.pointer.invalid"),
     ("issue 50 (b): a path of 1 200 segments", LAMP, "modify", "/attributes" + "/a" * 1200, 1, {}, 400,
      "json.pointer.invalid"),
@@ -375,7 +375,7 @@ LIMIT_ROWS = [
 def test_the_fold_at_and_past_the_limits(existing, action, path, value, headers, status, code) -> None:
     state = twin.ThingState(T, 3, existing)
     if existing is None:  # the thing the first row builds: a value at the deepest path
-        state, first = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, "modify", DEEPEST_PATH, nested(DEPTH - 1)))
+        state, first = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, "modify", DEEPEST_PATH, nested(VALUE_DEPTH)))
         assert first.status == 201 and limits.MAX_DOCUMENT_DEPTH == _depth(state.document)
     after, outcome = twin.apply(state, twin.Command(2, action, path, value, headers))
     assert outcome.status == status
