@@ -138,15 +138,18 @@ def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
 
 def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> None:
     """Add the outcome rows of one thing's pending commands (PENDING_COLUMNS tuples, in ingestion
-    order) to ``out``. Never raises: a command whose value or headers cannot be read, or that the
-    fold cannot decide, is that command's 500 (``twin.UNDECIDED``), the thing's state unchanged by
-    it; a base document that cannot be read (only a ledger from before the depth limits holds
-    one), or a final one that cannot be written, makes every command of the thing a 500 and
-    leaves the thing as it was (decisions #116)."""
+    order) to ``out``. A command whose value or headers cannot be read, or that the fold cannot
+    decide, is that command's 500 (``twin.UNDECIDED``), the thing's state unchanged by it; a base
+    document that cannot be read (only a ledger from before the depth limits holds one), or a
+    final one that cannot be written, makes every command of the thing a 500 and leaves the thing
+    as it was (decisions #116). It raises only a failure of the process (``errors.PROCESS_FAILURES``):
+    the task fails, and the step's next run folds the thing again."""
     _, thing_id, _, _, _, _, base_revision, base_document = rows[0]
     try:
         state = twin.ThingState(thing_id, base_revision,
                                 jsontext.loads(base_document) if base_document is not None else None)
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — the thing's, never the pass's
         return _all_undecided(rows, base_revision, out)
     first = out.rows
@@ -165,6 +168,8 @@ def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> Non
             payload = None if outcome.payload is ABSENT else jsontext.dumps(outcome.payload)
         except errors.DittoError as error:  # a value the door now refuses, stored before it
             after, outcome, payload = state, twin.Outcome(error.status, error.to_json()), jsontext.dumps(error.to_json())
+        except errors.PROCESS_FAILURES:
+            raise  # the process's, not the row's
         except Exception:  # noqa: BLE001 — a value or headers that cannot be read back
             after, outcome, payload = state, twin.UNDECIDED, _UNDECIDED_PAYLOAD
         state = after
@@ -172,6 +177,8 @@ def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> Non
                 outcome.event_action, state.revision if outcome.applied else None, False, None, None)
     try:
         final_document = None if state.document is None else jsontext.dumps(state.document)
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — apply wrote each document once: not expected, and not the pass's
         out.drop_from(first)
         return _all_undecided(rows, base_revision, out)

@@ -526,6 +526,15 @@ def internal_error() -> DittoError:
                       "Please contact the service team or your administrator.")
 
 
+# What every row guard of a step lets through though it catches any other exception (decisions
+# #116): a failure of the process, not of the row it was working on — the memory running out, the
+# interpreter's own error, the operating system's (no row's content makes a step's Python do I/O).
+# Each may not happen again, so recorded as the row's outcome it would be a fact a re-run could
+# not correct: the step fails instead, and its next run decides the row. (KeyboardInterrupt and
+# SystemExit are no Exception: no guard catches them.)
+PROCESS_FAILURES: tuple[type[BaseException], ...] = (MemoryError, SystemError, OSError)
+
+
 # --- search ------------------------------------------------------------------------------
 
 
