@@ -109,14 +109,17 @@ def check_text_depth(text: str | bytes) -> None:
             raise errors.json_too_deep(MAX_JSON_DEPTH, pointer)
 
 
-def check_stored_value_text(text: str) -> None:
-    """The door's depth check of a command's value (at ``/value`` in its message), on the JSON text
-    a ledger stored before the limit, before it is read: a ledger's older commands are answered as
-    the door answers them now, whatever the reader's stack (one too deep for it too)."""
+def check_stored_member_text(text: str, member: str) -> None:
+    """The door's depth check of a command's ``member`` (``/value``, ``/headers``: each one level
+    inside its message) on the JSON text a ledger stored before the limit, before it is read: a
+    ledger's older commands are answered as the door answers them now, whatever the reader's stack
+    (one too deep for it too)."""
+    if len(text) <= MAX_VALUE_DEPTH:  # shorter text nests no deeper
+        return
     if not jsontext.nests_within(text, MAX_VALUE_DEPTH):  # in C; only then the scan that finds where
         pointer = jsontext.too_deep_in_text(text, MAX_VALUE_DEPTH)
         if pointer is not None:
-            raise errors.json_too_deep(MAX_JSON_DEPTH, "/value" + ("" if pointer == "/" else pointer))
+            raise errors.json_too_deep(MAX_JSON_DEPTH, member + ("" if pointer == "/" else pointer))
 
 
 def check_pointer(path: str) -> str:

@@ -12,8 +12,8 @@ only a failure of the process (``errors.PROCESS_FAILURES``: the memory running o
 command's, and goes through. Within the limits the fold has the stack it needs, so only input past
 them can be a 500, and a re-run answers it alike. A command stored
 before the limits that the door now refuses is answered the door's 400 — a path past
-``limits.MAX_POINTER_SEGMENTS`` here, a value past ``limits.MAX_VALUE_DEPTH`` where its stored text
-is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
+``limits.MAX_POINTER_SEGMENTS`` here, a value or headers past ``limits.MAX_VALUE_DEPTH`` where their
+stored text is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
 """
 
 from __future__ import annotations

@@ -463,19 +463,54 @@ _any_commands = st.lists(
 )
 
 
+def _past_the_limits(state: twin.ThingState, command: twin.Command) -> bool:
+    """Whether the thing or the command's value nests past the limits: only a ledger from before
+    them holds such a one, and only there may the fold answer 500 (decisions #116)."""
+    return (state.document is not None and _depth(state.document) > limits.MAX_DOCUMENT_DEPTH
+            or command.value is not ABSENT and _depth(command.value) > limits.MAX_VALUE_DEPTH)
+
+
+def _reference(state: twin.ThingState, command: twin.Command) -> tuple[int, str | None] | None:
+    """The answer where it is cheap to know ((status, error code)), else None: a path past the
+    limit is refused before anything else; a plain write of /attributes/y, without headers."""
+    if command.path.count("/") > limits.MAX_POINTER_SEGMENTS:
+        return 400, "json.pointer.invalid"
+    if command.headers or _past_the_limits(state, command) or command.path not in ("/attributes/y", "/attributes"):
+        return None
+    if command.action not in ("modify", "merge") or command.path == "/attributes" and not isinstance(command.value, dict):
+        return None
+    if not state.exists:
+        return 404, "things:thing.notfound"
+    if command.action == "merge":
+        return 204, None
+    member, within = ("attributes", state.document) if command.path == "/attributes" else (
+        "y", state.document.get("attributes", {}))
+    return (204, None) if member in within else (201, None)
+
+
 @settings(max_examples=200, deadline=None)
 @given(document=_documents, commands=_any_commands)
-def test_the_fold_never_raises_and_every_outcome_is_dittos(document: Any, commands: list) -> None:
+def test_the_fold_answers_in_dittos_shape_and_500_only_past_the_limits(document: Any, commands: list) -> None:
     """Random deep and wide documents, paths and commands, past the limits too (a ledger from
-    before may hold them): one outcome each, in Ditto's shape; a failed command changes nothing."""
+    before may hold them): one outcome each, in Ditto's shape; a failed command changes nothing.
+    Within the limits the answer is 2xx or 4xx — the right one where it is cheap to know —, so
+    a bug that made a command a 500 would not hide behind the fold's catch-all."""
     state = twin.ThingState(T, 2 if document is not None else 0, document)
     for command in commands:
         after, outcome = twin.apply(state, command)
+        reference = _reference(state, command)
         if outcome.applied:
             assert outcome.status in (201, 204) and after.revision == state.revision + 1
         else:
             assert after is state
             assert set(outcome.payload) >= {"status", "error", "message", "description"}
             assert outcome.payload["status"] == outcome.status
-            assert 400 <= outcome.status < 500 or (outcome.status, outcome.payload["error"]) == (500, "internalerror")
+            if outcome.status >= 500:
+                assert _past_the_limits(state, command), command
+                assert outcome.payload["error"] == "internalerror"
+            else:
+                assert 400 <= outcome.status < 500
+        if reference is not None:
+            error = outcome.payload["error"] if outcome.is_error else None
+            assert (outcome.status, error) == reference, command
         state = after
