@@ -8,10 +8,10 @@ import json
 from typing import Any, Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore.rules import envelopes, errors, jsontext, limits
+from ackstore.rules import connectivity, envelopes, errors, jsontext, limits
 from ackstore.rules.errors import DittoError
 from tests.support.deep_json import dumps, nested, nested_text
 
@@ -200,3 +200,64 @@ def test_the_bracket_count_of_text_nests_as_the_value(value: Any, max_depth: int
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)
     if "\\" not in text and isinstance(value, dict):  # the fast path's own check
         assert (jsontext.parse_plain(text, max_depth) is not None) is within
+
+
+# --- a broker's body: its depth checked once, as it is read (envelopes.CheckedMessage) ---------------
+
+def _answer(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except DittoError as error:
+        return error.to_json()
+
+
+def _deep_header(levels: int, shape: str) -> Any:
+    """An AMQP field table (or array) ``levels`` deep."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value} if shape == "objects" else [value]
+    return value
+
+
+_bodies = st.builds(lambda levels, where: dumps({**command(nested(levels)), "headers": {"correlation-id": "c"}}
+                                                if where == "value" else
+                                                {**command(), "headers": {"correlation-id": "c", "x": nested(levels)}}),
+                    st.sampled_from([0, 1, VALUE_DEPTH - 2, VALUE_DEPTH - 1, VALUE_DEPTH, VALUE_DEPTH + 1]),
+                    st.sampled_from(["value", "headers"]))
+_amqp_headers = st.dictionaries(
+    st.sampled_from(["x-a", "x-b", "correlation-id", "requested-acks"]),
+    st.one_of(st.text(max_size=4), st.integers(), st.builds(_deep_header, st.sampled_from(
+        [1, DEPTH - 4, DEPTH - 3, DEPTH - 2, DEPTH - 1, 300]), st.sampled_from(["objects", "arrays"]))),
+    max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_bodies.map(str.encode), amqp_headers=_amqp_headers)
+def test_a_brokers_message_is_answered_as_the_same_dict_from_a_caller(body: bytes, amqp_headers: dict) -> None:
+    """The connector's envelope — its body's depth checked as it was read, the AMQP headers merged —
+    is not walked again when stored, unless a header it added holds objects or arrays; either way
+    the ledger answers it exactly as the same message given as a plain dict (always checked)."""
+    envelope = connectivity.inbound_envelope(body, amqp_headers, {"message_id": "m"}, includes=("twin-persisted",),
+                                             max_bytes=MAX)
+    as_a_callers = dict(envelope) if isinstance(envelope, dict) else envelope
+    assert _answer(lambda: envelopes.load_envelope(envelope, MAX)) == _answer(
+        lambda: envelopes.load_envelope(as_a_callers, MAX))
+    nesting_added = any(isinstance(value, (dict, list)) for value in amqp_headers.values())
+    assert (type(envelope) is envelopes.CheckedMessage) == (isinstance(envelope, dict) and not nesting_added)
+
+
+def test_an_amqp_header_nesting_past_the_limit_is_answered_by_the_door() -> None:
+    """A body within the limit whose AMQP headers table holds a field table 99 deep: the message
+    nests 101 levels once merged, and the ledger answers it 400 naming the header."""
+    envelope = connectivity.inbound_envelope(dumps(command()).encode(), {"x-deep": nested(DEPTH - 1)}, {},
+                                             max_bytes=MAX)
+    with pytest.raises(DittoError) as raised:
+        envelopes.load_envelope(envelope, MAX)
+    assert raised.value.error == "json.invalid" and "at </headers/x-deep/a/a" in raised.value.message
+
+
+def test_only_a_reader_that_checked_the_depth_makes_a_checked_message() -> None:
+    """A caller's dict is checked whatever it holds; parse_text's own value is a plain dict too."""
+    with pytest.raises(DittoError):
+        envelopes.load_envelope(dict(envelopes.CheckedMessage(command(nested(VALUE_DEPTH + 1)))), MAX)
+    assert type(envelopes.parse_text(dumps(command()).encode(), MAX)) is dict
