@@ -56,6 +56,9 @@ def pull(
     if subscriber is None:
         raise errors.subscriber_not_found(subscriber_id)
     declarations.check_acting_for(conn, subscriber_id)
+    refusal = subscriptions.filter_refusal(subscriptions.Subscriber.from_row(subscriber))
+    if refusal is not None:  # before anything moves: declared again, it pulls from where it was
+        raise refusal
     params = {"subscriber": subscriber_id, "now": now, "lease_ms": lease_ms}
     conn.execute(_sql("decided_ready"), params)
     handed = [dict(row) for row in conn.execute(_sql("ready"), params | {"limit": limit}).mappings()]

@@ -548,6 +548,17 @@ def rql_invalid(expression: str, problem: str, position: int) -> DittoError:
     )
 
 
+def stored_filter_refused(subscriber: str, refusal: DittoError) -> DittoError:
+    """A subscriber's filter a ledger stored before the bounds of RQL (decisions #117), past them:
+    the door's refusal of it, answered to the subscriber's pull (decisions #G1)."""
+    return DittoError(
+        400,
+        refusal.error,
+        f"The filter of subscriber <{subscriber}>, declared before the bounds of a filter, is refused: {refusal.message}",
+        "Declare the subscriber again with a filter within the bounds; until then it receives nothing.",
+    )
+
+
 # --- twin commands (B.10) -----------------------------------------------------------------
 # Codes and templates of Ditto's things service (things/model/.../commands/exceptions).
 
