@@ -31,6 +31,11 @@ MAX_VALUE_DEPTH = MAX_JSON_DEPTH - 1
 # at the deepest path of the deepest value); every step is tested at that depth.
 MAX_POINTER_SEGMENTS = 100
 MAX_DOCUMENT_DEPTH = MAX_POINTER_SEGMENTS + MAX_VALUE_DEPTH
+# Levels a reader of the ledger reads its JSON to (jsonb read back: show, result, the Ledger page,
+# a pull): twice the deepest thing there can be, far inside Python's stack of 1 000 frames with
+# the reader's own; a container nested deeper, which only a ledger from before the limits holds, is
+# read as its JSON text (decisions #115).
+MAX_READ_DEPTH = 2 * MAX_DOCUMENT_DEPTH
 # RQL a sender gives, a condition or a subscriber's filter (decisions #117): Ditto bounds all of a
 # signal's headers together at 5 KiB (DefaultDittoHeadersValidator, max-bytes = 5k), so no
 # condition is longer there; a like pattern holds at most this many * and ?.

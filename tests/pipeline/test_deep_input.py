@@ -42,10 +42,10 @@ def deep_path(segments: int) -> str:
 
 def stored_as_before(engine: Engine, cid: str, thing: str, action: str, path: str, value: str | None,
                      *, extra_headers: dict[str, Any] | None = None, channel: str = "twin", kind: str = "twin-command",
-                     requested: list[str] = BOTH, timeout: str = "60s") -> None:
+                     requested: list[str] = BOTH, timeout: str = "60s", handed_to: str | None = None) -> None:
     """A signal as a ledger from before the limits could hold it: its headers normalised as ever,
     stored through the write function every submission calls (``insert_signal``), its value's JSON
-    text as given."""
+    text as given; a live one ``handed_to`` a live subscriber as its submission would (``hand_out_live``)."""
     request = headers.normalize({"correlation-id": cid, "requested-acks": requested, "timeout": timeout,
                                  **(extra_headers or {})}, channel=channel, api="http")
     namespace, _, name = thing.partition(":")
@@ -58,7 +58,10 @@ def stored_as_before(engine: Engine, cid: str, thing: str, action: str, path: st
              "topic": f"{namespace}/{name}/things/{channel}/{criterion}/{action}", "value": value,
              "headers": json.dumps(request.headers), "requested": "{" + ",".join(request.requested_acks) + "}",
              "timeout": request.timeout_ms}).scalar()
-    assert stored is not None
+        assert stored is not None
+        if handed_to is not None:
+            conn.execute(text("SELECT hand_out_live(CAST(:rows AS json))"),
+                         {"rows": json.dumps([{"subscriber_id": handed_to, "signal_id": stored}])})
 
 
 def thing_as_before(engine: Engine, thing: str, document: str, *, queued_for_index: bool = False) -> None:
@@ -291,3 +294,60 @@ def _printed(url: str, cid: str) -> str:
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=120)
     assert as_json.returncode == 0, as_json.stderr
     return as_json.stdout
+
+
+# --- a ledger from before the limits read back: every reader answers ------------------------------------
+
+def _read_back(value: Any, levels: int) -> None:
+    """``value``, a chain of objects of one member ``levels`` deep as stored, read back: as JSON to
+    past the deepest a sender may give, the rest as its JSON text, nothing lost."""
+    read = 0
+    while isinstance(value, dict):
+        (value,) = value.values()
+        read += 1
+    assert limits.MAX_DOCUMENT_DEPTH < read <= limits.MAX_READ_DEPTH and isinstance(value, str)
+    assert json.loads(value) == json.loads(nested_text(levels - read))
+
+
+def test_a_value_past_a_readers_stack_is_read_back_as_its_text_by_every_reader(
+        store: AckStore, engine: Engine, database_url: str, run_pipeline) -> None:
+    """A value 995 deep, which a ledger from before the limits may hold (json.loads, psycopg2's
+    reader of jsonb, ran out of stack under `show`: a traceback), in a signal, an ack and the
+    result the sweep decided in SQL: show, result, the CLI's show (plain and JSON) and result, a
+    pull and the Ledger page each answer, every container nested past limits.MAX_READ_DEPTH
+    shown as its JSON text, the levels above it as they are."""
+    from datetime import datetime, timezone
+
+    from ackstore.ui import ledger_page
+    from tests.support import cli
+
+    store.declare("app", ["app:done"], channels=["live"])
+    deep = nested_text(995)
+    stored_as_before(engine, "deep", "org.acme:d", "ask", "/inbox/messages/ask", deep, channel="live",
+                     kind="live-message", requested=["app:done"], extra_headers={"response-required": False},
+                     handed_to="app")
+    with engine.begin() as conn:  # its ack, as stored before the limits
+        conn.execute(text(
+            "SELECT store_ack(s.id, 1, 'app:done', CAST(200 AS smallint), CAST(:payload AS jsonb), "
+            "CAST('{\"correlation-id\":\"deep\"}' AS jsonb), 'app', 'counted', NULL) "
+            "FROM signals s WHERE s.correlation_id = 'deep'"), {"payload": deep})
+    (pulled,) = store.pull("app")  # before it is decided: then its hand-out is closed
+    _read_back(pulled["value"], 995)
+    run_pipeline("sweep")
+
+    shown = store.show("deep")
+    _read_back(shown["value"], 995)
+    (ack,) = shown["acks"]
+    _read_back(ack["payload"], 995)
+    result = store.result("deep")
+    assert result["status"] == 200
+    _read_back(result["body"], 995)  # one label requested: its ack's payload is the body
+    assert shown["result"] == result
+    code, printed = cli.run("show", "deep", "--json", url=database_url)
+    assert code == 0 and printed["result"] == json.loads(json.dumps(result))
+    code, plain = cli.run("show", "deep", url=database_url)
+    assert code == 0 and "decided" in plain
+    code, printed = cli.run("result", "deep", url=database_url)
+    assert code == 0 and printed["status"] == 200
+    page = ledger_page.render(ledger_page.gather(store, datetime.now(timezone.utc), "deep"))
+    assert 'id="signal-title"' in page and "live-message" in page

@@ -261,3 +261,26 @@ def test_only_a_reader_that_checked_the_depth_makes_a_checked_message() -> None:
     with pytest.raises(DittoError):
         envelopes.load_envelope(dict(envelopes.CheckedMessage(command(nested(VALUE_DEPTH + 1)))), MAX)
     assert type(envelopes.parse_text(dumps(command()).encode(), MAX)) is dict
+
+
+# --- the ledger's JSON read back: containers past the reading depth as their text -----------------------
+
+@pytest.mark.parametrize("text, max_depth, read", [
+    ('{"a": [1, {"b": 2}]}', 3, {"a": [1, {"b": 2}]}),  # within: as json.loads reads it
+    ('{"a": [1, {"b": 2}]}', 2, {"a": [1, '{"b": 2}']}),  # past: the container as its text
+    ('[[[]], [[1]], "x"]', 1, ['[[]]', '[[1]]', "x"]),  # each one past, its siblings as they are
+    ('{"s": "[{\\"", "t": {"u": {}}}', 2, {"s": '[{"', "t": {"u": "{}"}}),  # brackets in strings are no level
+    ('{"a": {"é\\\\": ["\\u2603"]}}', 2, {"a": {"é\\": '["\\u2603"]'}}),  # the text as stored, escapes kept
+])
+def test_json_read_back_keeps_each_container_past_the_depth_as_its_text(text: str, max_depth: int, read: Any) -> None:
+    assert jsontext.loads_within(text, max_depth) == read
+
+
+def test_json_read_back_past_pythons_stack_loses_nothing() -> None:
+    """A value 5 000 deep (json.loads runs out of stack) is read to the depth, the rest its text."""
+    value = jsontext.loads_within(nested_text(5000), limits.MAX_READ_DEPTH)
+    for _ in range(limits.MAX_READ_DEPTH):
+        (value,) = value.values()
+    assert value == nested_text(5000 - limits.MAX_READ_DEPTH)
+    assert jsontext.loads_within(nested_text(limits.MAX_READ_DEPTH), limits.MAX_READ_DEPTH) == nested(
+        limits.MAX_READ_DEPTH)
