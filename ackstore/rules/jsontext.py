@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import msgspec
 
@@ -229,14 +229,14 @@ def too_deep_in_text(text: str | bytes, max_depth: int) -> str | None:
     return None
 
 
-def loads_within(text: str, max_depth: int) -> Any:
-    """JSON text read back from the ledger with the standard library's reader (what psycopg2 reads
-    jsonb with), each container nested past ``max_depth`` levels kept as its JSON text, a string:
-    the text is read however deep, and no reader's stack, nor the stack of what shows the value,
-    decides whether it can be (only a ledger from before the depth limits holds such a one)."""
+def loads_within(text: str, max_depth: int, read: Callable[[str], Any] = json.loads) -> Any:
+    """JSON text read back from the ledger by ``read`` (the standard library's reader, which psycopg2
+    reads jsonb with, unless told), each container nested past ``max_depth`` levels kept as its JSON
+    text, a string: the text is read however deep, and no reader's stack, nor the stack of what shows
+    the value, decides whether it can be (only a ledger from before the depth limits holds one)."""
     if nests_within(text, max_depth):
-        return json.loads(text)
-    return json.loads(_deep_containers_as_text(text, max_depth))
+        return read(text)
+    return read(_deep_containers_as_text(text, max_depth))
 
 
 def _deep_containers_as_text(text: str, max_depth: int) -> str:

@@ -42,10 +42,10 @@ def deep_path(segments: int) -> str:
 
 def stored_as_before(engine: Engine, cid: str, thing: str, action: str, path: str, value: str | None,
                      *, extra_headers: dict[str, Any] | None = None, channel: str = "twin", kind: str = "twin-command",
-                     requested: list[str] = BOTH, timeout: str = "60s", handed_to: str | None = None) -> None:
+                     requested: list[str] = BOTH, timeout: str = "60s", handed_to: tuple[str, ...] = ()) -> None:
     """A signal as a ledger from before the limits could hold it: its headers normalised as ever,
     stored through the write function every submission calls (``insert_signal``), its value's JSON
-    text as given; a live one ``handed_to`` a live subscriber as its submission would (``hand_out_live``)."""
+    text as given; a live one ``handed_to`` live subscribers as its submission would (``hand_out_live``)."""
     request = headers.normalize({"correlation-id": cid, "requested-acks": requested, "timeout": timeout,
                                  **(extra_headers or {})}, channel=channel, api="http")
     namespace, _, name = thing.partition(":")
@@ -59,9 +59,9 @@ def stored_as_before(engine: Engine, cid: str, thing: str, action: str, path: st
              "headers": json.dumps(request.headers), "requested": "{" + ",".join(request.requested_acks) + "}",
              "timeout": request.timeout_ms}).scalar()
         assert stored is not None
-        if handed_to is not None:
+        if handed_to:
             conn.execute(text("SELECT hand_out_live(CAST(:rows AS json))"),
-                         {"rows": json.dumps([{"subscriber_id": handed_to, "signal_id": stored}])})
+                         {"rows": json.dumps([{"subscriber_id": each, "signal_id": stored} for each in handed_to])})
 
 
 def thing_as_before(engine: Engine, thing: str, document: str, *, queued_for_index: bool = False) -> None:
@@ -314,7 +314,7 @@ def test_a_value_past_a_readers_stack_is_read_back_as_its_text_by_every_reader(
     """A value 995 deep, which a ledger from before the limits may hold (json.loads, psycopg2's
     reader of jsonb, ran out of stack under `show`: a traceback), in a signal, an ack and the
     result the sweep decided in SQL: show, result, the CLI's show (plain and JSON) and result, a
-    pull and the Ledger page each answer, every container nested past limits.MAX_READ_DEPTH
+    pull (a filtered subscriber's too) and the Ledger page each answer, every container nested past limits.MAX_READ_DEPTH
     shown as its JSON text, the levels above it as they are."""
     from datetime import datetime, timezone
 
@@ -322,17 +322,19 @@ def test_a_value_past_a_readers_stack_is_read_back_as_its_text_by_every_reader(
     from tests.support import cli
 
     store.declare("app", ["app:done"], channels=["live"])
+    store.declare("filtering", ["org:filtered"], channels=["live"], filter='eq(topic:action,"ask")')  # it matches
     deep = nested_text(995)
     stored_as_before(engine, "deep", "org.acme:d", "ask", "/inbox/messages/ask", deep, channel="live",
                      kind="live-message", requested=["app:done"], extra_headers={"response-required": False},
-                     handed_to="app")
+                     handed_to=("app", "filtering"))
     with engine.begin() as conn:  # its ack, as stored before the limits
         conn.execute(text(
             "SELECT store_ack(s.id, 1, 'app:done', CAST(200 AS smallint), CAST(:payload AS jsonb), "
             "CAST('{\"correlation-id\":\"deep\"}' AS jsonb), 'app', 'counted', NULL) "
             "FROM signals s WHERE s.correlation_id = 'deep'"), {"payload": deep})
-    (pulled,) = store.pull("app")  # before it is decided: then its hand-out is closed
-    _read_back(pulled["value"], 995)
+    for subscriber in ("app", "filtering"):  # before it is decided: then its hand-outs are closed
+        (pulled,) = store.pull(subscriber)  # the filter's view read to the depth too
+        _read_back(pulled["value"], 995)
     run_pipeline("sweep")
 
     shown = store.show("deep")
