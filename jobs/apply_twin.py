@@ -138,22 +138,27 @@ def fold_batches(batches: Iterator[Any], max_thing_bytes: int) -> Iterator[Any]:
 
 def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> None:
     """Add the outcome rows of one thing's pending commands (PENDING_COLUMNS tuples, in ingestion
-    order) to ``out``. Never raises: a command whose value or headers cannot be read, or that the
-    fold cannot decide, is that command's 500 (``twin.UNDECIDED``), the thing's state unchanged by
-    it; a base document that cannot be read (only a ledger from before the depth limits holds
-    one), or a final one that cannot be written, makes every command of the thing a 500 and
-    leaves the thing as it was (decisions #116)."""
+    order) to ``out``. A command whose value or headers nest past the limits (stored before them)
+    is answered the door's 400, checked on their text before it is read; one the fold cannot
+    decide is that command's 500 (``twin.UNDECIDED``), the thing's state unchanged by it; a base
+    document that cannot be read (only a ledger from before the depth limits holds one), or a
+    final one that cannot be written, makes every command of the thing a 500 and leaves the thing
+    as it was (decisions #116). It raises only a failure of the process (``errors.PROCESS_FAILURES``):
+    the task fails, and the step's next run folds the thing again."""
     _, thing_id, _, _, _, _, base_revision, base_document = rows[0]
     try:
         state = twin.ThingState(thing_id, base_revision,
                                 jsontext.loads(base_document) if base_document is not None else None)
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — the thing's, never the pass's
         return _all_undecided(rows, base_revision, out)
     first = out.rows
     for signal_id, _, action, path, value, headers, _, _ in rows:
         try:
-            if value is not None and len(value) >= limits.MAX_JSON_DEPTH:  # shorter text nests no deeper
-                limits.check_stored_value_text(value)  # before reading it: no reader's stack decides
+            if value is not None:  # each checked before it is read: no reader's stack decides
+                limits.check_stored_member_text(value, "/value")
+            limits.check_stored_member_text(headers, "/headers")
             command = twin.Command(
                 signal_id=signal_id,
                 action=action,
@@ -163,15 +168,19 @@ def fold_thing(rows: list[tuple], max_thing_bytes: int, out: "_Outcomes") -> Non
             )
             after, outcome = twin.apply(state, command, max_thing_bytes)
             payload = None if outcome.payload is ABSENT else jsontext.dumps(outcome.payload)
-        except errors.DittoError as error:  # a value the door now refuses, stored before it
+        except errors.DittoError as error:  # a value or headers the door now refuses, stored before it
             after, outcome, payload = state, twin.Outcome(error.status, error.to_json()), jsontext.dumps(error.to_json())
-        except Exception:  # noqa: BLE001 — a value or headers that cannot be read back
+        except errors.PROCESS_FAILURES:
+            raise  # the process's, not the row's
+        except Exception:  # noqa: BLE001 — the command's, never the pass's
             after, outcome, payload = state, twin.UNDECIDED, _UNDECIDED_PAYLOAD
         state = after
         out.add(signal_id, thing_id, base_revision, outcome.status, payload, outcome.is_error,
                 outcome.event_action, state.revision if outcome.applied else None, False, None, None)
     try:
         final_document = None if state.document is None else jsontext.dumps(state.document)
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — apply wrote each document once: not expected, and not the pass's
         out.drop_from(first)
         return _all_undecided(rows, base_revision, out)

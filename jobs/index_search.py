@@ -15,7 +15,7 @@ import logging
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import search_index, search_marks, search_things, stage_search_rows, stage_search_things
-from ackstore.rules import index_rows, jsontext
+from ackstore.rules import errors, index_rows, jsontext
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows
 from jobs.sql import with_literals
@@ -96,6 +96,8 @@ def _index_rows(thing: dict[str, Any]) -> list[dict[str, Any]]:
         return []  # unchanged: the index holds this state; deleted: the merge only deletes its rows
     try:
         return _rows_of(thing)
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — the thing's, never the pass's
         log.warning("%s: the document of %r at revision %s cannot be read; it is indexed without rows",
                     JOB, thing["thing_id"], thing["revision"])

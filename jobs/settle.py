@@ -18,7 +18,7 @@ from typing import Any, Iterator
 from ackstore import faults
 from ackstore.ledger.schema import queue_settle, settlements, stage_settlements
 from ackstore.ledger.settlements import NOTIFY_CHANNEL
-from ackstore.rules import jsontext, settlement
+from ackstore.rules import errors, jsontext, settlement
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows, spark_ddl
 from jobs.sql import statement
@@ -93,6 +93,8 @@ def decide_row(row: dict[str, Any], max_attempts: int) -> str | None:
             row["cause"], row["status"], jsontext.loads(row["ack_statuses"]), live=row["channel"] == "live"
         )
         outcomes, failure = [outcome], False
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — the result's, never the pass's: a failure that is no Ditto one (decisions #116)
         log.warning("%s: the result of signal %s attempt %s cannot be read; it is redelivered",
                     JOB, row["signal_id"], row["attempt"])

@@ -101,6 +101,8 @@ def _decision(row: dict[str, Any]) -> list[dict[str, Any]]:
     ``aggregation.undecidable`` says, never the pass's failure (decisions #116)."""
     try:
         return _staged(row, *decide_row(row))
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — the request's, never the pass's
         log.warning("%s: the facts of signal %s attempt %s cannot be read; it is answered 500 internalerror",
                     JOB, row["signal_id"], row["attempt"])

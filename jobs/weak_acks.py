@@ -14,7 +14,7 @@ import logging
 from typing import Any, Iterator
 
 from ackstore.ledger.schema import acks, stage_weak_acks
-from ackstore.rules import jsontext, subscriptions
+from ackstore.rules import errors, jsontext, subscriptions
 from ackstore.rules.acks import BUILTIN_ISSUER
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows, spark_ddl
@@ -65,6 +65,8 @@ def _weak_ack(row: dict[str, Any]) -> list[dict[str, Any]]:
     its deadline (408), and the pass goes on (decisions #116)."""
     try:
         reason = weak_ack_row(row)
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — the candidate's, never the pass's
         log.warning("%s: signal %s attempt %s cannot be judged for label %r; it gets no weak ack",
                     JOB, row["signal_id"], row["attempt"], row["label"])

@@ -744,7 +744,7 @@ class Connector:
             reply_to = _answer_address(message, envelope)
             if reply_to:
                 headers[connectivity.REPLY_TO] = reply_to
-            envelope = {**envelope, "headers": headers}
+            envelope = type(envelope)(envelope, headers=headers)  # a CheckedMessage stays one: a header less, text added
         return envelope
 
     def _reject(self, message: Message, envelope: Any, error: dict[str, Any], kind: str = "dropped") -> _SettledNow:

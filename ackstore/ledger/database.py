@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from sqlalchemy import Connection, Engine, create_engine, text
 
 from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.rules import jsontext, limits
 
 URL_VARIABLE = "ACKSTORE_DATABASE_URL"
 URL_ARGUMENT = "--database-url"
@@ -122,9 +123,16 @@ def _json_serializer(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+def _json_deserializer(text: str) -> Any:
+    """jsonb as every reader of the ledger takes it: a container nested past limits.MAX_READ_DEPTH
+    as its JSON text (a value 995 deep, stored before the limits, made ``show`` a traceback)."""
+    return jsontext.loads_within(text, limits.MAX_READ_DEPTH)
+
+
 def make_engine(url: str | DatabaseUrl, **options: Any) -> Engine:
     """An engine for the ledger at ``url``; ``options`` go to SQLAlchemy (``pool_size``, …)."""
-    return create_engine(database_url(url).sqlalchemy(), json_serializer=_json_serializer, pool_pre_ping=True, **options)
+    return create_engine(database_url(url).sqlalchemy(), json_serializer=_json_serializer,
+                         json_deserializer=_json_deserializer, pool_pre_ping=True, **options)
 
 
 @contextmanager

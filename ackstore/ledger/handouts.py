@@ -26,7 +26,7 @@ from sqlalchemy import Connection, select
 from ackstore.ledger import declarations
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.schema import deliveries  # the hand-outs: the table keeps its SQL name
-from ackstore.rules import errors, jsontext, subscriptions, wire
+from ackstore.rules import errors, jsontext, limits, subscriptions, wire
 from ackstore.rules.acks import ABSENT
 from ackstore.rules.envelopes import Signal
 
@@ -56,6 +56,9 @@ def pull(
     if subscriber is None:
         raise errors.subscriber_not_found(subscriber_id)
     declarations.check_acting_for(conn, subscriber_id)
+    refusal = subscriptions.filter_refusal(subscriptions.Subscriber.from_row(subscriber))
+    if refusal is not None:  # before anything moves: declared again, it pulls from where it was
+        raise refusal
     params = {"subscriber": subscriber_id, "now": now, "lease_ms": lease_ms}
     conn.execute(_sql("decided_ready"), params)
     handed = [dict(row) for row in conn.execute(_sql("ready"), params | {"limit": limit}).mappings()]
@@ -86,8 +89,15 @@ def _within_filter(conn: Connection, subscriber: Any, handed: list[dict[str, Any
 
 
 def _live_view(signal: Any) -> subscriptions.SignalView:
-    value = jsontext.loads(signal["value"]) if signal["value"] is not None else None
-    return subscriptions.SignalView(signal["kind"], signal["thing_id"], signal["action"], signal["path"], value)
+    return subscriptions.SignalView(signal["kind"], signal["thing_id"], signal["action"], signal["path"],
+                                    _filtered_value(signal["value"]))
+
+
+def _filtered_value(text: str | None) -> Any:
+    """A value a filter sees, read from its text by msgspec (a scan reads hundreds), to the depth
+    every reader of the ledger reads to (limits.MAX_READ_DEPTH): deeper, a ledger from before the
+    limits holds it, and the rest is its text."""
+    return None if text is None else jsontext.loads_within(text, limits.MAX_READ_DEPTH, jsontext.loads)
 
 
 def _hand_out_new_events(
@@ -136,8 +146,7 @@ def _lease_end(params: dict[str, Any]) -> datetime:
 
 
 def _event_view(event: Any) -> subscriptions.SignalView:
-    value = jsontext.loads(event["value"]) if event["value"] is not None else None
-    return subscriptions.event_view(event["thing_id"], event["action"], event["path"], value)
+    return subscriptions.event_view(event["thing_id"], event["action"], event["path"], _filtered_value(event["value"]))
 
 
 def _finish_unawaited(conn: Connection, subscriber: Any, handed: list[dict[str, Any]], params: dict[str, Any]) -> None:

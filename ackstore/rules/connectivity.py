@@ -68,7 +68,9 @@ def inbound_envelope(
     The source's ``includes`` are added to ``requested-acks`` (Ditto's
     ``acknowledgementRequests.includes``); an explicit empty list in the message wins (B.7).
     A body that is too large or no JSON object is returned as it is: the ledger answers it
-    with the same error as any other submission.
+    with the same error as any other submission. The body's depth is checked as it is read, so
+    the envelope is a ``CheckedMessage`` the ledger does not walk again, unless a header this
+    adds holds objects or arrays (an AMQP field table or array): then it is checked as stored.
     """
     if len(body) > max_bytes:
         return body
@@ -79,15 +81,21 @@ def inbound_envelope(
     if not isinstance(envelope, dict) or not isinstance(envelope.get("headers", {}), dict):
         return body
     headers = {str(name).lower(): value for name, value in envelope.get("headers", {}).items()}
+    nested = False  # whether a header added here may nest: the body's depth does not bound it
     for name, value in (amqp_headers or {}).items():
         headers.setdefault(str(name).lower(), amqp_header_json(value))
+        nested = nested or isinstance(value, (Mapping, list, tuple))
     for prop, name in PROPERTY_HEADERS:
         if properties.get(prop):
             headers.setdefault(name, properties[prop])
     with_includes = requested_with_includes(headers.get(REQUESTED_ACKS), includes)
     if with_includes is not None:
-        headers[REQUESTED_ACKS] = with_includes
-    return {**envelope, "headers": headers}
+        headers[REQUESTED_ACKS] = with_includes  # the body's labels, then labels: no level added
+    if nested:
+        return {**envelope, "headers": headers}
+    checked = envelopes.CheckedMessage(envelope)
+    checked["headers"] = headers
+    return checked
 
 
 def amqp_header_json(value: Any) -> Any:

@@ -86,9 +86,18 @@ class LiveResponse:
     path: str = "/"
 
 
+class CheckedMessage(dict):
+    """A message a reader made from a sender's text after :func:`parse_text` checked its depth —
+    a broker's body with headers merged in that add no level (``connectivity.inbound_envelope``):
+    :func:`load_envelope` does not check its depth again. Only such a reader makes one; a dict a
+    caller gives is always checked."""
+
+    __slots__ = ()
+
+
 def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
     """Accept a dict, JSON text or UTF-8 bytes; enforce the size limit, the depth limit and
-    JSON-ness (413 / 400)."""
+    JSON-ness (413 / 400). A :class:`CheckedMessage`'s depth was checked on its text."""
     given_text = isinstance(envelope, (str, bytes))
     if given_text:
         size = len(envelope.encode("utf-8", "surrogatepass") if isinstance(envelope, str) else envelope)
@@ -104,7 +113,8 @@ def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
         raise errors.message_too_large(size, max_bytes)
     if not isinstance(envelope, dict):
         raise errors.json_invalid("A Ditto Protocol message must be a JSON object.")
-    if not given_text and jsontext.bracket_bound(text) > limits.MAX_JSON_DEPTH:  # fewer brackets nest no deeper
+    checked = given_text or type(envelope) is CheckedMessage
+    if not checked and jsontext.bracket_bound(text) > limits.MAX_JSON_DEPTH:  # fewer brackets nest no deeper
         limits.check_json_depth(envelope, text)
     return envelope
 

@@ -526,6 +526,15 @@ def internal_error() -> DittoError:
                       "Please contact the service team or your administrator.")
 
 
+# What every row guard of a step lets through though it catches any other exception (decisions
+# #116): a failure of the process, not of the row it was working on — the memory running out, the
+# interpreter's own error, the operating system's (no row's content makes a step's Python do I/O).
+# Each may not happen again, so recorded as the row's outcome it would be a fact a re-run could
+# not correct: the step fails instead, and its next run decides the row. (KeyboardInterrupt and
+# SystemExit are no Exception: no guard catches them.)
+PROCESS_FAILURES: tuple[type[BaseException], ...] = (MemoryError, SystemError, OSError)
+
+
 # --- search ------------------------------------------------------------------------------
 
 
@@ -536,6 +545,17 @@ def rql_invalid(expression: str, problem: str, position: int) -> DittoError:
         "rql.expression.invalid",
         f"The RQL expression '{_clip(expression)}' is invalid: {problem} at position {position}.",
         "Only the normalized form is supported, e.g. and(eq(attributes/location,\"kitchen\"),gt(attributes/floor,2)).",
+    )
+
+
+def stored_filter_refused(subscriber: str, refusal: DittoError) -> DittoError:
+    """A subscriber's filter a ledger stored before the bounds of RQL (decisions #117), past them:
+    the door's refusal of it, answered to the subscriber's pull (decisions #G1)."""
+    return DittoError(
+        400,
+        refusal.error,
+        f"The filter of subscriber <{subscriber}>, declared before the bounds of a filter, is refused: {refusal.message}",
+        "Declare the subscriber again with a filter within the bounds; until then it receives nothing.",
     )
 
 

@@ -138,7 +138,7 @@ def ack_value(content_type: str | None, body: bytes) -> Any:
     except UnicodeDecodeError:
         return base64.b64encode(body).decode()
     if "json" in (content_type or "").lower() or text.lstrip()[:1] in ("{", "["):
-        if jsontext.nests_within(body, limits.MAX_JSON_DEPTH - 1):  # a value sits one level in its message
+        if jsontext.nests_within(body, limits.MAX_VALUE_DEPTH):
             try:
                 return errors.parse_json_text(body)
             except errors.DittoError:

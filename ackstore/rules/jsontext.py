@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import msgspec
 
@@ -227,6 +227,36 @@ def too_deep_in_text(text: str | bytes, max_depth: int) -> str | None:
         else:
             last_string = token
     return None
+
+
+def loads_within(text: str, max_depth: int, read: Callable[[str], Any] = json.loads) -> Any:
+    """JSON text read back from the ledger by ``read`` (the standard library's reader, which psycopg2
+    reads jsonb with, unless told), each container nested past ``max_depth`` levels kept as its JSON
+    text, a string: the text is read however deep, and no reader's stack, nor the stack of what shows
+    the value, decides whether it can be (only a ledger from before the depth limits holds one)."""
+    if nests_within(text, max_depth):
+        return read(text)
+    return read(_deep_containers_as_text(text, max_depth))
+
+
+def _deep_containers_as_text(text: str, max_depth: int) -> str:
+    """``text`` with each container that opens at level ``max_depth + 1`` written as a JSON string
+    holding its text, found by a scan of its tokens."""
+    pieces: list[str] = []
+    level = written = start = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            level += 1
+            if level == max_depth + 1:
+                start = match.start()
+        elif token in "]}":
+            if level == max_depth + 1:
+                pieces += [text[written:start], json.dumps(text[start:match.end()], ensure_ascii=False)]
+                written = match.end()
+            level -= 1
+    pieces.append(text[written:])
+    return "".join(pieces)
 
 
 def _segment(at: Any) -> str:

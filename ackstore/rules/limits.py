@@ -20,14 +20,22 @@ MAX_SUBSCRIBER_ID_BYTES = 256
 MAX_CONNECTION_ID_BYTES = 256
 MAX_SOURCE_BYTES = 256  # a connection id, or api / cli / what --source names
 MAX_MESSAGE_ID_BYTES = 1024  # AMQP's message-id is at most 255 bytes; a CLI's may be longer
-# Levels of objects and arrays in a sender's message, the message itself the first (so a value
-# in it has at most 99): MongoDB's limit on a BSON document, under which a Ditto thing lives.
+# Levels of objects and arrays in a sender's message, the message itself the first: MongoDB's limit
+# on a BSON document, under which a Ditto thing lives.
 MAX_JSON_DEPTH = 100
+# A value sits one level inside its message (a command's value, an ack's or a response's): at most
+# this many levels of its own.
+MAX_VALUE_DEPTH = MAX_JSON_DEPTH - 1
 # Segments of a signal's path (JSON pointer): no Ditto thing is deeper than its BSON limit either.
-# A thing the fold builds is at most MAX_POINTER_SEGMENTS + MAX_JSON_DEPTH - 1 levels deep
-# (a modify at the deepest path of the deepest value); every step is tested at that depth.
+# A thing the fold builds is at most MAX_POINTER_SEGMENTS + MAX_VALUE_DEPTH levels deep (a modify
+# at the deepest path of the deepest value); every step is tested at that depth.
 MAX_POINTER_SEGMENTS = 100
-MAX_DOCUMENT_DEPTH = MAX_POINTER_SEGMENTS + MAX_JSON_DEPTH - 1
+MAX_DOCUMENT_DEPTH = MAX_POINTER_SEGMENTS + MAX_VALUE_DEPTH
+# Levels a reader of the ledger reads its JSON to (jsonb read back: show, result, the Ledger page,
+# a pull): twice the deepest thing there can be, far inside Python's stack of 1 000 frames with
+# the reader's own; a container nested deeper, which only a ledger from before the limits holds, is
+# read as its JSON text (decisions #115).
+MAX_READ_DEPTH = 2 * MAX_DOCUMENT_DEPTH
 # RQL a sender gives, a condition or a subscriber's filter (decisions #117): Ditto bounds all of a
 # signal's headers together at 5 KiB (DefaultDittoHeadersValidator, max-bytes = 5k), so no
 # condition is longer there; a like pattern holds at most this many * and ?.
@@ -106,14 +114,17 @@ def check_text_depth(text: str | bytes) -> None:
             raise errors.json_too_deep(MAX_JSON_DEPTH, pointer)
 
 
-def check_stored_value_text(text: str) -> None:
-    """The door's depth check of a command's value (at ``/value`` in its message), on the JSON text
-    a ledger stored before the limit, before it is read: a ledger's older commands are answered as
-    the door answers them now, whatever the reader's stack (one too deep for it too)."""
-    if not jsontext.nests_within(text, MAX_JSON_DEPTH - 1):  # in C; only then the scan that finds where
-        pointer = jsontext.too_deep_in_text(text, MAX_JSON_DEPTH - 1)
+def check_stored_member_text(text: str, member: str) -> None:
+    """The door's depth check of a command's ``member`` (``/value``, ``/headers``: each one level
+    inside its message) on the JSON text a ledger stored before the limit, before it is read: a
+    ledger's older commands are answered as the door answers them now, whatever the reader's stack
+    (one too deep for it too)."""
+    if len(text) <= MAX_VALUE_DEPTH:  # shorter text nests no deeper
+        return
+    if not jsontext.nests_within(text, MAX_VALUE_DEPTH):  # in C; only then the scan that finds where
+        pointer = jsontext.too_deep_in_text(text, MAX_VALUE_DEPTH)
         if pointer is not None:
-            raise errors.json_too_deep(MAX_JSON_DEPTH, "/value" + ("" if pointer == "/" else pointer))
+            raise errors.json_too_deep(MAX_JSON_DEPTH, member + ("" if pointer == "/" else pointer))
 
 
 def check_pointer(path: str) -> str:

@@ -99,16 +99,34 @@ def exclusion(subscriber: Subscriber, view: SignalView, *, now: datetime | None 
     if subscriber.namespaces is not None and view.namespace not in subscriber.namespaces:
         return f"subscriber <{subscriber.id}> does not subscribe to namespace <{view.namespace}>"
     if subscriber.filter is not None:
+        parsed = parsed_filter(subscriber.filter)
+        if isinstance(parsed, errors.DittoError):  # declared before the bounds: it matches nothing
+            return f"subscriber <{subscriber.id}>'s filter is refused: {parsed.message} It receives nothing until declared again"
         rows = rql_eval.rows_by_path(view.thing_shape(), view.placeholders())
-        if not rql_eval.matches(parsed_filter(subscriber.filter), rows, now=now):
+        if not rql_eval.matches(parsed, rows, now=now):
             return f"subscriber <{subscriber.id}>'s filter <{subscriber.filter}> excludes the signal"
     return None
 
 
 @lru_cache(maxsize=1024)
-def parsed_filter(expression: str) -> rql.Node:
-    """A subscriber's filter, parsed once per process (filters change only by a declaration)."""
-    return rql.parse(expression)
+def parsed_filter(expression: str) -> rql.Node | errors.DittoError:
+    """A subscriber's filter, parsed once per process (filters change only by a declaration) within
+    the bounds the door holds a filter to (``rql.parse_sent``, decisions #117). A filter a ledger
+    stored before them and past them is the door's refusal, kept as the answer: its evaluation
+    costs nothing, and it matches no signal (decisions #G1)."""
+    try:
+        return rql.parse_sent(expression)
+    except errors.DittoError as refusal:
+        return refusal.with_traceback(None)  # kept: no frame of the parse with it
+
+
+def filter_refusal(subscriber: Subscriber) -> errors.DittoError | None:
+    """The door's 400 for the subscriber's stored filter, when the door would refuse it now: what
+    its pull is answered until it declares a filter within the bounds (decisions #G1)."""
+    if subscriber.filter is None:
+        return None
+    parsed = parsed_filter(subscriber.filter)
+    return errors.stored_filter_refused(subscriber.id, parsed) if isinstance(parsed, errors.DittoError) else None
 
 
 def weak_ack_reason(

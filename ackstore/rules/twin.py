@@ -7,10 +7,13 @@ treated as immutable: a change copies only the objects along its path.
 
 Nothing a command holds stops the fold: what it cannot decide for one command — an exception of
 any kind, such as Python's stack running out in a document stored before the depth limits — is
-that command's 500 ``internalerror`` (:data:`UNDECIDED`), the state unchanged (decisions #116). A command stored
+that command's 500 ``internalerror`` (:data:`UNDECIDED`), the state unchanged (decisions #116);
+only a failure of the process (``errors.PROCESS_FAILURES``: the memory running out…) is no
+command's, and goes through. Within the limits the fold has the stack it needs, so only input past
+them can be a 500, and a re-run answers it alike. A command stored
 before the limits that the door now refuses is answered the door's 400 — a path past
-``limits.MAX_POINTER_SEGMENTS`` here, a value past ``limits.MAX_JSON_DEPTH`` where its stored text
-is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
+``limits.MAX_POINTER_SEGMENTS`` here, a value or headers past ``limits.MAX_VALUE_DEPTH`` where their
+stored text is read (``jobs.apply_twin``) —, so no thing grows past ``limits.MAX_DOCUMENT_DEPTH``.
 """
 
 from __future__ import annotations
@@ -86,12 +89,15 @@ class _Target:
 
 
 def apply(state: ThingState, command: Command, max_thing_bytes: int = DEFAULT_MAX_THING_BYTES) -> tuple[ThingState, Outcome]:
-    """Apply one command; a failed command leaves the state unchanged. Never raises (but
-    ``KeyboardInterrupt`` and the like): what cannot be decided is the command's 500."""
+    """Apply one command; a failed command leaves the state unchanged. What cannot be decided is
+    the command's 500; it raises only a failure of the process (``errors.PROCESS_FAILURES``, and
+    what is no ``Exception``: ``KeyboardInterrupt`` and the like), which is no command's outcome."""
     try:
         return _apply(state, command, max_thing_bytes)
     except errors.DittoError as error:
         return state, Outcome(error.status, error.to_json())
+    except errors.PROCESS_FAILURES:
+        raise  # the process's, not the row's
     except Exception:  # noqa: BLE001 — one command's, never the pass's (decisions #116)
         return state, UNDECIDED
 

@@ -31,7 +31,7 @@ from tests.support.ledger import ack_message, twin_command
 
 pytestmark = pytest.mark.spark
 
-DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
+VALUE_DEPTH, SEGMENTS = limits.MAX_VALUE_DEPTH, limits.MAX_POINTER_SEGMENTS
 BOTH = ["twin-persisted", "search-persisted"]
 WHERE = {"spark": 0, "driver": IN_DRIVER_ROWS}  # in_driver_rows: every step's work as Spark tasks, or in the driver
 
@@ -42,10 +42,10 @@ def deep_path(segments: int) -> str:
 
 def stored_as_before(engine: Engine, cid: str, thing: str, action: str, path: str, value: str | None,
                      *, extra_headers: dict[str, Any] | None = None, channel: str = "twin", kind: str = "twin-command",
-                     requested: list[str] = BOTH, timeout: str = "60s") -> None:
+                     requested: list[str] = BOTH, timeout: str = "60s", handed_to: tuple[str, ...] = ()) -> None:
     """A signal as a ledger from before the limits could hold it: its headers normalised as ever,
     stored through the write function every submission calls (``insert_signal``), its value's JSON
-    text as given."""
+    text as given; a live one ``handed_to`` live subscribers as its submission would (``hand_out_live``)."""
     request = headers.normalize({"correlation-id": cid, "requested-acks": requested, "timeout": timeout,
                                  **(extra_headers or {})}, channel=channel, api="http")
     namespace, _, name = thing.partition(":")
@@ -58,7 +58,10 @@ def stored_as_before(engine: Engine, cid: str, thing: str, action: str, path: st
              "topic": f"{namespace}/{name}/things/{channel}/{criterion}/{action}", "value": value,
              "headers": json.dumps(request.headers), "requested": "{" + ",".join(request.requested_acks) + "}",
              "timeout": request.timeout_ms}).scalar()
-    assert stored is not None
+        assert stored is not None
+        if handed_to:
+            conn.execute(text("SELECT hand_out_live(CAST(:rows AS json))"),
+                         {"rows": json.dumps([{"subscriber_id": each, "signal_id": stored} for each in handed_to])})
 
 
 def thing_as_before(engine: Engine, thing: str, document: str, *, queued_for_index: bool = False) -> None:
@@ -230,20 +233,20 @@ def test_a_thing_at_the_limits_passes_every_step(at_the_limits: str, spark, tmp_
     thing, deepest = "org.acme/deep", deep_path(SEGMENTS)
     store.declare("app", ["app:done"])
     store.declare("filtering", ["org:filtered"], filter=f'eq({deepest[1:]}/a/a,"never")')  # excludes: weak acks
-    value = nested(DEPTH - 1)  # in its envelope: exactly the limit
+    value = nested(VALUE_DEPTH)  # in its envelope: exactly the limit
     labels = [*BOTH, "app:done", "org:filtered"]
     submitted = [
         ("create", "/", {"attributes": {"n": 0}}, {}),
         ("modify", deepest, value, {}),
         ("modify", deepest, value, {"if_equal": "skip"}),  # the same value: 412 after comparing every level
-        ("merge", deepest, nested(DEPTH - 1, leaf=2), {"if_equal": "skip-minimizing-merge",
+        ("merge", deepest, nested(VALUE_DEPTH, leaf=2), {"if_equal": "skip-minimizing-merge",
                                                        "condition": f"exists({deepest[1:]}/a)"}),
     ]
     for n, (action, path, given, extra) in enumerate(submitted):
         answer = store.submit(twin_command(action, thing=thing, path=path, value=given, correlation_id=f"d{n}",
                                            requested_acks=labels, **extra))
         assert answer["status"] == 202, answer
-        assert store.acknowledge("app", ack_message(f"d{n}", "app:done", value=nested(DEPTH - 1), thing=thing)) == {
+        assert store.acknowledge("app", ack_message(f"d{n}", "app:done", value=nested(VALUE_DEPTH), thing=thing)) == {
             "status": 204}
 
     stats = pipeline.run(spark, PipelineSettings(database_url=at_the_limits, partitions=2,
@@ -259,15 +262,15 @@ def test_a_thing_at_the_limits_passes_every_step(at_the_limits: str, spark, tmp_
         pending = conn.execute(text("SELECT (SELECT count(*) FROM queue_apply) + (SELECT count(*) FROM queue_index) "
                                     "+ (SELECT count(*) FROM queue_decide)")).scalar()
     assert responses == [201, 201, 412, 204]
-    assert document.count("{") == limits.MAX_DOCUMENT_DEPTH == SEGMENTS + DEPTH - 1  # the deepest thing there can be
+    assert document.count("{") == limits.MAX_DOCUMENT_DEPTH == SEGMENTS + VALUE_DEPTH  # the deepest thing there can be
     assert longest <= 950 and pending == 0  # indexed as far as the index's paths reach (as Ditto's)
     assert [store.result(f"d{n}")["status"] for n in range(4)] == [200, 200, 412, 200]
-    assert store.result("d1")["body"]["app:done"]["payload"] == nested(DEPTH - 1)
+    assert store.result("d1")["body"]["app:done"]["payload"] == nested(VALUE_DEPTH)
     assert stats["validate"].get("failures") is None and stats["seal"]["facts"] > 0
     shown = {cid: store.show(cid) for cid in ("d1", "d3")}
-    assert shown["d1"]["result"]["body"]["app:done"]["payload"] == nested(DEPTH - 1)
+    assert shown["d1"]["result"]["body"]["app:done"]["payload"] == nested(VALUE_DEPTH)
     printed = _printed(at_the_limits, "d1")
-    assert json.loads(printed)["result"]["body"]["app:done"]["payload"] == nested(DEPTH - 1)
+    assert json.loads(printed)["result"]["body"]["app:done"]["payload"] == nested(VALUE_DEPTH)
 
     archived = archive.run(spark, settings_for(engine, tmp_path / "archive"))
 
@@ -291,3 +294,62 @@ def _printed(url: str, cid: str) -> str:
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=120)
     assert as_json.returncode == 0, as_json.stderr
     return as_json.stdout
+
+
+# --- a ledger from before the limits read back: every reader answers ------------------------------------
+
+def _read_back(value: Any, levels: int) -> None:
+    """``value``, a chain of objects of one member ``levels`` deep as stored, read back: as JSON to
+    past the deepest a sender may give, the rest as its JSON text, nothing lost."""
+    read = 0
+    while isinstance(value, dict):
+        (value,) = value.values()
+        read += 1
+    assert limits.MAX_DOCUMENT_DEPTH < read <= limits.MAX_READ_DEPTH and isinstance(value, str)
+    assert json.loads(value) == json.loads(nested_text(levels - read))
+
+
+def test_a_value_past_a_readers_stack_is_read_back_as_its_text_by_every_reader(
+        store: AckStore, engine: Engine, database_url: str, run_pipeline) -> None:
+    """A value 995 deep, which a ledger from before the limits may hold (json.loads, psycopg2's
+    reader of jsonb, ran out of stack under `show`: a traceback), in a signal, an ack and the
+    result the sweep decided in SQL: show, result, the CLI's show (plain and JSON) and result, a
+    pull (a filtered subscriber's too) and the Ledger page each answer, every container nested past limits.MAX_READ_DEPTH
+    shown as its JSON text, the levels above it as they are."""
+    from datetime import datetime, timezone
+
+    from ackstore.ui import ledger_page
+    from tests.support import cli
+
+    store.declare("app", ["app:done"], channels=["live"])
+    store.declare("filtering", ["org:filtered"], channels=["live"], filter='eq(topic:action,"ask")')  # it matches
+    deep = nested_text(995)
+    stored_as_before(engine, "deep", "org.acme:d", "ask", "/inbox/messages/ask", deep, channel="live",
+                     kind="live-message", requested=["app:done"], extra_headers={"response-required": False},
+                     handed_to=("app", "filtering"))
+    with engine.begin() as conn:  # its ack, as stored before the limits
+        conn.execute(text(
+            "SELECT store_ack(s.id, 1, 'app:done', CAST(200 AS smallint), CAST(:payload AS jsonb), "
+            "CAST('{\"correlation-id\":\"deep\"}' AS jsonb), 'app', 'counted', NULL) "
+            "FROM signals s WHERE s.correlation_id = 'deep'"), {"payload": deep})
+    for subscriber in ("app", "filtering"):  # before it is decided: then its hand-outs are closed
+        (pulled,) = store.pull(subscriber)  # the filter's view read to the depth too
+        _read_back(pulled["value"], 995)
+    run_pipeline("sweep")
+
+    shown = store.show("deep")
+    _read_back(shown["value"], 995)
+    (ack,) = shown["acks"]
+    _read_back(ack["payload"], 995)
+    result = store.result("deep")
+    assert result["status"] == 200
+    _read_back(result["body"], 995)  # one label requested: its ack's payload is the body
+    assert shown["result"] == result
+    code, printed = cli.run("show", "deep", "--json", url=database_url)
+    assert code == 0 and printed["result"] == json.loads(json.dumps(result))
+    code, plain = cli.run("show", "deep", url=database_url)
+    assert code == 0 and "decided" in plain
+    code, printed = cli.run("result", "deep", url=database_url)
+    assert code == 0 and printed["status"] == 200
+    page = ledger_page.render(ledger_page.gather(store, datetime.now(timezone.utc), "deep"))
+    assert 'id="signal-title"' in page and "live-message" in page

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from ackstore.ledger.store import AckStore
+from ackstore.rules.errors import DittoError
 from tests.support.ledger import ack_message, twin_command
 from tests.support.live_signals import live_message, live_response, with_token
 
@@ -180,3 +181,45 @@ def test_a_live_message_asking_for_a_custom_label_aggregates_it_with_the_respons
     assert result["body"]["live-response"]["status"] == 404
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM things")).scalar_one() == 0  # live is never applied
+
+
+# Issue 50's condition (400 KB here), as a subscriber's filter a ledger stored before the bounds (decisions #117).
+FILTER_PAST_THE_BOUNDS = "or(" + ",".join(['like(attributes/s,"*' + "?" * 16 + 'b*")'] * 10_000) + ")"
+
+
+def test_a_filter_stored_before_the_bounds_matches_nothing_and_its_subscriber_is_told(
+    store: AckStore, engine: Engine, run_pipeline
+) -> None:
+    """As the door would answer it now (decisions #G1): the subscriber receives nothing — no live
+    hand-out, its label's weak ack saying why —, its pull is answered the door's 400 and moves
+    nothing; declared again within the bounds, it pulls the events since where it was."""
+    assert store.declare("old", [LABEL], channels=["twin", "live"], filter='exists(attributes/s)') == {"status": 204}
+    with engine.begin() as conn:  # the filter as a ledger from before holds it, through the write function
+        conn.execute(text("SELECT declare_subscriber('old', NULL, :filter, NULL, '{twin,live}', :labels)"),
+                     {"filter": FILTER_PAST_THE_BOUNDS, "labels": [LABEL]})
+    _submit(store, twin_command(path="/", value={"attributes": {"s": "ab"}}, correlation_id="twin",
+                                requested_acks=[LABEL]))
+    _submit(store, live_message("live", requested_acks=[LABEL], response_required=False, timeout="5m"))
+
+    run_pipeline(*STEPS)
+
+    for cid in ("twin", "live"):
+        ((label, status, weak, _, reason),) = _weak_acks(engine, cid)
+        assert (label, status, weak) == (LABEL, 200, True)
+        assert "subscriber <old>'s filter is refused: The RQL expression 'or(like(attributes/s," in reason
+        assert "more than the maximum of 5,120" in reason and len(reason) < 1000
+    assert store.result("twin")["status"] == 200  # a weak ack is a success (B.8)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM deliveries WHERE subscriber_id = 'old'")).scalar() == 0
+        position = conn.execute(text("SELECT event_position FROM subscribers WHERE id = 'old'")).scalar()
+    with pytest.raises(DittoError) as told:
+        store.pull("old")
+    assert (told.value.status, told.value.error) == (400, "rql.expression.invalid")
+    assert told.value.message.startswith("The filter of subscriber <old>, declared before the bounds of a filter, is "
+                                         "refused: The RQL expression 'or(like(attributes/s,")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT event_position FROM subscribers WHERE id = 'old'")).scalar() == position
+
+    assert store.declare("old", [LABEL], channels=["twin", "live"], filter='exists(attributes/s)') == {"status": 204}
+    (event,) = store.pull("old")
+    assert (event["headers"]["correlation-id"], event["value"]) == ("twin", {"attributes": {"s": "ab"}})

@@ -1,7 +1,7 @@
 """apply_twin's fold of one thing's rows, as a Spark task or the driver runs it (decisions #116): a
-row whose JSON cannot be read back, or that the fold cannot decide, is that command's 500; a base
-document that cannot be read makes every command of its thing a 500 and leaves the thing as it
-was; the other things of the batch are folded as ever. Never raises."""
+row stored before the limits and past them is answered the door's 400; a base document that
+cannot be read makes every command of its thing a 500 and leaves the thing as it was; the other
+things of the batch are folded as ever. Within the limits every row is 2xx or 4xx."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ackstore.rules import limits
 from jobs import apply_twin
 from tests.support.deep_json import nested_text
 
@@ -41,13 +42,13 @@ def test_rows_past_the_stack_are_their_commands_and_the_things_other_commands_go
     outcomes = folded([
         row(1, "modify", "/attributes/a", "1"),
         row(2, "modify", "/attributes/b", nested_text(5000)),  # the door's 400, found before it is read
-        row(3, "modify", "/attributes/c", "3", headers='{"if-match":' + nested_text(5000) + "}"),  # unreadable: 500
+        row(3, "modify", "/attributes/c", "3", headers='{"if-match":' + nested_text(5000) + "}"),  # likewise
         row(4, "modify", "/attributes/d", "4"),
     ])
-    assert [(o["status"], o["revision"]) for o in outcomes] == [(204, 2), (400, None), (500, None), (201, 3)]
-    refused = json.loads(outcomes[1]["payload"])
-    assert refused["error"] == "json.invalid" and "at </value/a/a/a" in refused["message"]
-    assert json.loads(outcomes[2]["payload"]) == INTERNAL
+    assert [(o["status"], o["revision"]) for o in outcomes] == [(204, 2), (400, None), (400, None), (201, 3)]
+    refused = [json.loads(outcomes[n]["payload"]) for n in (1, 2)]
+    assert [body["error"] for body in refused] == ["json.invalid"] * 2
+    assert "at </value/a/a/a" in refused[0]["message"] and "at </headers/if-match/a/a/a" in refused[1]["message"]
     last = outcomes[-1]
     assert last["is_last"] and last["final_revision"] == 3
     assert json.loads(last["final_document"])["attributes"] == {"a": 1, "d": 4}
@@ -84,26 +85,53 @@ def test_the_door_is_answered_again_for_a_command_stored_before_it() -> None:
         "The JSON nests objects and arrays deeper than the maximum of 100 levels at </value/y/a/a/a"]
 
 
+def _depth(text: str | None) -> int:
+    """Levels of the JSON text the rows below hold (no bracket inside their strings)."""
+    deepest = level = 0
+    for character in text or "":
+        level += character in "{[" or -(character in "}]")
+        deepest = max(deepest, level)
+    return deepest
+
+
+PAST_THE_PATH = "/attributes" + "/a" * limits.MAX_POINTER_SEGMENTS
 _values = st.one_of(st.sampled_from(["1", '"x"', "null", '{"y":2}', "[1,2]"]),
-                    st.builds(nested_text, st.sampled_from([98, 99, 600, 980, 3000])), st.none())
+                    st.builds(nested_text, st.sampled_from([98, 99, 100, 600, 980, 3000])), st.none())
 _rows = st.lists(st.tuples(st.sampled_from(["org.acme:a", "org.acme:b"]),
                            st.sampled_from(["create", "modify", "merge", "delete"]),
-                           st.sampled_from(["/", "/attributes", "/attributes/a", "/attributes" + "/a" * 101]),
+                           st.sampled_from(["/", "/attributes", "/attributes/a", "/attributes" + "/a" * 99,
+                                            PAST_THE_PATH]),
                            _values,
                            st.sampled_from(["{}", '{"if-equal":"skip"}', '{"if-match":' + nested_text(3000) + "}",
+                                            '{"x":' + nested_text(98) + "}", '{"x":' + nested_text(99) + "}",
                                             '{"condition":"exists(attributes/a)"}'])),
                  min_size=1, max_size=8)
 _bases = st.sampled_from([None, '{"thingId":"%s","attributes":{"a":1}}', '{"thingId":"%s","attributes":{"a":'
                           + nested_text(3000) + "}}", '{"thingId":"%s","attributes":{"a":' + nested_text(99) + "}}"])
 
 
+def expected(base: str | None, value: str | None, headers: str, path: str) -> tuple[int, str] | None:
+    """What the door answers a row past the limits ((status, error); 500 internalerror: a base
+    document past them, which cannot be read), None for a row within them."""
+    if base is not None and _depth(base) > limits.MAX_DOCUMENT_DEPTH:
+        return 500, "internalerror"
+    if _depth(value) > limits.MAX_VALUE_DEPTH or _depth(headers) > limits.MAX_VALUE_DEPTH:
+        return 400, "json.invalid"
+    if path.count("/") > limits.MAX_POINTER_SEGMENTS:
+        return 400, "json.pointer.invalid"
+    return None
+
+
 @settings(max_examples=150, deadline=None)
 @given(rows=_rows, bases=st.tuples(_bases, _bases))
-def test_fold_thing_never_raises_and_answers_every_row(rows: list, bases: tuple) -> None:
-    base_of = {"org.acme:a": bases[0], "org.acme:b": bases[1]}
+def test_fold_thing_answers_every_row_and_500_only_past_the_limits(rows: list, bases: tuple) -> None:
+    """One outcome row each, in Ditto's shape: past the limits the door's answer (a base document
+    past them, which no reader's stack may hold, its thing's 500s); within them 2xx or 4xx —
+    never a 500 a bug could hide behind."""
+    base_of = {thing: base % thing if base else None for thing, base in zip(("org.acme:a", "org.acme:b"), bases)}
     pending = sorted(
         ((n, thing, action, path, value if action != "delete" else None, headers, 1 if base_of[thing] else 0,
-          base_of[thing] % thing if base_of[thing] else None)
+          base_of[thing])
          for n, (thing, action, path, value, headers) in enumerate(rows, 1)),
         key=lambda r: (r[1], r[0]))
     outcomes = folded(pending)
@@ -114,10 +142,12 @@ def test_fold_thing_never_raises_and_answers_every_row(rows: list, bases: tuple)
             continue
         applied = sum(o["event_action"] is not None for o in mine)
         assert mine[-1]["is_last"] and mine[-1]["final_revision"] == mine[0]["base_revision"] + applied
-        for outcome in mine:
-            if outcome["is_error"]:
-                body = json.loads(outcome["payload"])
-                assert body["status"] == outcome["status"] and {"error", "message", "description"} <= set(body)
-                assert outcome["status"] < 500 or body == INTERNAL
-            else:
-                assert outcome["status"] in (201, 204)
+    for (_, _, action, path, value, headers, _, base), outcome in zip(pending, outcomes):
+        answer = expected(base, value, headers, path)
+        if outcome["is_error"]:
+            body = json.loads(outcome["payload"])
+            assert body["status"] == outcome["status"] and {"error", "message", "description"} <= set(body)
+            assert (answer is None and 400 <= outcome["status"] < 500) or (outcome["status"], body["error"]) == answer
+            assert answer != (500, "internalerror") or body == INTERNAL
+        else:
+            assert answer is None and outcome["status"] in (201, 204)

@@ -99,7 +99,7 @@ def test_a_body_at_the_size_kept_is_the_value_and_one_past_it_is_none() -> None:
 def test_a_body_nesting_deeper_than_a_value_may_is_its_text_so_its_ack_is_taken() -> None:
     """The ack carries the value one level inside its message (decisions #115): a body of the
     message's whole depth would make the ack a 400, and the label a 408."""
-    deepest = limits.MAX_JSON_DEPTH - 1
+    deepest = limits.MAX_VALUE_DEPTH
     within = b"[" * deepest + b"]" * deepest
     past = b"[" * (deepest + 1) + b"]" * (deepest + 1)
     assert jsontext.depth(http_push.ack_value("application/json", within)) == deepest

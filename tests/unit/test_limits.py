@@ -8,15 +8,15 @@ import json
 from typing import Any, Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore.rules import envelopes, errors, jsontext, limits
+from ackstore.rules import connectivity, envelopes, errors, jsontext, limits
 from ackstore.rules.errors import DittoError
 from tests.support.deep_json import dumps, nested, nested_text
 
 MAX = 1024 * 1024
-DEPTH = limits.MAX_JSON_DEPTH
+DEPTH, VALUE_DEPTH = limits.MAX_JSON_DEPTH, limits.MAX_VALUE_DEPTH
 SEGMENTS = limits.MAX_POINTER_SEGMENTS
 
 
@@ -42,21 +42,21 @@ def live_response(value: Any = 1, path: str = "/outbox/messages/ask") -> dict[st
 
 # (name, envelope, how it is read, the error code past the bound or None, the pointer named)
 ROWS: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any], str | None, str | None]] = [
-    ("a value at the limit", command(nested(DEPTH - 1)), envelopes.parse_signal, None, None),
-    ("a value one level past it", command(nested(DEPTH)), envelopes.parse_signal, "json.invalid",
-     "/value" + "/a" * (DEPTH - 1)),
-    ("arrays one level past it", command(json.loads("[" * DEPTH + "]" * DEPTH)), envelopes.parse_signal,
-     "json.invalid", "/value" + "/0" * (DEPTH - 1)),
+    ("a value at the limit", command(nested(VALUE_DEPTH)), envelopes.parse_signal, None, None),
+    ("a value one level past it", command(nested(VALUE_DEPTH + 1)), envelopes.parse_signal, "json.invalid",
+     "/value" + "/a" * VALUE_DEPTH),
+    ("arrays one level past it", command(json.loads("[" * (VALUE_DEPTH + 1) + "]" * (VALUE_DEPTH + 1))),
+     envelopes.parse_signal, "json.invalid", "/value" + "/0" * VALUE_DEPTH),
     ("headers one level past it", {**command(), "headers": {"correlation-id": "c", "x": nested(DEPTH - 1)}},
      envelopes.parse_signal, "json.invalid", "/headers/x" + "/a" * (DEPTH - 2)),
-    ("a key needing escapes in the pointer", command({"a/b~c": nested(DEPTH - 1)}), envelopes.parse_signal,
+    ("a key needing escapes in the pointer", command({"a/b~c": nested(VALUE_DEPTH)}), envelopes.parse_signal,
      "json.invalid", "/value/a~1b~0c" + "/a" * (DEPTH - 2)),
-    ("an ack's payload past it", ack(nested(DEPTH)), envelopes.parse_acknowledgement, "json.invalid", None),
+    ("an ack's payload past it", ack(nested(VALUE_DEPTH + 1)), envelopes.parse_acknowledgement, "json.invalid", None),
     ("an aggregated ack's payload past it", aggregated_ack(nested(DEPTH - 2)), envelopes.parse_acknowledgement,
      "json.invalid", None),
     ("an aggregated ack's payload at it", aggregated_ack(nested(DEPTH - 3)), envelopes.parse_acknowledgement,
      None, None),
-    ("a live response's value past it", live_response(nested(DEPTH)), envelopes.parse_live_response,
+    ("a live response's value past it", live_response(nested(VALUE_DEPTH + 1)), envelopes.parse_live_response,
      "json.invalid", None),
     ("a path at the limit", command(path="/attributes" + "/a" * (SEGMENTS - 1)), envelopes.parse_signal, None, None),
     ("a path one segment past it", command(path="/attributes" + "/a" * SEGMENTS), envelopes.parse_signal,
@@ -95,10 +95,10 @@ def test_the_door_reads_a_message_at_the_bounds_and_answers_one_past_them(
 
 
 @pytest.mark.parametrize("text, pointer", [
-    ('{"topic":' + "[" * 100_000, "/topic" + "/0" * (DEPTH - 1)),  # no JSON, and deeper than Python's stack
-    ('{"topic":"x","value":' + nested_text(100_000) + "}", "/value" + "/a" * (DEPTH - 1)),
+    ('{"topic":' + "[" * 100_000, "/topic" + "/0" * VALUE_DEPTH),  # no JSON, and deeper than Python's stack
+    ('{"topic":"x","value":' + nested_text(100_000) + "}", "/value" + "/a" * VALUE_DEPTH),
     ('{"topic":"x","value":[1,' + nested_text(5000, "[", "]") + "]}", "/value/1" + "/0" * (DEPTH - 2)),
-    ('{"a\\"/~b":' + nested_text(5000) + ',"x":1}', "/a\"~1~0b" + "/a" * (DEPTH - 1)),
+    ('{"a\\"/~b":' + nested_text(5000) + ',"x":1}', "/a\"~1~0b" + "/a" * VALUE_DEPTH),
 ])
 @pytest.mark.parametrize("as_bytes", [False, True])
 def test_json_deeper_than_pythons_stack_is_answered_with_where_it_is_too_deep(text: str, pointer: str,
@@ -122,11 +122,12 @@ def test_a_python_dict_deeper_than_the_encoders_stack_is_answered_with_its_point
 def test_a_connectors_body_past_the_limit_is_answered_by_the_door() -> None:
     """parse_text reads a broker's body before its headers are merged: past the limit it is 400,
     whether msgspec's fast path or the full parse reads it."""
-    for text in (json.dumps(command(nested(DEPTH))), json.dumps({**command(nested(DEPTH)), "n": "\\"})):
+    past = command(nested(VALUE_DEPTH + 1))
+    for text in (json.dumps(past), json.dumps({**past, "n": "\\"})):
         with pytest.raises(DittoError) as raised:
             envelopes.parse_text(text.encode(), MAX)
         assert raised.value.error == "json.invalid" and "/value/a/a" in raised.value.message
-    assert envelopes.parse_text(json.dumps(command(nested(DEPTH - 1))).encode(), MAX)["value"] == nested(DEPTH - 1)
+    assert envelopes.parse_text(json.dumps(command(nested(VALUE_DEPTH))).encode(), MAX)["value"] == nested(VALUE_DEPTH)
 
 
 # --- the JSON helpers: no recursion, whatever the depth ---------------------------------------------
@@ -199,3 +200,87 @@ def test_the_bracket_count_of_text_nests_as_the_value(value: Any, max_depth: int
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)
     if "\\" not in text and isinstance(value, dict):  # the fast path's own check
         assert (jsontext.parse_plain(text, max_depth) is not None) is within
+
+
+# --- a broker's body: its depth checked once, as it is read (envelopes.CheckedMessage) ---------------
+
+def _answer(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except DittoError as error:
+        return error.to_json()
+
+
+def _deep_header(levels: int, shape: str) -> Any:
+    """An AMQP field table (or array) ``levels`` deep."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value} if shape == "objects" else [value]
+    return value
+
+
+_bodies = st.builds(lambda levels, where: dumps({**command(nested(levels)), "headers": {"correlation-id": "c"}}
+                                                if where == "value" else
+                                                {**command(), "headers": {"correlation-id": "c", "x": nested(levels)}}),
+                    st.sampled_from([0, 1, VALUE_DEPTH - 2, VALUE_DEPTH - 1, VALUE_DEPTH, VALUE_DEPTH + 1]),
+                    st.sampled_from(["value", "headers"]))
+_amqp_headers = st.dictionaries(
+    st.sampled_from(["x-a", "x-b", "correlation-id", "requested-acks"]),
+    st.one_of(st.text(max_size=4), st.integers(), st.builds(_deep_header, st.sampled_from(
+        [1, DEPTH - 4, DEPTH - 3, DEPTH - 2, DEPTH - 1, 300]), st.sampled_from(["objects", "arrays"]))),
+    max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_bodies.map(str.encode), amqp_headers=_amqp_headers)
+def test_a_brokers_message_is_answered_as_the_same_dict_from_a_caller(body: bytes, amqp_headers: dict) -> None:
+    """The connector's envelope — its body's depth checked as it was read, the AMQP headers merged —
+    is not walked again when stored, unless a header it added holds objects or arrays; either way
+    the ledger answers it exactly as the same message given as a plain dict (always checked)."""
+    envelope = connectivity.inbound_envelope(body, amqp_headers, {"message_id": "m"}, includes=("twin-persisted",),
+                                             max_bytes=MAX)
+    as_a_callers = dict(envelope) if isinstance(envelope, dict) else envelope
+    assert _answer(lambda: envelopes.load_envelope(envelope, MAX)) == _answer(
+        lambda: envelopes.load_envelope(as_a_callers, MAX))
+    nesting_added = any(isinstance(value, (dict, list)) for value in amqp_headers.values())
+    assert (type(envelope) is envelopes.CheckedMessage) == (isinstance(envelope, dict) and not nesting_added)
+
+
+def test_an_amqp_header_nesting_past_the_limit_is_answered_by_the_door() -> None:
+    """A body within the limit whose AMQP headers table holds a field table 99 deep: the message
+    nests 101 levels once merged, and the ledger answers it 400 naming the header."""
+    envelope = connectivity.inbound_envelope(dumps(command()).encode(), {"x-deep": nested(DEPTH - 1)}, {},
+                                             max_bytes=MAX)
+    with pytest.raises(DittoError) as raised:
+        envelopes.load_envelope(envelope, MAX)
+    assert raised.value.error == "json.invalid" and "at </headers/x-deep/a/a" in raised.value.message
+
+
+def test_only_a_reader_that_checked_the_depth_makes_a_checked_message() -> None:
+    """A caller's dict is checked whatever it holds; parse_text's own value is a plain dict too."""
+    with pytest.raises(DittoError):
+        envelopes.load_envelope(dict(envelopes.CheckedMessage(command(nested(VALUE_DEPTH + 1)))), MAX)
+    assert type(envelopes.parse_text(dumps(command()).encode(), MAX)) is dict
+
+
+# --- the ledger's JSON read back: containers past the reading depth as their text -----------------------
+
+@pytest.mark.parametrize("text, max_depth, read", [
+    ('{"a": [1, {"b": 2}]}', 3, {"a": [1, {"b": 2}]}),  # within: as json.loads reads it
+    ('{"a": [1, {"b": 2}]}', 2, {"a": [1, '{"b": 2}']}),  # past: the container as its text
+    ('[[[]], [[1]], "x"]', 1, ['[[]]', '[[1]]', "x"]),  # each one past, its siblings as they are
+    ('{"s": "[{\\"", "t": {"u": {}}}', 2, {"s": '[{"', "t": {"u": "{}"}}),  # brackets in strings are no level
+    ('{"a": {"é\\\\": ["\\u2603"]}}', 2, {"a": {"é\\": '["\\u2603"]'}}),  # the text as stored, escapes kept
+])
+def test_json_read_back_keeps_each_container_past_the_depth_as_its_text(text: str, max_depth: int, read: Any) -> None:
+    assert jsontext.loads_within(text, max_depth) == read
+
+
+def test_json_read_back_past_pythons_stack_loses_nothing() -> None:
+    """A value 5 000 deep (json.loads runs out of stack) is read to the depth, the rest its text."""
+    value = jsontext.loads_within(nested_text(5000), limits.MAX_READ_DEPTH)
+    for _ in range(limits.MAX_READ_DEPTH):
+        (value,) = value.values()
+    assert value == nested_text(5000 - limits.MAX_READ_DEPTH)
+    assert jsontext.loads_within(nested_text(limits.MAX_READ_DEPTH), limits.MAX_READ_DEPTH) == nested(
+        limits.MAX_READ_DEPTH)

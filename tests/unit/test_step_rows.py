@@ -78,3 +78,58 @@ def test_a_result_settle_cannot_read_is_redelivered(ack_statuses: str, attempt: 
     row = {"signal_id": 1, "attempt": attempt, "api": "connectivity", "source": "amqp-x", "channel": "twin",
            "cause": "acks", "status": 424, "ack_statuses": ack_statuses}
     assert settle.decide_row(row, max_attempts=5) == decision
+
+
+# --- a failure of the process is no row's outcome ------------------------------------------------------
+
+# Each guard given a row whose reading needs more memory than the process may take (its address
+# space capped just above what it holds): the MemoryError is the process's, so the guard lets it
+# through and the step fails — recorded as the row's 500, redelivery or empty index, it would be a
+# fact no re-run could correct (errors.PROCESS_FAILURES, decisions #116). One process runs them all.
+_MEMORY_PROBE = r'''
+import json, resource
+from ackstore.rules import twin
+from jobs import apply_twin, index_search, settle, sweep, weak_acks
+from tests.unit.test_step_rows import sweep_row, weak_row
+
+T = "org.acme:t"
+BIG = "[" + "1," * 15_000_000 + "1]"  # 30 MB of text, 120 MB of list once read
+BIG_THING = '{"thingId":"%s","x":%s}' % (T, BIG)
+WIDE = {"thingId": T, "attributes": {str(n): n for n in range(600_000)}}  # a condition makes a row of each
+THING = {"thing_id": T, "revision": 3, "changed": True, "present": True, "document": BIG}
+RESULT = {"signal_id": 1, "attempt": 1, "api": "connectivity", "source": "amqp-x", "channel": "twin",
+          "cause": "acks", "status": 424, "ack_statuses": BIG}
+VALUE_ROWS = [(1, T, "modify", "/attributes/x", BIG, "{}", 1, '{"thingId":"%s"}' % T)]
+THING_ROWS = [(1, T, "modify", "/attributes/x", "1", "{}", 1, BIG_THING)]
+CONDITIONAL = twin.Command(1, "modify", "/attributes/x", 1, {"condition": "exists(attributes/x)"})
+CANDIDATE, REQUEST = weak_row(BIG), sweep_row(acks=BIG)
+CALLS = {  # every input made before the cap: only the guarded work needs more
+    "apply_twin: a command's value": lambda: apply_twin.fold_thing(VALUE_ROWS, 1 << 30, apply_twin._Outcomes()),
+    "apply_twin: a thing's document": lambda: apply_twin.fold_thing(THING_ROWS, 1 << 30, apply_twin._Outcomes()),
+    "twin.apply: a command": lambda: twin.apply(twin.ThingState(T, 1, WIDE), CONDITIONAL),
+    "index_search": lambda: index_search._index_rows(THING),
+    "weak_acks": lambda: weak_acks._weak_ack(CANDIDATE),
+    "sweep": lambda: sweep._decision(REQUEST),
+    "settle": lambda: settle.decide_row(RESULT, 5),
+}
+held = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (held + 16 * 2 ** 20, resource.RLIM_INFINITY))
+got = {}
+for name, call in CALLS.items():
+    try:
+        call()
+        got[name] = "answered"
+    except MemoryError:
+        got[name] = "MemoryError"
+print(json.dumps(got))
+'''
+
+
+def test_a_failure_of_the_process_is_let_through_by_every_row_guard() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _MEMORY_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got == dict.fromkeys(got, "MemoryError") and len(got) == 7

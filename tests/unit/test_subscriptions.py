@@ -79,6 +79,42 @@ def test_a_weak_ack_is_due_only_when_no_subscriber_of_the_group_receives() -> No
     assert "subscriber <b>'s filter" in reason and "subscriber <c> does not consume the twin channel" in reason
 
 
+# Filters a ledger stored before the bounds of RQL (decisions #117), past them: issue 50's condition
+# (400 KB here) as a filter, and a like pattern of 17 wildcards (decisions #G1).
+PAST_THE_BOUNDS = {
+    "400 KB": "or(" + ",".join(['like(attributes/s,"*' + "?" * 16 + 'b*")'] * 10_000) + ")",
+    "17 wildcards": 'like(attributes/x,"' + "*a" * 17 + '")',
+}
+WITHIN_THE_BOUNDS = 'like(attributes/x,"' + "*a" * 8 + '")'
+
+
+@pytest.mark.parametrize("expression", PAST_THE_BOUNDS.values(), ids=list(PAST_THE_BOUNDS))
+def test_a_stored_filter_past_the_bounds_is_the_doors_refusal_and_matches_nothing(expression: str) -> None:
+    """The door refuses it now (400 rql.expression.invalid); stored before, it matches no signal —
+    its label's weak ack says why — and its subscriber is told at its pull."""
+    with pytest.raises(errors.DittoError) as door:
+        subscriptions.rql.parse_sent(expression)
+    refused = Subscriber("old", ("twin", "live"), filter=expression)
+    everything = subscriptions.event_view(THING, "modified", "/attributes/x", "a" * 20)
+    reason = subscriptions.exclusion(refused, everything)
+    assert reason is not None and reason.startswith("subscriber <old>'s filter is refused: ")
+    assert door.value.message in reason and len(reason) < 600  # the refusal's words, the filter clipped
+    weak = subscriptions.weak_ack_reason("old:done", [refused], everything)
+    assert weak is not None and door.value.message in weak
+    told = subscriptions.filter_refusal(refused)
+    assert told is not None and (told.status, told.error) == (400, "rql.expression.invalid")
+    assert told.message == ("The filter of subscriber <old>, declared before the bounds of a filter, is refused: "
+                            + door.value.message)
+    assert told.description.startswith("Declare the subscriber again with a filter within the bounds")
+
+
+def test_a_filter_within_the_bounds_is_evaluated_as_ever() -> None:
+    within = Subscriber("s", ("twin",), filter=WITHIN_THE_BOUNDS)
+    assert subscriptions.filter_refusal(within) is None and subscriptions.filter_refusal(Subscriber("t", ("twin",))) is None
+    assert subscriptions.exclusion(within, subscriptions.event_view(THING, "modified", "/attributes/x", "a" * 8)) is None
+    assert "excludes" in subscriptions.exclusion(within, subscriptions.event_view(THING, "modified", "/attributes/x", "a"))
+
+
 def test_outbound_headers_drop_builtin_labels_and_carry_the_lease() -> None:
     headers = {"correlation-id": "c", "requested-acks": ["twin-persisted", "x:y"], "response-required": True}
     assert subscriptions.outbound_headers(headers, "1.abc", 1, ["x:y"]) == {

@@ -344,7 +344,7 @@ def test_a_long_condition_is_decided_but_not_held() -> None:
 from ackstore.rules import limits  # noqa: E402
 from tests.support.deep_json import nested  # noqa: E402
 
-DEPTH, SEGMENTS = limits.MAX_JSON_DEPTH, limits.MAX_POINTER_SEGMENTS
+VALUE_DEPTH, SEGMENTS = limits.MAX_VALUE_DEPTH, limits.MAX_POINTER_SEGMENTS
 
 
 DEEPEST_PATH = "/attributes" + "/a" * (SEGMENTS - 1)  # as many segments as the door lets through
@@ -353,11 +353,11 @@ DEEP_THING = {"thingId": T, "attributes": {"x": nested(600)}}  # as a ledger fro
 # A path a ledger stored before the limits and the door now refuses is answered as the door answers
 # it; at the limits, the fold decides as ever. (name, document, action, path, value, headers, status, code)
 LIMIT_ROWS = [
-    ("a modify at the deepest path of the deepest value", LAMP, "modify", DEEPEST_PATH, nested(DEPTH - 1), {}, 201,
+    ("a modify at the deepest path of the deepest value", LAMP, "modify", DEEPEST_PATH, nested(VALUE_DEPTH), {}, 201,
      None),
-    ("if-equal skip at the limits, the value there", None, "modify", DEEPEST_PATH, nested(DEPTH - 1),
+    ("if-equal skip at the limits, the value there", None, "modify", DEEPEST_PATH, nested(VALUE_DEPTH),
      {"if-equal": "skip"}, 412, "things:precondition.failed"),
-    ("a merge at the limits", None, "merge", DEEPEST_PATH, nested(DEPTH - 1, key="b"), {}, 204, None),
+    ("a merge at the limits", None, "merge", DEEPEST_PATH, nested(VALUE_DEPTH, key="b"), {}, 204, None),
     ("a path one segment past the limit", LAMP, "modify", DEEPEST_PATH + "/a", 1, {}, 400, "json.pointer.invalid"),
     ("issue 50 (b): a path of 1 200 segments", LAMP, "modify", "/attributes" + "/a" * 1200, 1, {}, 400,
      "json.pointer.invalid"),
@@ -375,7 +375,7 @@ LIMIT_ROWS = [
 def test_the_fold_at_and_past_the_limits(existing, action, path, value, headers, status, code) -> None:
     state = twin.ThingState(T, 3, existing)
     if existing is None:  # the thing the first row builds: a value at the deepest path
-        state, first = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, "modify", DEEPEST_PATH, nested(DEPTH - 1)))
+        state, first = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, "modify", DEEPEST_PATH, nested(VALUE_DEPTH)))
         assert first.status == 201 and limits.MAX_DOCUMENT_DEPTH == _depth(state.document)
     after, outcome = twin.apply(state, twin.Command(2, action, path, value, headers))
     assert outcome.status == status
@@ -463,19 +463,54 @@ _any_commands = st.lists(
 )
 
 
+def _past_the_limits(state: twin.ThingState, command: twin.Command) -> bool:
+    """Whether the thing or the command's value nests past the limits: only a ledger from before
+    them holds such a one, and only there may the fold answer 500 (decisions #116)."""
+    return (state.document is not None and _depth(state.document) > limits.MAX_DOCUMENT_DEPTH
+            or command.value is not ABSENT and _depth(command.value) > limits.MAX_VALUE_DEPTH)
+
+
+def _reference(state: twin.ThingState, command: twin.Command) -> tuple[int, str | None] | None:
+    """The answer where it is cheap to know ((status, error code)), else None: a path past the
+    limit is refused before anything else; a plain write of /attributes/y, without headers."""
+    if command.path.count("/") > limits.MAX_POINTER_SEGMENTS:
+        return 400, "json.pointer.invalid"
+    if command.headers or _past_the_limits(state, command) or command.path not in ("/attributes/y", "/attributes"):
+        return None
+    if command.action not in ("modify", "merge") or command.path == "/attributes" and not isinstance(command.value, dict):
+        return None
+    if not state.exists:
+        return 404, "things:thing.notfound"
+    if command.action == "merge":
+        return 204, None
+    member, within = ("attributes", state.document) if command.path == "/attributes" else (
+        "y", state.document.get("attributes", {}))
+    return (204, None) if member in within else (201, None)
+
+
 @settings(max_examples=200, deadline=None)
 @given(document=_documents, commands=_any_commands)
-def test_the_fold_never_raises_and_every_outcome_is_dittos(document: Any, commands: list) -> None:
+def test_the_fold_answers_in_dittos_shape_and_500_only_past_the_limits(document: Any, commands: list) -> None:
     """Random deep and wide documents, paths and commands, past the limits too (a ledger from
-    before may hold them): one outcome each, in Ditto's shape; a failed command changes nothing."""
+    before may hold them): one outcome each, in Ditto's shape; a failed command changes nothing.
+    Within the limits the answer is 2xx or 4xx — the right one where it is cheap to know —, so
+    a bug that made a command a 500 would not hide behind the fold's catch-all."""
     state = twin.ThingState(T, 2 if document is not None else 0, document)
     for command in commands:
         after, outcome = twin.apply(state, command)
+        reference = _reference(state, command)
         if outcome.applied:
             assert outcome.status in (201, 204) and after.revision == state.revision + 1
         else:
             assert after is state
             assert set(outcome.payload) >= {"status", "error", "message", "description"}
             assert outcome.payload["status"] == outcome.status
-            assert 400 <= outcome.status < 500 or (outcome.status, outcome.payload["error"]) == (500, "internalerror")
+            if outcome.status >= 500:
+                assert _past_the_limits(state, command), command
+                assert outcome.payload["error"] == "internalerror"
+            else:
+                assert 400 <= outcome.status < 500
+        if reference is not None:
+            error = outcome.payload["error"] if outcome.is_error else None
+            assert (outcome.status, error) == reference, command
         state = after
