@@ -124,6 +124,9 @@ class Message:
     properties: Mapping[str, Any]  # correlation_id, reply_to, content_type, message_id (as AMQP names them)
     source: Source  # the source it was consumed by
     address: str  # where it arrived: the queue, the MQTT topic
+    # why its transport could not read it within the bounds (a value nested past them: decisions
+    # #E1): refused as a client error, never read further
+    unreadable: errors.DittoError | None = None
 
     @property
     def correlation_id(self) -> str | None:
@@ -644,7 +647,11 @@ class Connector:
         parts: list[_SettledNow] = []
         signals: list[tuple[Message, Any]] = []
         for message in messages:
-            envelope = self._envelope(message)
+            try:
+                envelope = self._envelope(message)
+            except errors.DittoError as unreadable:  # what a sender nested past the bounds: poison
+                parts.append(self._reject(message, None, unreadable.to_json()))
+                continue
             refusal = _enforcement_refusal(message, envelope)
             if refusal is not None:
                 parts.append(self._reject(message, envelope, refusal, kind="enforced"))
@@ -735,6 +742,10 @@ class Connector:
         return results
 
     def _envelope(self, message: Message) -> Any:
+        """The envelope to store for ``message``; a client error when its transport's values nest
+        past the bounds (its headers, or what the transport could not read: :attr:`Message.unreadable`)."""
+        if message.unreadable is not None:
+            raise message.unreadable
         envelope = connectivity.inbound_envelope(message.body, message.headers, message.properties,
                                                  includes=message.source.includes,
                                                  max_bytes=self.store.settings.max_envelope_bytes)

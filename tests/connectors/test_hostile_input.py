@@ -19,6 +19,7 @@ from ackstore import cli
 from ackstore.connectors import config
 from ackstore.ledger.store import AckStore
 from ackstore.rules import errors, index_rows, limits, numbers, rql, subscriptions
+from tests.support.deep_json import nested, nested_text
 from tests.support.ledger import snapshot, twin_command
 from tests.support.live_signals import LABEL, live_message, live_response, with_token
 
@@ -403,3 +404,75 @@ def test_a_connector_refuses_a_message_naming_a_member_twice(engine: Engine, dat
     assert "rejected message" in log and "json.invalid" in log, log
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM signals")).scalar_one() == 0
+
+
+# --- what a sender nests in its transport's own values (issue 50) ---------------------------------
+# AMQP 0.9.1 header tables nest (pika reads them on Python's stack); MQTT 5 user properties are
+# flat strings, and no header's text is read as JSON but requested-acks's (its reader's stack
+# guarded). Each refused one between good ones: tests/connectors/test_amqp_poison.py and
+# test_amqp10_connector.py hold every depth; here, each transport once through its connector.
+
+NESTED_LABELS = nested_text(5000, "[", "]", '"twin-persisted"')  # requested-acks as JSON text, 5 000 arrays deep
+
+
+def _nested_in_transport_values(transport: str) -> list[tuple[str, dict, bool]]:
+    """(correlation id, the transport's own values, refused) for ``transport``."""
+    if transport == "amqp":
+        return [("a table 600 deep", {"headers": {"deep": nested(600)}}, True),
+                ("requested-acks 5 000 arrays deep", {"headers": {"requested-acks": NESTED_LABELS}}, True),
+                ("a header's text of 5 000 brackets", {"headers": {"deep": "[" * 5000}}, False)]
+    return [("requested-acks 5 000 arrays deep", {"UserProperty": [("requested-acks", NESTED_LABELS)]}, True),
+            ("a header's text of 5 000 brackets", {"UserProperty": [("deep", "[" * 5000)]}, False)]
+
+
+@pytest.mark.parametrize("transport", ["amqp", "mqtt"])
+def test_a_connector_refuses_what_a_sender_nests_in_its_transport_s_values_and_stores_the_good_ones(
+        engine: Engine, database_url: str, request, transport: str) -> None:
+    """Between good messages, each transport's own values nested past the bounds are refused as
+    client errors (one log line each, in the connection's log), text is stored as text, and the
+    connector stops at the end of what was queued, as asked, not before."""
+    from tests.support.broker import Broker, connector, publish_all
+    from tests.support.deep_json import roomy_stack
+    from tests.support.mqtt_clients import mqtt_connector, publish
+
+    cases, tag = _nested_in_transport_values(transport), uuid.uuid4().hex[:8]
+    qos0 = {"requested_acks": [], "response_required": False}
+    good = [twin_command("modify", thing=f"org.acme/good-{n}", correlation_id=f"good-{n}", **qos0)
+            for n in range(len(cases) + 1)]
+    hostile = [twin_command("modify", thing=f"org.acme/nested-{n}", correlation_id=name, **qos0)
+               for n, (name, _, _) in enumerate(cases)]
+    for envelope, (_, values, _) in zip(hostile, cases):
+        if "requested-acks" in str(values):
+            del envelope["headers"]["requested-acks"]  # the transport's header gives it
+    if transport == "amqp":
+        broker = Broker()
+        try:
+            queue = broker.queue(f"nested-{tag}")
+            publish_all(broker, queue, good[:1])
+            for envelope, (_, values, _), after in zip(hostile, cases, good[1:]):
+                with roomy_stack():  # pika's encoder nests on the stack
+                    broker.publish(queue, json.dumps(envelope).encode(), message_id=uuid.uuid4().hex, **values)
+                publish_all(broker, queue, [after])
+            process = connector(database_url, "--connection-id", f"nested-{tag}", "--queue", queue, "--once")
+            _, log = process.communicate(timeout=120)
+            assert broker.depth(queue) == 0, "every one settled, none left for redelivery"
+        finally:
+            broker.close()
+    else:
+        mosquitto = request.getfixturevalue("own_mosquitto")
+        args = ("--connection-id", f"nested-{tag}", "--topic", f"plant-{tag}/commands", "--once")
+        mqtt_connector(database_url, mosquitto.url, *args).communicate(timeout=120)  # its session, subscribed
+        sent = [good[0], *(item for n, (_, values, _) in enumerate(cases)
+                           for item in ((hostile[n], values), good[n + 1]))]
+        publish(mosquitto.url, f"plant-{tag}/commands", sent)
+        process = mqtt_connector(database_url, mosquitto.url, *args)
+        _, log = process.communicate(timeout=120)
+    assert process.returncode == 0 and "Traceback" not in log, log
+    refused = [name for name, _, is_refused in cases if is_refused]
+    assert log.count("rejected message") == len(refused), log
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT correlation_id FROM signals")).scalars().all()
+        dropped = conn.execute(text("SELECT detail FROM connection_log WHERE kind = 'dropped'")).scalars().all()
+    assert sorted(stored) == sorted([*(e["headers"]["correlation-id"] for e in good),
+                                     *(name for name, _, is_refused in cases if not is_refused)])
+    assert len(dropped) == len(refused) and all(entry.startswith("400 ") for entry in dropped), dropped
