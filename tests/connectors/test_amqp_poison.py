@@ -67,7 +67,7 @@ def test_a_client_error_is_rejected_and_the_good_message_beside_it_stored(engine
     assert _stored_ids(engine) == ["c-1", "c-3"]
     (reply,) = broker.drain_json(replies)  # its correlation id may be too long for the AMQP property
     assert reply["value"]["error"] == error
-    assert broker.depth(source) == 0 and "rejected 1" in log and "Traceback" not in log
+    assert broker.depth(source) == 0 and "dropped 1," in log and "Traceback" not in log
 
 
 def _batch_with_poison(broker: Broker, source: str, replies: str) -> None:
@@ -87,7 +87,7 @@ def test_a_message_the_database_refuses_is_isolated_and_rejected(engine: Engine,
     answer = _replies(broker, replies)["poison"]["value"]
     assert (answer["status"], answer["error"]) == (400, "message.notstorable") and "test_poison" in answer["message"]
     assert broker.depth(source) == 0, "the poison message is not requeued"
-    assert "storing them one by one" in log and "rejected 1" in log and "settled at once 6" in log
+    assert "storing them one by one" in log and "dropped 1," in log and "acknowledged 6," in log
 
 
 def test_a_kill_9_while_isolating_loses_and_doubles_nothing(engine: Engine, database_url: str, broker: Broker,
@@ -141,7 +141,7 @@ def test_a_transient_failure_keeps_the_batch_says_so_once_and_stores_it_later(
     assert back, log
     # tries after 1 s, then 2 s (the pause grows), then 4 s: the lock is held for about 4 s
     assert 2 <= int(back.group(1)) <= 4, back.group(0)
-    assert "redelivered 0" in log and "rejected 0" in log, "the batch waited in memory, not on the queue"
+    assert "consumed 3," in log and "dropped 0," in log, "the batch waited in memory, not on the queue"
 
 
 # --- transport headers (defect 8) ----------------------------------------------------------------
@@ -185,13 +185,13 @@ def test_a_dead_lettered_message_with_x_death_is_stored_not_rejected(engine: Eng
     wait_for(lambda: broker.depth(source) == 1, what="the message dead-lettered")
     code, log = stop_when_done(connector(database_url, "--connection-id", "plant", "--queue", source, "--once"))
     assert code == 0, log
-    assert "rejected 0" in log and "settled at once 1" in log, log
+    assert "dropped 0," in log and "acknowledged 1," in log, log
     with engine.connect() as conn:
         headers = conn.execute(text("SELECT headers FROM signals")).scalar_one()
     assert headers["x-death"][0]["reason"] == "rejected" and headers["x-death"][0]["time"].endswith("+00:00")
     assert headers["price"] == 1.1 and headers["sent-at"] == "2026-11-23T09:30:00+00:00"
     assert headers["raw"] == "\ufffd\x01"
-    assert "rejected 0" in log and "settled at once 1" in log
+    assert "dropped 0," in log and "acknowledged 1," in log
 
 
 def _get(broker: Broker, queue: str):
@@ -272,12 +272,12 @@ def test_every_amqp_property_and_header_at_and_past_its_limit_between_good_messa
                             "twin-persisted", "--poll", "0.5", log=log_file)
         try:
             wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == held, what="the good ones stored")
-            wait_for(lambda: f"rejected {len(cases) + len(good) - held}," in log_path.read_text(),
+            wait_for(lambda: f"dropped {len(cases) + len(good) - held}," in log_path.read_text(),
                      what="the refused ones answered")
             assert process.poll() is None, "still running"
             run_pipeline()
             wait_for(lambda: settled(engine) == {"ack": held}, timeout=120, what="every decision carried out")
-            wait_for(lambda: f"replies dropped {sum(c.dropped for c in cases)}" in log_path.read_text(),
+            wait_for(lambda: f"unsendable {sum(c.dropped for c in cases)}" in log_path.read_text(),
                      what="the result no queue can take dropped")
             assert process.poll() is None, "still running"
         finally:
