@@ -326,7 +326,8 @@ def _connector_once(store: AckStore, broker: Broker) -> dict[str, Any]:
 
     connector = broker.connector(store, broker.connection, Options(once=True, poll_s=0.5))
     code = connector.run()
-    return {"exit": code, "received": connector.counts.received, "carried out": connector.counts.carried_out}
+    figures, carried_out = connector.metrics.figures()
+    return {"exit": code, "consumed": figures["consumed"], "carried out": carried_out}
 
 
 def _run_dag(url: str) -> bool:

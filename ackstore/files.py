@@ -4,10 +4,14 @@ file or standard input — an envelope for ``submit``, ``ack`` and ``respond``, 
 manifests, the seal key, the password file.
 
 A file is read to at most its cap and one byte more: what is longer is refused before any of it
-is parsed, so ``/dev/zero``, ``/dev/urandom`` or a FIFO that never ends cost the cap's memory
-and stop. A name that is empty, missing, a directory, unreadable (no permission, ``/proc/self/mem``)
-is refused too, saying why, never a traceback. The cap is the limit the content already has (the
-envelope's ``ACKSTORE_MAX_ENVELOPE_BYTES``) or one stated beside its reader.
+is parsed, so ``/dev/zero``, ``/dev/urandom`` or standard input that never ends cost the cap's
+memory and stop. A name is read when it is a regular file or a character device (a device the
+reader may stream: ``/dev/zero``, a terminal); a FIFO is refused at once, unread — its open waited
+for a writer, for ever when none came, and a writer that comes after the reader cannot be told
+from none — as are a block device and a directory: a stream comes on standard input (``-``). A
+name that is empty, missing, unreadable (no permission, ``/proc/self/mem``) is refused too, saying
+why, never a traceback. The cap is the limit the content already has (the envelope's
+``ACKSTORE_MAX_ENVELOPE_BYTES``) or one stated beside its reader.
 """
 
 from __future__ import annotations
@@ -88,20 +92,42 @@ def _opened(name: str, stdin: bool) -> Iterator[BinaryIO]:
         return
     if name == "":
         raise FileRefused("no file is named (the name is empty)")
+    descriptor = _open(name)
     try:
-        file = open(name, "rb")  # noqa: SIM115 — closed below, whatever the reading raises
+        _readable_kind(os.fstat(descriptor).st_mode)
+        os.set_blocking(descriptor, True)  # a device's reads wait for what it sends, as ever
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with os.fdopen(descriptor, "rb") as file:
+        yield file
+
+
+def _open(name: str) -> int:
+    """``name`` opened to read, without waiting: the open of a FIFO waits for a writer otherwise
+    (for ever, when none comes), before its kind can be known and refused."""
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise FileRefused("it is not there") from None
-    except IsADirectoryError:
-        raise FileRefused("it is a directory, not a file") from None
     except PermissionError:
         raise FileRefused("this user may not read it (permission denied)") from None
     except OSError as error:
         raise FileRefused(f"it cannot be opened: {_reason(error)}") from None
     except ValueError:  # a NUL in the name (the Python API; no argument holds one)
         raise FileRefused("its name holds the character U+0000") from None
-    with file:
-        yield file
+
+
+def _readable_kind(mode: int) -> None:
+    """Nothing for a regular file or a character device (a device the reader may stream); else
+    why a file of this kind is refused unread."""
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise FileRefused("it is a directory, not a file")
+    if stat.S_ISFIFO(mode):
+        raise FileRefused("it is a FIFO (a pipe), not a file: give a stream on standard input (-)")
+    raise FileRefused("it is neither a file nor a character device")
 
 
 def _known_size(file: BinaryIO) -> int | None:

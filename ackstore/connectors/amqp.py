@@ -10,7 +10,10 @@ AMQP 0.9.1 receives, settles and replies:
   (:mod:`ackstore.connectors.tags`); stopping gives every undecided delivery back with one frame;
 * replies go to the default exchange, routed to the message's ``reply_to`` queue; one AMQP 0.9.1
   cannot carry (:func:`ackstore.rules.connectivity.amqp_publish_problem`: a reply-to past a
-  routing key's 255 bytes) is dropped and said.
+  routing key's 255 bytes) is dropped and said;
+* a header table nested past pika's stack is read as :data:`~ackstore.rules.connectivity.UNREAD`
+  (:class:`BoundedProperties`), and the message refused as a client error like one nested past
+  the door's bound (decisions #E1): nothing a sender nests ends the connection.
 
 Targets publish the twin events and live signals the connection subscribes to (pulled from the
 ledger under a lease) to an exchange, on a thread and connection of their own with asynchronous
@@ -21,10 +24,13 @@ on a confirm, 503 on a nack (:mod:`ackstore.connectors.targets`).
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from typing import Any, Callable, Mapping
 
 import pika
+import pika.data
+import pika.spec
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, UnroutableError
 
@@ -45,6 +51,54 @@ __all__ = ["AmqpConnector", "AmqpTransport", "Options", "send"]
 log = logging.getLogger("ackstore.connector")
 
 DITTO_JSON = wire.DITTO_CONTENT_TYPE
+
+
+class BoundedProperties(pika.spec.BasicProperties):
+    """A message's properties as pika reads them, but a header pika cannot read for its nesting —
+    its decoder of tables and arrays nests on Python's stack — is :data:`connectivity.UNREAD`,
+    which the connector refuses as nested too deep, rather than a RecursionError inside pika's
+    frame decoding: pika ended the connection (StreamLostError), and the message, back at the
+    head of its queue, ended every connection after it, nothing behind it ever read (measured
+    on RabbitMQ 3.10 with a table 600 levels deep; decisions #E1). Registered below as the
+    properties pika decodes a content header into; what pika can read is read by pika."""
+
+    def decode(self, encoded: bytes, offset: int = 0) -> "BoundedProperties":
+        try:
+            return super().decode(encoded, offset)
+        except RecursionError:  # only the headers table nests: read it a header at a time
+            pass
+        first = struct.unpack_from(">H", encoded, offset)[0]
+        at = offset
+        while struct.unpack_from(">H", encoded, at)[0] & 1:  # the flag words, the last with its lowest bit clear
+            at += 2
+        at += 2
+        for flag in (self.FLAG_CONTENT_TYPE, self.FLAG_CONTENT_ENCODING):  # the shortstrs before the headers
+            if first & flag:
+                at += 1 + encoded[at]
+        headers, end = _headers_within_stack(encoded, at)
+        super().decode(struct.pack(">H", first & ~self.FLAG_HEADERS) + encoded[offset + 2:at] + encoded[end:])
+        self.headers = headers
+        return self
+
+
+def _headers_within_stack(encoded: bytes, at: int) -> tuple[dict[str, Any], int]:
+    """The headers table at ``at``, a header at a time: one pika cannot read (a table or an array,
+    each length-prefixed, so passed over whole) is UNREAD; and where the table ends."""
+    end = at + 4 + struct.unpack_from(">I", encoded, at)[0]
+    at += 4
+    headers: dict[str, Any] = {}
+    while at < end:
+        name, at = pika.data.decode_short_string(encoded, at)
+        try:
+            headers[name], at = pika.data.decode_value(encoded, at)
+        except RecursionError:
+            headers[name] = connectivity.UNREAD
+            at += 1 + 4 + struct.unpack_from(">I", encoded, at + 1)[0]  # its kind, its length, its content
+    return headers, end
+
+
+# pika decodes a content header into the class registered for its class id: ours for basic's
+pika.spec.props[pika.spec.BasicProperties.INDEX] = BoundedProperties
 
 
 class AmqpConnector(Connector):

@@ -19,6 +19,9 @@ decisions #112):
   by their key (:func:`ackstore.rules.amqp10.message_key`) and never stored twice.
 * **Headers.** Application properties, ``message-id``, ``correlation-id``, ``reply-to`` and
   ``content-type`` become Ditto headers (the envelope's own win).
+* **Depth.** proton's Python reads a message's values on its stack: a message it cannot read (a
+  value nested some 500 levels) is refused as a client error, like one whose body or properties
+  nest past the door's bound (decisions #E1); nothing a sender nests stops the connection.
 
 Answers go to the message's ``reply-to`` address (best effort), each address a sending link on a
 session of its own: RabbitMQ 3's plugin answers an attach it refuses by ending the link's session,
@@ -36,11 +39,12 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from proton import Data, Delivery, Endpoint, Event, Link, Message as ProtonMessage, symbol
-from proton.handlers import MessagingHandler
+from proton.handlers import IncomingMessageHandler, MessagingHandler
 from proton.reactor import Container, SenderOption
 
 from ackstore import faults
@@ -51,7 +55,7 @@ from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
-from ackstore.rules import amqp10, connectivity, wire
+from ackstore.rules import amqp10, connectivity, errors, wire
 from ackstore.rules.connectivity import Disposition
 
 __all__ = ["Amqp10Connector", "Amqp10Lost", "Amqp10Transport", "ProtonConnection", "message_for"]
@@ -130,19 +134,51 @@ class _Capability(SenderOption):
         sender.target.capabilities.exit()
 
 
+class _Receiving(IncomingMessageHandler):
+    """proton's handler of received deliveries (``MessagingHandler``'s own), reading each message
+    inside a guard. proton's Python reads a message's body, properties and annotations on the
+    stack (``Data.get_object`` nests as the value does): a value a sender nested some 500 levels
+    raised RecursionError out of ``container.process()``, the connector exited, and the message,
+    back in its queue, stopped it at every start (decisions #E1). A message it cannot read is
+    told to the delegate's ``on_unreadable(event, message, problem)``, its link advanced past it
+    and its delivery unsettled; ``message`` holds what proton keeps outside Python (its header
+    and properties sections: id, correlation id, reply-to)."""
+
+    def on_delivery(self, event: Event) -> None:
+        delivery = event.delivery
+        if not delivery.link.is_receiver or delivery.aborted or not delivery.readable or delivery.partial:
+            super().on_delivery(event)  # aborted, or settled by the peer: proton's own handling
+            return
+        message = ProtonMessage()
+        encoded = delivery.link.recv(delivery.pending)
+        delivery.link.advance()
+        if event.link.state & Endpoint.LOCAL_CLOSED:  # as proton's own: nothing for a closed link
+            return
+        try:
+            message.decode(encoded)
+        except Exception as problem:  # noqa: BLE001 — whatever a sender's bytes make proton raise is theirs
+            self.delegate.on_unreadable(event, message, problem)
+            return
+        event.message = message
+        self.on_message(event)
+
+
 class ProtonConnection(MessagingHandler):
     """One connection to an AMQP 1.0 broker on a proton container of its own, stepped by the one
-    thread that owns it (:meth:`step`). Its owner is told of received messages (``received``)
-    and of the outcomes of what it sent (``outcome``); a failure of the connection, its session
-    or a receiving link is kept in :attr:`failure` (the owner ends the connection); a sending
-    link's failure — or the failure of a session opened for sending links alone — is told to
-    ``link_failed``, for each of its links."""
+    thread that owns it (:meth:`step`). Its owner is told of received messages (``received``,
+    with the problem that kept proton from reading one, else None) and of the outcomes of what
+    it sent (``outcome``); a failure of the connection, its session or a receiving link is kept
+    in :attr:`failure` (the owner ends the connection); a sending link's failure — or the
+    failure of a session opened for sending links alone — is told to ``link_failed``, for each
+    of its links."""
 
     def __init__(self, uri: str, container_id: str, *,
-                 received: Callable[[Any, Any], None] | None = None,
+                 received: Callable[[Any, Any, BaseException | None], None] | None = None,
                  outcome: Callable[[Any, bool], None] | None = None,
                  link_failed: Callable[[Any, str], None] | None = None) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=True, peer_close_is_error=True)
+        self.handlers = [_Receiving(auto_accept=False, delegate=weakref.proxy(self))
+                         if isinstance(handler, IncomingMessageHandler) else handler for handler in self.handlers]
         self.failure: str | None = None
         self._received = received
         self._outcome = outcome
@@ -235,7 +271,12 @@ class ProtonConnection(MessagingHandler):
 
     def on_message(self, event: Event) -> None:
         if self._received is not None:
-            self._received(event.delivery, event.message)
+            self._received(event.delivery, event.message, None)
+
+    def on_unreadable(self, event: Event, message: Any, problem: BaseException) -> None:
+        """A message proton could not read (:class:`_Receiving`): its delivery is the owner's to refuse."""
+        if self._received is not None:
+            self._received(event.delivery, message, problem)
 
     def on_accepted(self, event: Event) -> None:
         if self._outcome is not None:
@@ -339,16 +380,22 @@ class Amqp10Session(Session):
             self.close()
             raise
 
-    def _on_message(self, delivery: Any, message: Any) -> None:
+    def _on_message(self, delivery: Any, message: Any, problem: BaseException | None) -> None:
+        """A received message, handed to the connector; one proton could not read (``problem``),
+        or whose body or properties nest past the door's bound, as unreadable: refused (decisions #E1)."""
         self._tags += 1
         self._held[self._tags] = delivery
         source, address = self._sources[delivery.link.name]
-        body = amqp10.body(message.body)
-        fields = amqp10.properties(message)
-        key = amqp10.message_key(address, message.id, body, fields["correlation_id"])
+        fields = amqp10.properties(message)  # the properties section: proton reads it outside Python
         redelivered = message.delivery_count > 0 or not message.first_acquirer
-        self._deliver(Message(self._tags, redelivered, body, key, amqp10.application_properties(message.properties),
-                              fields, source, address))
+        body, headers, unreadable = b"", None, amqp10.unreadable(problem) if problem is not None else None
+        if unreadable is None:
+            try:
+                body, headers = amqp10.body(message.body), amqp10.application_properties(message.properties)
+            except errors.DittoError as refused:
+                unreadable = refused
+        key = amqp10.message_key(address, message.id, body, fields["correlation_id"])
+        self._deliver(Message(self._tags, redelivered, body, key, headers, fields, source, address, unreadable))
 
     def process(self, time_limit: float) -> None:
         self._connection.step(time_limit)

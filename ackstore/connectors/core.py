@@ -30,9 +30,10 @@ A database that is away is said once and asked again after waits that double
 (:mod:`ackstore.connectors.outage`); a batch waits for it in memory, its deliveries held.
 Stopping, the connector stores what it received, carries out what is decided, and gives back
 every other delivery. What it does is counted in its metrics (:mod:`ackstore.connectors.metrics`,
-served with ``--metrics-port``), once per batch or settle round, and what it could not do goes in
-its connection's log (``ackstore connection logs``). If the process dies, the broker redelivers
-what it held; nothing is lost or applied twice.
+served with ``--metrics-port``), once per batch or settle round — its status line, every ten
+seconds, says the same figures by the same names (:func:`status_line`) — and what it could not do
+goes in its connection's log (``ackstore connection logs``). If the process dies, the broker
+redelivers what it held; nothing is lost or applied twice.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
@@ -53,7 +54,7 @@ from sqlalchemy.exc import DBAPIError
 from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig, Source
 from ackstore.connectors.held import Delivery, Held
-from ackstore.connectors.metrics import ConnectorMetrics
+from ackstore.connectors.metrics import INBOUND, ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.ledger import connection_log, failures, settlements
 from ackstore.ledger.ingest import Stored
@@ -88,23 +89,22 @@ class Options:
 
 @dataclass
 class Counts:
-    received: int = 0
-    stored: int = 0
-    redelivered: int = 0
-    rejected: int = 0
-    settled_at_once: int = 0
-    carried_out: dict[str, int] = field(default_factory=dict)
-    given_back: int = 0
-    published: int = 0
-    reconnects: int = 0
-    replies_dropped: int = 0  # answers and target messages the protocol cannot carry (issue 37)
+    """What the connector counts beside its metrics, since it started."""
 
-    def line(self, held: int) -> str:
-        decided = ", ".join(f"{k} {v}" for k, v in sorted(self.carried_out.items())) or "none"
-        return (f"received {self.received}, stored {self.stored} (redelivered {self.redelivered}), "
-                f"rejected {self.rejected}, settled at once {self.settled_at_once}, carried out: {decided}; "
-                f"holding {held}; given back {self.given_back}; published {self.published}; "
-                f"reconnects {self.reconnects}; replies dropped {self.replies_dropped}")
+    taken: int = 0  # deliveries the session handed over (what --max-messages bounds; consumed, once in a batch)
+    given_back: int = 0
+    reconnects: int = 0
+
+
+def status_line(metrics: ConnectorMetrics, counts: Counts, in_flight: int) -> str:
+    """What the connector says every ten seconds and when it stops: its metrics' figures under
+    their names — the same counts, so each means what the name means on every surface
+    (docs/metrics.md, "One meaning per number"; decisions #128) — then what only this line says."""
+    figures, carried_out = metrics.figures()
+    inbound = ", ".join(f"{name} {figures[name]}" for name in INBOUND)
+    decided = ", ".join(f"{decision} {count}" for decision, count in carried_out.items()) or "none"
+    return (f"{inbound}, carried out: {decided}; in flight {in_flight}; given back {counts.given_back}; "
+            f"published {figures['published']}; reconnects {counts.reconnects}; unsendable {figures['unsendable']}")
 
 
 class Unencodable(ValueError):
@@ -124,6 +124,9 @@ class Message:
     properties: Mapping[str, Any]  # correlation_id, reply_to, content_type, message_id (as AMQP names them)
     source: Source  # the source it was consumed by
     address: str  # where it arrived: the queue, the MQTT topic
+    # why its transport could not read it within the bounds (a value nested past them: decisions
+    # #E1): refused as a client error, never read further
+    unreadable: errors.DittoError | None = None
 
     @property
     def correlation_id(self) -> str | None:
@@ -267,7 +270,6 @@ class Connector:
         self._final_pass_done = threading.Event()  # … and done
         self._broken: BaseException | None = None  # a helper thread's unexpected failure
         self.failure: errors.DittoError | None = None  # why it exits non-zero, in Ditto's shape (the CLI prints it)
-        self._counting = threading.Lock()
         self._session = 0  # the broker connection in use (a delivery tag is only valid on it)
         self._live_session: int | None = None
         self._consuming = False
@@ -306,7 +308,7 @@ class Connector:
             self._interrupt.set()
             for thread in threads:
                 thread.join(30)
-            log.info("connector %s stopped: %s", self.config.id, self.counts.line(len(self._held)))
+            log.info("connector %s stopped: %s", self.config.id, self._status())
         if self._broken is not None:
             log.error("connector %s: a thread failed: %s", self.config.id, described(self._broken))
             return 1
@@ -389,9 +391,10 @@ class Connector:
 
     def _target_answers(self, count: int, confirmed: bool) -> None:
         """The broker's answers to ``count`` publishes of the targets (their thread)."""
-        if confirmed:
-            self.counts.published += count
         self.metrics.target_answers(count, confirmed=confirmed)
+
+    def _status(self) -> str:
+        return status_line(self.metrics, self.counts, len(self._held))
 
     def _run_session(self) -> bool:
         """One broker connection; True when the connector is done, False to reconnect."""
@@ -465,7 +468,7 @@ class Connector:
             idle_rounds = 0 if self._hand_over() else idle_rounds + 1
             self._settle_what_is_handed_back(session)
             if now >= next_report:
-                log.info("connector %s: %s", self.config.id, self.counts.line(len(self._held)))
+                log.info("connector %s: %s", self.config.id, self._status())
                 next_report = now + 10
             if self._limit_reached():
                 self._stop_consuming(session)
@@ -486,7 +489,7 @@ class Connector:
         if not self._buffer:
             self._buffer_since = time.monotonic()
         self._buffer.append(message)
-        self.counts.received += 1
+        self.counts.taken += 1
 
     def _hand_over(self, everything: bool = False) -> bool:
         """Full batches (or a partial one that waited long enough) to the storing thread."""
@@ -540,8 +543,6 @@ class Connector:
 
     def _dropped(self, what: str, problem: BaseException) -> None:
         """A message the protocol cannot carry: said in one line, counted (any thread)."""
-        with self._counting:
-            self.counts.replies_dropped += 1
         self.metrics.unsendable()
         why = str(problem) if isinstance(problem, Unencodable) else described(problem)
         self._log("unsendable", f"{what} is dropped, {self.config.connection_type} cannot carry it: {why}")
@@ -550,7 +551,7 @@ class Connector:
 
     def _limit_reached(self) -> bool:
         limit = self.options.max_messages
-        return limit is not None and self.counts.received >= limit and self._consuming
+        return limit is not None and self.counts.taken >= limit and self._consuming
 
     def _idle(self) -> bool:
         """Nothing received waits to be stored, nothing stored waits to be settled."""
@@ -559,7 +560,7 @@ class Connector:
     def _finished(self, idle_rounds: int) -> bool:
         if self.options.once:
             return idle_rounds >= 3 and self._idle()
-        if self.options.max_messages is not None and self.counts.received >= self.options.max_messages:
+        if self.options.max_messages is not None and self.counts.taken >= self.options.max_messages:
             return self._idle() and not len(self._held)
         return False
 
@@ -644,7 +645,11 @@ class Connector:
         parts: list[_SettledNow] = []
         signals: list[tuple[Message, Any]] = []
         for message in messages:
-            envelope = self._envelope(message)
+            try:
+                envelope = self._envelope(message)
+            except errors.DittoError as unreadable:  # what a sender nested past the bounds: poison
+                parts.append(self._reject(message, None, unreadable.to_json()))
+                continue
             refusal = _enforcement_refusal(message, envelope)
             if refusal is not None:
                 parts.append(self._reject(message, envelope, refusal, kind="enforced"))
@@ -667,8 +672,6 @@ class Connector:
             elif not stored.ok:
                 parts.append(self._reject(message, envelope, stored.answer))
             else:
-                self.counts.stored += 1
-                self.counts.redelivered += int(message.redelivered)
                 if stored.decision is not None:
                     decided.append((message, stored))
                 elif stored.awaits_decision:
@@ -683,7 +686,6 @@ class Connector:
 
     def _acked_at_once(self, message: Message) -> _SettledNow:
         """A message that waits for no decision: acked now (QoS 0, an acknowledgement stored)."""
-        self.counts.settled_at_once += 1
         return _SettledNow({message.tag: ACK}, acknowledged=1)
 
     def _ingest_waiting_out_outages(self, batch: _Batch,
@@ -735,6 +737,10 @@ class Connector:
         return results
 
     def _envelope(self, message: Message) -> Any:
+        """The envelope to store for ``message``; a client error when its transport's values nest
+        past the bounds (its headers, or what the transport could not read: :attr:`Message.unreadable`)."""
+        if message.unreadable is not None:
+            raise message.unreadable
         envelope = connectivity.inbound_envelope(message.body, message.headers, message.properties,
                                                  includes=message.source.includes,
                                                  max_bytes=self.store.settings.max_envelope_bytes)
@@ -750,7 +756,6 @@ class Connector:
     def _reject(self, message: Message, envelope: Any, error: dict[str, Any], kind: str = "dropped") -> _SettledNow:
         """A client error: never redelivered (B.9), answered on reply-to, and in the connection's
         log (``kind``: dropped, or refused by the source's enforcement)."""
-        self.counts.rejected += 1
         self._refusals.append((kind, f"{error.get('status')} {error.get('error')}: {error.get('message')}", message.key,
                                None))
         log.info("connector %s: rejected message %r: %s %r", self.config.id,
@@ -779,9 +784,6 @@ class Connector:
     def _count_carried_out(self, decisions: Iterable[str]) -> None:
         """Settlements carried out, counted once per decision (the storing and the deciding thread both count)."""
         tally = collections.Counter(decisions)
-        with self._counting:
-            for decision, count in tally.items():
-                self.counts.carried_out[decision] = self.counts.carried_out.get(decision, 0) + count
         for decision, count in tally.items():
             self.metrics.carried_out(decision, self.transport.carried_out_as(decision) or decision, count)
 

@@ -5,10 +5,13 @@ The connector calls the small methods below whether or not the metrics are serve
 cheap: each is called once per batch, per settle round or per broker answer, never once per
 message where a batch's count is at hand, and every labelled child is looked up once. What is a
 state (deliveries held, an outage going on) is read when Prometheus scrapes, not kept up to date.
+The connector's own status line (:meth:`ConnectorMetrics.figures`) reads the same counts, so each
+of its figures is the metric of its name (docs/metrics.md, "One meaning per number").
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Callable, Iterator
@@ -21,6 +24,7 @@ from ackstore.rules import errors
 
 INBOUND = ("consumed", "stored", "duplicate", "dropped", "enforced", "acknowledged")
 OUTBOUND = ("published",)
+UNSENDABLE = "unsendable"  # ackstore_connector_unsendable_total, by that name in the status line
 CAUSES = ("ledger", "broker")
 TARGET_OUTCOMES = ("confirmed", "refused")
 BATCH_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000)
@@ -65,6 +69,10 @@ class ConnectorMetrics:
                                      "messages its limits dropped", ["connection"], registry=self.registry)
         self.outages = Outages(connection)
         self.registry.register(self.outages)
+        # what the counters above count, as plain numbers for the status line; several threads count
+        self._totals: collections.Counter[str] = collections.Counter()  # by category, and unsendable
+        self._carried_out_totals: collections.Counter[str] = collections.Counter()  # by decision
+        self._totals_lock = threading.Lock()
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Serve the registry at http://HOST:PORT/metrics on a daemon thread; the port it listens on,
@@ -102,6 +110,8 @@ class ConnectorMetrics:
             child = self._carried_out[(decision, carried_out_as)] = self._carried_out_family.labels(
                 self.connection, decision, carried_out_as)
         child.inc(count)
+        with self._totals_lock:
+            self._carried_out_totals[decision] += count
 
     def replied(self, count: int) -> None:
         if count:
@@ -115,6 +125,7 @@ class ConnectorMetrics:
 
     def unsendable(self) -> None:
         self._unsendable.inc()
+        self._total(UNSENDABLE, 1)
 
     def broker_dropped(self, count: int) -> None:
         """The broker said its count (only a broker that says it has the sample)."""
@@ -124,9 +135,22 @@ class ConnectorMetrics:
         """``held()`` is read on each scrape."""
         self._in_flight.set_function(held)
 
+    def figures(self) -> tuple[dict[str, int], dict[str, int]]:
+        """What was counted since the process started, under the metrics' names: the messages by
+        category (``consumed``, ``stored``, ``duplicate``, …) and ``unsendable``; the settlements
+        carried out, by decision."""
+        with self._totals_lock:
+            return ({name: self._totals[name] for name in (*INBOUND, *OUTBOUND, UNSENDABLE)},
+                    dict(sorted(self._carried_out_totals.items())))
+
     def _count(self, category: str, count: int) -> None:
         if count:
             self._messages[category].inc(count)
+            self._total(category, count)
+
+    def _total(self, name: str, count: int) -> None:
+        with self._totals_lock:
+            self._totals[name] += count
 
 
 class Outages(Collector):

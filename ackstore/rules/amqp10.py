@@ -6,7 +6,10 @@
   ends the session on it: docs/stack-notes.md). A delivery given back undecided is ``released``:
   it was never tried, so it is not counted as a failed delivery.
 * :func:`message_key` keys a message for de-duplication: its ``message-id`` on its source address.
-* :func:`properties` and :func:`body` read what the connector needs of a received message.
+* :func:`properties`, :func:`body` and :func:`application_properties` read what the connector
+  needs of a received message; a body or a property nesting past the door's bound (decisions
+  #115) is 400 json.invalid before anything reads it further, and :func:`unreadable` is the
+  answer to a message proton itself could not read (decisions #E1).
 * :func:`target_node` reads a target's address (``name``, ``queue://name``, ``topic://name``).
 * :func:`reply_address_problem` says why a sender's ``reply-to`` is no address to attach a link
   to: RabbitMQ 3's plugin ends the whole session on a refused attach, and aborts the connection
@@ -18,8 +21,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ackstore.rules import connectivity
+from ackstore.rules import connectivity, errors
 from ackstore.rules.connectivity import Disposition
+from ackstore.rules.index_rows import escape_key
+from ackstore.rules.limits import MAX_JSON_DEPTH
 
 ACCEPTED, REJECTED, MODIFIED, RELEASED = "accepted", "rejected", "modified", "released"
 REDELIVERY_OUTCOMES = (MODIFIED, RELEASED)  # how a connection may carry out "redeliver"
@@ -76,19 +81,77 @@ def _text(value: object) -> str | None:
 def body(value: object) -> bytes:
     """A received body as bytes: an ``amqp-value`` string as UTF-8, a ``data`` section as it is.
     Any other AMQP value (a map, a list, a number) is no Ditto Protocol text; its Python text is
-    handed on, and the ledger answers it as it answers any body that is no JSON object."""
+    handed on, and the ledger answers it as it answers any body that is no JSON object — unless
+    it nests past MAX_JSON_DEPTH levels, which is 400 json.invalid before its text is written
+    (``repr`` nests on Python's stack)."""
     if value is None:
         return b""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
+    if not nests_within(value, MAX_JSON_DEPTH):
+        raise errors.json_too_deep(MAX_JSON_DEPTH, None)
     return repr(value).encode("utf-8", "backslashreplace")
 
 
 def application_properties(values: Mapping[Any, Any] | None) -> dict[str, Any]:
-    """Application properties as Ditto headers' JSON values (the AMQP header mapping, decisions #39)."""
-    return {str(name): connectivity.amqp_header_json(value) for name, value in (values or {}).items()}
+    """Application properties as Ditto headers' JSON values (the AMQP header mapping, decisions #39).
+    A property is a header, the message's third level: one nesting past the door's bound there
+    (any compound AMQP value, described ones too) is 400 json.invalid naming it, before it is read."""
+    headers: dict[str, Any] = {}
+    for name, value in (values or {}).items():
+        at = f"/headers/{escape_key(str(name))}"
+        if not nests_within(value, MAX_JSON_DEPTH - at.count("/")):
+            raise errors.json_too_deep(MAX_JSON_DEPTH, at)
+        headers[str(name)] = connectivity.amqp_header_json(value, at)
+    return headers
+
+
+def unreadable(problem: BaseException) -> errors.DittoError:
+    """The answer to a message proton could not read: one nesting past its decoder's stack (it
+    reads values recursively) nests past the door's bound too; anything else is no AMQP 1.0 the
+    connector can read."""
+    if isinstance(problem, RecursionError):
+        return errors.json_too_deep(MAX_JSON_DEPTH, None)
+    return errors.json_invalid(f"The AMQP 1.0 message cannot be read ({type(problem).__name__}).")
+
+
+def nests_within(value: object, levels: int) -> bool:
+    """Whether compound AMQP values nest at most ``levels`` deep in ``value`` (a scalar is 0), read
+    a level at a time and never past ``levels + 1``: no recursion, whatever the depth."""
+    level = [value]
+    for _ in range(levels + 1):
+        compound = [item for item in level if _is_compound(item)]
+        if not compound:
+            return True
+        level = [member for item in compound for member in _members(item)]
+    return False
+
+
+def _is_compound(value: object) -> bool:
+    return isinstance(value, (Mapping, list, tuple)) or _described_parts(value) is not None
+
+
+def _members(value: object) -> list[Any]:
+    """What a compound AMQP value holds, as proton hands it over — a map's keys and values (a key
+    may be compound too), a list's or an array's elements, a described value's descriptor and
+    value — or nothing."""
+    if isinstance(value, Mapping):
+        return [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return _described_parts(value) or []
+
+
+def _described_parts(value: object) -> list[Any] | None:
+    """proton's ``Array`` (a descriptor and elements) and ``Described`` (a descriptor and a value),
+    known by their fields: the rules import no client library."""
+    if hasattr(value, "descriptor") and hasattr(value, "elements"):
+        return [value.descriptor, *value.elements]
+    if hasattr(value, "descriptor") and hasattr(value, "value"):
+        return [value.descriptor, value.value]
+    return None
 
 
 def target_node(address: str) -> tuple[str, str | None]:

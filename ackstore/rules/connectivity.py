@@ -21,6 +21,8 @@ from typing import Any, Mapping, Sequence
 
 from ackstore.rules import envelopes, errors
 from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, requested_acks_text_items
+from ackstore.rules.index_rows import escape_key
+from ackstore.rules.limits import MAX_JSON_DEPTH
 from ackstore.rules.settlement import Settlement
 
 REPLY_TO = "reply-to"
@@ -71,6 +73,8 @@ def inbound_envelope(
     with the same error as any other submission. The body's depth is checked as it is read, so
     the envelope is a ``CheckedMessage`` the ledger does not walk again, unless a header this
     adds holds objects or arrays (an AMQP field table or array): then it is checked as stored.
+    A header nesting past the door's bound is 400 json.invalid here (:func:`amqp_header_json`),
+    before a level past it is read.
     """
     if len(body) > max_bytes:
         return body
@@ -83,7 +87,8 @@ def inbound_envelope(
     headers = {str(name).lower(): value for name, value in envelope.get("headers", {}).items()}
     nested = False  # whether a header added here may nest: the body's depth does not bound it
     for name, value in (amqp_headers or {}).items():
-        headers.setdefault(str(name).lower(), amqp_header_json(value))
+        key = str(name).lower()
+        headers.setdefault(key, amqp_header_json(value, f"/headers/{escape_key(key)}"))
         nested = nested or isinstance(value, (Mapping, list, tuple))
     for prop, name in PROPERTY_HEADERS:
         if properties.get(prop):
@@ -98,7 +103,18 @@ def inbound_envelope(
     return checked
 
 
-def amqp_header_json(value: Any) -> Any:
+class Unread:
+    """A transport's value its client library could not read for its nesting (pika reads a
+    header table on Python's stack): nested past every bound, so refused as too deep."""
+
+    def __repr__(self) -> str:
+        return "<a value nested past its reader's stack>"
+
+
+UNREAD = Unread()
+
+
+def amqp_header_json(value: Any, at: str = "") -> Any:
     """An AMQP header value as JSON (decisions #39): every type pika delivers maps, none is a
     reason to reject a message (RabbitMQ's own ``x-death`` holds timestamps).
 
@@ -111,7 +127,18 @@ def amqp_header_json(value: Any) -> Any:
     | decimal                       | the number (an integer when whole); not finite: ``null`` |
     | field table, field array      | an object (keys as text) / an array, mapped alike  |
     | anything else                 | its text (``str``)                                 |
+
+    ``at`` is the value's place in the message (a header's is ``/headers/NAME``, its third
+    level). A table or array nesting past MAX_JSON_DEPTH levels there, the message the first
+    (the door's bound, decisions #115), is 400 json.invalid naming it, as the door names it,
+    before any level past it is read; so is a value pika could not read (:data:`UNREAD`). So
+    no sender's nesting decides how deep this reads.
     """
+    return _header_json(value, at, MAX_JSON_DEPTH - at.count("/"))
+
+
+def _header_json(value: Any, at: str, levels: int) -> Any:
+    """:func:`amqp_header_json` of a value at ``at``, where ``levels`` more levels may nest."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -128,10 +155,13 @@ def amqp_header_json(value: Any) -> Any:
         if not value.is_finite():
             return None
         return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Unread) or (levels <= 0 and isinstance(value, (Mapping, list, tuple))):
+        raise errors.json_too_deep(MAX_JSON_DEPTH, at or "/")
     if isinstance(value, Mapping):
-        return {amqp_header_json(str(key)): amqp_header_json(member) for key, member in value.items()}
+        return {_header_json(str(key), at, levels): _header_json(member, f"{at}/{escape_key(str(key))}", levels - 1)
+                for key, member in value.items()}
     if isinstance(value, (list, tuple)):
-        return [amqp_header_json(member) for member in value]
+        return [_header_json(member, f"{at}/{index}", levels - 1) for index, member in enumerate(value)]
     return str(value)
 
 

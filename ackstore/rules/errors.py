@@ -882,8 +882,8 @@ def file_refused(path: str, what: str, why: str, *, too_large: bool = False, set
     if too_large:
         where = f" ({setting} sets it)" if setting else ""
         return DittoError(413, "file.toolarge", f"The {what} '{shown(path)}' cannot be used: {why}{where}.",
-                          "Give a smaller file. A file is read to its maximum and no further, so that a device or a "
-                          "pipe that never ends (/dev/zero, a FIFO) is refused at once.")
+                          "Give a smaller file. A file is read to its maximum and no further, so that a device or "
+                          "standard input that never ends (/dev/zero, tail -f |) is refused at once.")
     return DittoError(400, "file.invalid", f"The {what} '{shown(path)}' cannot be used: {why}.",
                       "Name a file this user may read: a path to an existing regular file (or - for standard "
                       "input where the command takes it).")

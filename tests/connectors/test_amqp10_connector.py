@@ -13,16 +13,17 @@ import time
 from typing import Iterator
 
 import pytest
-from proton import Message as ProtonMessage
+from proton import Described, Message as ProtonMessage, symbol
 from sqlalchemy import Engine, text
 
 from ackstore.connectors import config
 from ackstore.connectors.amqp10 import Amqp10Lost, Amqp10Session
 from ackstore.connectors.core import GIVE_BACK, Message
 from ackstore.rules import errors
-from tests.support.amqp10_clients import address, amqp10_connector, bodies, receive, send
+from tests.support.amqp10_clients import AmqpValue, address, amqp10_connector, bodies, receive, send
 from tests.support.amqp10_peer import Amqp10Peer
-from tests.support.broker import Broker, stop, wait_for
+from tests.support.broker import Broker, assert_took_them_all, stop, wait_for
+from tests.support.deep_json import nested, nested_array
 from tests.support.dispositions import ACK, REDELIVER, REJECT
 from tests.support.ledger import count, settled, thing_modify, twin_command
 from tests.support.no_secrets import assert_no_password
@@ -170,7 +171,7 @@ def test_undecided_deliveries_go_back_on_stop_and_are_recognised_when_they_come_
     _, log = second.communicate(timeout=120)
     assert second.returncode == 0, log
     assert count(engine, "SELECT count(*) FROM signals") == 5, "the copies are not stored again"
-    assert settled(engine) == {"ack": 5} and "stored 5 (redelivered 5)" in log
+    assert settled(engine) == {"ack": 5} and "stored 0, duplicate 5," in log
     assert count(engine, "SELECT max(revision) FROM things") == 1, "applied once"
     assert broker.depth(source) == 0
 
@@ -223,7 +224,7 @@ def test_malformed_messages_are_rejected_and_answered_and_a_good_one_after_them_
         "not JSON": "json.invalid", "invalid UTF-8": "json.invalid",
         "wrong topic": "things.protocol.adapter:unknown.topicpath", "zero timeout with acks": "header.invalid"}
     assert broker.depth(source) == 0 and broker.depth(dead) == 4, "rejected: dead-lettered, never redelivered"
-    assert count(engine, "SELECT count(*) FROM signals") == 1 and "rejected 4" in log and "settled at once 1" in log
+    assert count(engine, "SELECT count(*) FROM signals") == 1 and "dropped 4," in log and "acknowledged 1," in log
 
 
 def test_a_message_id_at_and_past_the_ledger_limit_and_a_huge_properties_map_between_good_ones_stop_nothing(
@@ -357,7 +358,7 @@ def test_a_missing_address_is_said_and_received_from_once_it_exists(
             code, _ = stop(process)
     log = log_path.read_text()
     assert code == 0, log
-    assert "reconnecting in" in log and "settled at once 1" in log, log
+    assert "reconnecting in" in log and "acknowledged 1," in log, log
 
 
 def test_publish_amqp10_sends_each_line_and_counts_the_accepted(tmp_path, own_amqp10, broker: Broker) -> None:
@@ -471,3 +472,79 @@ def test_hostile_reply_to_addresses_and_ids_between_good_messages_drop_no_connec
     lines = [line for line in log.splitlines() if "is dropped" in line]
     assert len(lines) == len(hostile)
     assert sum("the broker refused its link" in line for line in lines) == list(hostile.values()).count(False)
+
+
+def _deep_amqp10() -> dict[str, tuple[object, dict | None]]:
+    """What a sender may nest in an AMQP 1.0 message (correlation id -> body, application
+    properties): proton's Python reads a body and the properties recursively (``Data.get_object``),
+    and ran out of stack at about 500 levels inside ``container.process()``; within its stack, a
+    value still nests past the door's bound (decisions #115) before the rules convert it."""
+    def envelope(name: str) -> dict:
+        return twin_command("modify", thing=f"org.acme/{name.replace(' ', '-')}", path="/", value={},
+                            correlation_id=name, requested_acks=[], response_required=False)
+
+    return {
+        "a list 600 deep": (AmqpValue(nested_array(600, "x")), None),
+        "a map 600 deep": (AmqpValue(nested(600)), None),
+        "a property 600 deep": (envelope("a property 600 deep"), {"deep": nested(600)}),
+        "a list 400 deep": (AmqpValue(nested_array(400)), None),
+        "a property 400 deep": (envelope("a property 400 deep"), {"deep": nested_array(400)}),
+        "a list 150 deep": (AmqpValue(nested_array(150)), None),
+        "a property 150 deep": (envelope("a property 150 deep"), {"deep": nested(150)}),
+        # RabbitMQ 3.10 passes a described value on in a map (in a list or a property it ends the connection)
+        "a described value 150 deep": (AmqpValue({"a": _described(150)}), None),
+    }
+
+
+def _described(levels: int) -> Described:
+    value: object = "x"
+    for _ in range(levels):
+        value = Described(symbol("ackstore:deep"), value)
+    return value  # type: ignore[return-value]
+
+
+def test_values_nested_past_the_bound_or_past_proton_s_stack_between_good_messages_are_refused_and_nothing_stops(
+    tmp_path, engine: Engine, database_url: str, own_amqp10, broker: Broker
+) -> None:
+    """Issue 50's depth bound for AMQP 1.0's own values: a body or an application property nested
+    past proton's decoder's stack raised RecursionError out of the connector's event loop (a
+    traceback, the connector gone; the message came again on restart, so it never ran again), and
+    one proton could read ran out of stack where the rules convert it. Each is now refused as a
+    client error — 400 json.invalid answered on its reply-to, rejected (dead-lettered, never
+    redelivered), one log line, counted, in the connection's log — between good messages that
+    are stored and settled, on the one connection, the connector running."""
+    source, replies, dead = broker.queue("commands"), broker.queue("replies"), broker.queue("dead")
+    broker.channel.queue_delete(source)  # again, dead-lettering what is rejected: rejected, not released
+    broker.channel.queue_declare(source, durable=True, arguments={"x-dead-letter-exchange": "",
+                                                                  "x-dead-letter-routing-key": dead})
+    url, where = own_amqp10.amqp10_url, address(source)
+    hostile = _deep_amqp10()
+    send(url, where, [thing_modify(0, requested_acks=[], response_required=False)])
+    for n, (name, (body, properties)) in enumerate(hostile.items(), start=1):
+        send(url, where, [body], reply_to=address(replies), correlation_id=name, properties=properties)
+        send(url, where, [thing_modify(n, requested_acks=[], response_required=False)])
+    good = len(hostile) + 1
+    log_path = tmp_path / "connector.log"
+    with open(log_path, "w") as log_file:
+        process = amqp10_connector(database_url, url, "--connection-id", "plant", "--address", where, log=log_file)
+        try:
+            done = wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == good
+                            and broker.depth(dead) == len(hostile)
+                            and count(engine, "SELECT count(*) FROM connection_log WHERE kind = 'dropped'")
+                            == len(hostile), what="the good ones stored, the deep ones rejected", raises=False)
+            running = process.poll() is None
+            answers = {str(m.correlation_id): json.loads(m.body) for m in receive(url, address(replies))}
+        finally:
+            code, _ = stop(process)
+    log = log_path.read_text()
+    assert_took_them_all(log, done, running, code)
+    assert {name: (a["value"]["status"], a["value"]["error"]) for name, a in answers.items()} == {
+        name: (400, "json.invalid") for name in hostile}, answers
+    assert all("deeper than the maximum of 100 levels" in a["value"]["message"] for a in answers.values()), {
+        name: a["value"]["message"] for name, a in answers.items()}
+    assert f"dropped {len(hostile)}," in log and f"acknowledged {good}," in log, log
+    assert log.count("rejected message") == len(hostile), "one line each"
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT correlation_id FROM signals")).scalars().all()
+    assert sorted(stored) == sorted(f"c-{n}" for n in range(good))
+    assert broker.depth(source) == 0, "the good ones settled, the deep ones rejected"

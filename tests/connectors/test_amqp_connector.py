@@ -73,7 +73,7 @@ def test_qos0_is_settled_as_soon_as_it_is_stored(engine: Engine, database_url: s
     code, log = stop_when_done(connector(database_url, "--connection-id", "plant", "--queue", source, "--once"))
     assert code == 0, log
     assert count(engine, "SELECT count(*) FROM signals") == 1
-    assert broker.depth(source) == 0 and "settled at once 1" in log
+    assert broker.depth(source) == 0 and "acknowledged 1," in log
     assert broker.drain(replies) == [], "nothing is published without response-required"
 
 
@@ -109,7 +109,7 @@ def test_malformed_messages_are_rejected_without_redelivery_and_answered_on_repl
     assert all(e["topic"].endswith("/errors") and e["status"] == e["value"]["status"] for e in errors_by_name.values())
     assert broker.depth(source) == 0, "rejected without requeue"
     assert count(engine, "SELECT count(*) FROM signals") == 1, "the good message after them was stored all the same"
-    assert "rejected 6" in log and "settled at once 1" in log
+    assert "dropped 6," in log and "acknowledged 1," in log
 
 
 def _expected_errors() -> dict[str, str]:
@@ -325,7 +325,7 @@ def test_qos0_with_response_required_is_settled_at_once_and_answered_once_decide
         code, log = stop(process)
     assert code == 0, log
     assert [(a["status"], a["headers"]["correlation-id"]) for a in answers] == [(201, "c-9")]
-    assert "settled at once 1" in log
+    assert "acknowledged 1," in log
 
 
 def test_a_missing_queue_is_logged_and_consumed_once_it_exists(
@@ -344,4 +344,4 @@ def test_a_missing_queue_is_logged_and_consumed_once_it_exists(
             code, _ = stop(process)
     log = log_path.read_text()
     assert code == 0, log
-    assert "NOT_FOUND" in log and "settled at once 1" in log
+    assert "NOT_FOUND" in log and "acknowledged 1," in log

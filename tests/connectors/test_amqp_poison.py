@@ -22,14 +22,17 @@ from decimal import Decimal
 
 import pika
 import pika.compat
+import pika.spec
 import pytest
+from hypothesis import given, strategies as st
 from sqlalchemy import Engine, text
 
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules import connectivity, jsontext
 from tests.support.amqp_connector import broker, stop_when_done  # noqa: F401 (fixture)
 from tests.support.ledger import thing_modify
-from tests.support.broker import Broker, connector, publish_all, stop, wait_for
+from tests.support.broker import Broker, assert_took_them_all, connector, publish_all, stop, wait_for
+from tests.support.deep_json import nested, nested_array, roomy_stack
 from tests.support.ledger import count, settled, twin_command
 from tests.support.poison import held_command, refused_command, refusing, without_correlation_id  # noqa: F401 (fixture)
 
@@ -64,7 +67,7 @@ def test_a_client_error_is_rejected_and_the_good_message_beside_it_stored(engine
     assert _stored_ids(engine) == ["c-1", "c-3"]
     (reply,) = broker.drain_json(replies)  # its correlation id may be too long for the AMQP property
     assert reply["value"]["error"] == error
-    assert broker.depth(source) == 0 and "rejected 1" in log and "Traceback" not in log
+    assert broker.depth(source) == 0 and "dropped 1," in log and "Traceback" not in log
 
 
 def _batch_with_poison(broker: Broker, source: str, replies: str) -> None:
@@ -84,7 +87,7 @@ def test_a_message_the_database_refuses_is_isolated_and_rejected(engine: Engine,
     answer = _replies(broker, replies)["poison"]["value"]
     assert (answer["status"], answer["error"]) == (400, "message.notstorable") and "test_poison" in answer["message"]
     assert broker.depth(source) == 0, "the poison message is not requeued"
-    assert "storing them one by one" in log and "rejected 1" in log and "settled at once 6" in log
+    assert "storing them one by one" in log and "dropped 1," in log and "acknowledged 6," in log
 
 
 def test_a_kill_9_while_isolating_loses_and_doubles_nothing(engine: Engine, database_url: str, broker: Broker,
@@ -138,7 +141,7 @@ def test_a_transient_failure_keeps_the_batch_says_so_once_and_stores_it_later(
     assert back, log
     # tries after 1 s, then 2 s (the pause grows), then 4 s: the lock is held for about 4 s
     assert 2 <= int(back.group(1)) <= 4, back.group(0)
-    assert "redelivered 0" in log and "rejected 0" in log, "the batch waited in memory, not on the queue"
+    assert "consumed 3," in log and "dropped 0," in log, "the batch waited in memory, not on the queue"
 
 
 # --- transport headers (defect 8) ----------------------------------------------------------------
@@ -182,13 +185,13 @@ def test_a_dead_lettered_message_with_x_death_is_stored_not_rejected(engine: Eng
     wait_for(lambda: broker.depth(source) == 1, what="the message dead-lettered")
     code, log = stop_when_done(connector(database_url, "--connection-id", "plant", "--queue", source, "--once"))
     assert code == 0, log
-    assert "rejected 0" in log and "settled at once 1" in log, log
+    assert "dropped 0," in log and "acknowledged 1," in log, log
     with engine.connect() as conn:
         headers = conn.execute(text("SELECT headers FROM signals")).scalar_one()
     assert headers["x-death"][0]["reason"] == "rejected" and headers["x-death"][0]["time"].endswith("+00:00")
     assert headers["price"] == 1.1 and headers["sent-at"] == "2026-11-23T09:30:00+00:00"
     assert headers["raw"] == "\ufffd\x01"
-    assert "rejected 0" in log and "settled at once 1" in log
+    assert "dropped 0," in log and "acknowledged 1," in log
 
 
 def _get(broker: Broker, queue: str):
@@ -269,12 +272,12 @@ def test_every_amqp_property_and_header_at_and_past_its_limit_between_good_messa
                             "twin-persisted", "--poll", "0.5", log=log_file)
         try:
             wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == held, what="the good ones stored")
-            wait_for(lambda: f"rejected {len(cases) + len(good) - held}," in log_path.read_text(),
+            wait_for(lambda: f"dropped {len(cases) + len(good) - held}," in log_path.read_text(),
                      what="the refused ones answered")
             assert process.poll() is None, "still running"
             run_pipeline()
             wait_for(lambda: settled(engine) == {"ack": held}, timeout=120, what="every decision carried out")
-            wait_for(lambda: f"replies dropped {sum(c.dropped for c in cases)}" in log_path.read_text(),
+            wait_for(lambda: f"unsendable {sum(c.dropped for c in cases)}" in log_path.read_text(),
                      what="the result no queue can take dropped")
             assert process.poll() is None, "still running"
         finally:
@@ -302,3 +305,89 @@ def test_every_amqp_property_and_header_at_and_past_its_limit_between_good_messa
     assert len(logged) == len(cases) + len(good) - held, "every refusal in the connection's log"
     assert "m\\x00id" in logged, "its U+0000 written as its escape"
 
+
+
+# --- headers nested past the door's bound, or past pika's stack (issue 50) ------------------------
+
+DEEP_HEADERS = {  # correlation id -> the headers table: pika reads a table on Python's stack
+    "a table 150 deep": {"deep": nested(150)},  # pika reads it; past the door's bound
+    "an array 150 deep": {"deep": nested_array(150)},
+    "a table 600 deep": {"deep": nested(600)},  # past pika's stack: its frame decoding failed
+    "an array 600 deep among plain headers": {"plain": "x", "deep": nested_array(600), "after": 1},
+    "a table 5 000 deep": {"deep": nested(5000)},
+}
+
+
+def test_headers_nested_past_the_bound_or_past_pika_s_stack_between_good_messages_are_refused_and_nothing_stops(
+        tmp_path, engine: Engine, database_url: str, broker: Broker) -> None:
+    """Issue 50's depth bound for AMQP 0.9.1's own values. pika reads a header table on Python's
+    stack: one nested some 500 levels raised RecursionError inside its frame decoding, pika ended
+    the connection (StreamLostError), and the message, back at the head of its queue, ended every
+    connection after it — the connector reconnecting for ever, nothing behind it stored (measured
+    on RabbitMQ 3.10). Within pika's stack, the header mapping (``amqp_header_json``) nested on
+    it again, unguarded in the storing thread. Each is now refused as a client error — 400
+    json.invalid naming the header, answered on its reply-to, never redelivered, one log line,
+    in the connection's log — between good messages that are stored and settled, on the one
+    connection, the connector running."""
+    source, replies = broker.queue("commands"), broker.queue("replies")
+    publish_all(broker, source, [thing_modify(0, **QOS0)])
+    for n, (name, headers) in enumerate(DEEP_HEADERS.items(), start=1):
+        envelope = twin_command("modify", thing=f"org.acme/deep-{n}", correlation_id=name, **QOS0)
+        with roomy_stack():  # pika's encoder nests on the stack too
+            broker.publish(source, json.dumps(envelope).encode(), message_id=f"deep-{n}", correlation_id=name,
+                           reply_to=replies, headers=headers)
+        publish_all(broker, source, [thing_modify(n, **QOS0)])
+    good = len(DEEP_HEADERS) + 1
+    log_path = tmp_path / "connector.log"
+    with open(log_path, "w") as log_file:
+        process = connector(database_url, "--connection-id", "plant", "--queue", source, log=log_file)
+        try:
+            done = wait_for(lambda: count(engine, "SELECT count(*) FROM signals") == good
+                            and count(engine, "SELECT count(*) FROM connection_log WHERE kind = 'dropped'")
+                            == len(DEEP_HEADERS) and broker.depth(source) == 0,
+                            what="the good ones stored, the deep ones refused", raises=False)
+            running = process.poll() is None
+        finally:
+            code, _ = stop(process)
+    log = log_path.read_text()
+    assert_took_them_all(log, done, running, code)
+    assert log.count("rejected message") == len(DEEP_HEADERS), "one line each"
+    assert _stored_ids(engine) == sorted(f"c-{n}" for n in range(good))
+    answers = {name: answer["value"] for name, answer in _replies(broker, replies).items()}
+    assert {name: (a["status"], a["error"]) for name, a in answers.items()} == {
+        name: (400, "json.invalid") for name in DEEP_HEADERS}, answers
+    assert all("deeper than the maximum of 100 levels at </headers/deep" in a["message"] for a in answers.values()), {
+        name: a["message"] for name, a in answers.items()}
+
+
+def test_pika_reads_the_properties_it_can_and_a_header_past_its_stack_is_unread() -> None:
+    """What the connector reads a content header with (``BoundedProperties``, registered as
+    pika's class for basic properties): pika's own reading; a header pika's recursive decoder
+    cannot read is ``UNREAD`` — the headers before and after it, and every other property, read."""
+    from ackstore.connectors.amqp import BoundedProperties
+
+    assert pika.spec.props[pika.spec.BasicProperties.INDEX] is BoundedProperties
+    fields = {"content_type": "application/json", "content_encoding": "utf-8", "delivery_mode": 2, "priority": 3,
+              "correlation_id": "c-1", "reply_to": "replies", "expiration": "60000", "message_id": "m-1",
+              "timestamp": 1_700_000_000, "type": "t", "user_id": "guest", "app_id": "a", "cluster_id": "k"}
+    headers = {"before": 1, "deep": nested(5000), "array": [1, nested_array(5000)], "plain": {"a": [NAIVE]},
+               "after": "x"}
+    with roomy_stack():
+        encoded = b"".join(pika.BasicProperties(headers=headers, **fields).encode())
+    with pytest.raises(RecursionError):
+        pika.BasicProperties().decode(encoded)  # pika's own
+    decoded = BoundedProperties().decode(encoded)
+    assert {name: getattr(decoded, name) for name in fields} == fields
+    assert decoded.headers == {"before": 1, "deep": connectivity.UNREAD, "array": connectivity.UNREAD,
+                               "plain": {"a": [NAIVE.replace(tzinfo=dt.timezone.utc)]}, "after": "x"}
+
+
+@given(st.dictionaries(st.text(max_size=20), st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=20) | st.binary(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+    max_leaves=20), max_size=5) | st.none(), st.none() | st.text(max_size=30), st.none() | st.integers(0, 255))
+def test_properties_within_pika_s_stack_are_read_as_pika_reads_them(headers, correlation_id, priority) -> None:
+    from ackstore.connectors.amqp import BoundedProperties
+
+    encoded = b"".join(pika.BasicProperties(headers=headers, correlation_id=correlation_id, priority=priority).encode())
+    assert vars(BoundedProperties().decode(encoded)) == vars(pika.BasicProperties().decode(encoded))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
+from typing import Any, Callable
 
 import pytest
 from sqlalchemy import Engine, text
@@ -19,6 +20,7 @@ from ackstore import cli
 from ackstore.connectors import config
 from ackstore.ledger.store import AckStore
 from ackstore.rules import errors, index_rows, limits, numbers, rql, subscriptions
+from tests.support.deep_json import nested, nested_text
 from tests.support.ledger import snapshot, twin_command
 from tests.support.live_signals import LABEL, live_message, live_response, with_token
 
@@ -380,26 +382,106 @@ def test_the_cli_answers_a_member_name_twice_with_json_invalid(store: AckStore, 
 def test_a_connector_refuses_a_message_naming_a_member_twice(engine: Engine, database_url: str, request,
                                                              transport: str) -> None:
     """The tester's message over the broker: refused as a client error (never redelivered), nothing stored."""
-    from tests.support.broker import Broker, connector
-    from tests.support.mqtt_clients import mqtt_connector, publish
-
-    body, tag = REPEATED["topic twice"].encode(), uuid.uuid4().hex[:8]
+    body, connection = REPEATED["topic twice"].encode(), f"dup-{uuid.uuid4().hex[:8]}"
     if transport == "amqp":
-        broker = Broker()
-        try:
-            queue = broker.queue(f"dup-{tag}")
-            broker.publish(queue, body, message_id="m1")
-            _, log = connector(database_url, "--connection-id", f"dup-{tag}", "--queue", queue,
-                               "--once").communicate(timeout=120)
-            assert broker.depth(queue) == 0  # settled, not left for redelivery
-        finally:
-            broker.close()
+        _, log = _through_amqp(database_url, connection, lambda broker, queue: broker.publish(queue, body,
+                                                                                             message_id="m1"))
     else:
-        mosquitto = request.getfixturevalue("own_mosquitto")
-        args = ("--connection-id", f"dup-{tag}", "--topic", f"plant-{tag}/commands", "--once")
-        mqtt_connector(database_url, mosquitto.url, *args).communicate(timeout=120)  # its session, subscribed
-        publish(mosquitto.url, f"plant-{tag}/commands", [body])
-        _, log = mqtt_connector(database_url, mosquitto.url, *args).communicate(timeout=120)
+        _, log = _through_mqtt(request, database_url, connection, [body])
     assert "rejected message" in log and "json.invalid" in log, log
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM signals")).scalar_one() == 0
+
+
+def _through_amqp(database_url: str, connection: str, publish: Callable[[Any, str], None]) -> tuple[int, str]:
+    """What ``publish(broker, queue)`` puts on a queue of its own, taken by an AMQP connector run
+    once: its exit status and log; every message settled, none left for redelivery."""
+    from tests.support.broker import Broker, connector
+
+    broker = Broker()
+    try:
+        queue = broker.queue(connection)
+        publish(broker, queue)
+        process = connector(database_url, "--connection-id", connection, "--queue", queue, "--once")
+        _, log = process.communicate(timeout=120)
+        assert broker.depth(queue) == 0, "every one settled, none left for redelivery"
+    finally:
+        broker.close()
+    return process.returncode, log
+
+
+def _through_mqtt(request, database_url: str, connection: str, sent: list) -> tuple[int, str]:
+    """``sent`` (envelopes or bytes, each with MQTT 5 properties of its own or not) published to a
+    topic of its own, taken by an MQTT 5 connector run once, its session subscribed before: its
+    exit status and log."""
+    from tests.support.mqtt_clients import mqtt_connector, publish
+
+    mosquitto = request.getfixturevalue("own_mosquitto")
+    topic = f"{connection}/commands"
+    args = ("--connection-id", connection, "--topic", topic, "--once")
+    mqtt_connector(database_url, mosquitto.url, *args).communicate(timeout=120)  # its session, subscribed
+    publish(mosquitto.url, topic, sent)
+    process = mqtt_connector(database_url, mosquitto.url, *args)
+    _, log = process.communicate(timeout=120)
+    return process.returncode, log
+
+
+# --- what a sender nests in its transport's own values (issue 50) ---------------------------------
+# AMQP 0.9.1 header tables nest (pika reads them on Python's stack); MQTT 5 user properties are
+# flat strings, and no header's text is read as JSON but requested-acks's (its reader's stack
+# guarded). Each refused one between good ones: tests/connectors/test_amqp_poison.py and
+# test_amqp10_connector.py hold every depth; here, each transport once through its connector.
+
+NESTED_LABELS = nested_text(5000, "[", "]", '"twin-persisted"')  # requested-acks as JSON text, 5 000 arrays deep
+
+
+def _nested_in_transport_values(transport: str) -> list[tuple[str, dict, bool]]:
+    """(correlation id, the transport's own values, refused) for ``transport``."""
+    if transport == "amqp":
+        return [("a table 600 deep", {"headers": {"deep": nested(600)}}, True),
+                ("requested-acks 5 000 arrays deep", {"headers": {"requested-acks": NESTED_LABELS}}, True),
+                ("a header's text of 5 000 brackets", {"headers": {"deep": "[" * 5000}}, False)]
+    return [("requested-acks 5 000 arrays deep", {"UserProperty": [("requested-acks", NESTED_LABELS)]}, True),
+            ("a header's text of 5 000 brackets", {"UserProperty": [("deep", "[" * 5000)]}, False)]
+
+
+@pytest.mark.parametrize("transport", ["amqp", "mqtt"])
+def test_a_connector_refuses_what_a_sender_nests_in_its_transport_s_values_and_stores_the_good_ones(
+        engine: Engine, database_url: str, request, transport: str) -> None:
+    """Between good messages, each transport's own values nested past the bounds are refused as
+    client errors (one log line each, in the connection's log), text is stored as text, and the
+    connector stops at the end of what was queued, as asked, not before."""
+    from tests.support.broker import publish_all
+    from tests.support.deep_json import roomy_stack
+
+    cases, connection = _nested_in_transport_values(transport), f"nested-{uuid.uuid4().hex[:8]}"
+    qos0 = {"requested_acks": [], "response_required": False}
+    good = [twin_command("modify", thing=f"org.acme/good-{n}", correlation_id=f"good-{n}", **qos0)
+            for n in range(len(cases) + 1)]
+    hostile = [twin_command("modify", thing=f"org.acme/nested-{n}", correlation_id=name, **qos0)
+               for n, (name, _, _) in enumerate(cases)]
+    for envelope, (_, values, _) in zip(hostile, cases):
+        if "requested-acks" in str(values):
+            del envelope["headers"]["requested-acks"]  # the transport's header gives it
+
+    def publish_between_good_ones(broker, queue: str) -> None:
+        publish_all(broker, queue, good[:1])
+        for envelope, (_, values, _), after in zip(hostile, cases, good[1:]):
+            with roomy_stack():  # pika's encoder nests on the stack
+                broker.publish(queue, json.dumps(envelope).encode(), message_id=uuid.uuid4().hex, **values)
+            publish_all(broker, queue, [after])
+
+    if transport == "amqp":
+        code, log = _through_amqp(database_url, connection, publish_between_good_ones)
+    else:
+        code, log = _through_mqtt(request, database_url, connection, [
+            good[0], *(item for n, (_, values, _) in enumerate(cases) for item in ((hostile[n], values), good[n + 1]))])
+    assert code == 0 and "Traceback" not in log, log
+    refused = [name for name, _, is_refused in cases if is_refused]
+    assert log.count("rejected message") == len(refused), log
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT correlation_id FROM signals")).scalars().all()
+        dropped = conn.execute(text("SELECT detail FROM connection_log WHERE kind = 'dropped'")).scalars().all()
+    assert sorted(stored) == sorted([*(e["headers"]["correlation-id"] for e in good),
+                                     *(name for name, _, is_refused in cases if not is_refused)])
+    assert len(dropped) == len(refused) and all(entry.startswith("400 ") for entry in dropped), dropped

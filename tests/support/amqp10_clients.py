@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from typing import IO, Any, Iterable, Union
 
 from proton import Message
@@ -21,8 +22,17 @@ from proton.utils import BlockingConnection
 
 from ackstore.connectors.amqp10 import sasl_options
 from tests.support.broker import ROOT
+from tests.support.deep_json import roomy_stack
 
-Envelope = Union[dict[str, Any], bytes]
+
+@dataclass(frozen=True)
+class AmqpValue:
+    """A body sent as this AMQP value (a list, a map, a described value: any type), not as text."""
+
+    value: Any
+
+
+Envelope = Union[dict[str, Any], bytes, AmqpValue]
 
 
 def address(queue: str) -> str:
@@ -43,21 +53,28 @@ def amqp10_connector(database_url: str, url: str, *args: str, env: dict[str, str
 def send(url: str, to: str, envelopes: Iterable[Envelope], *, reply_to: str | None = None,
          text_body: bool = True, message_id: Any = None, **properties: Any) -> int:
     """Send each envelope (JSON as an ``amqp-value`` string, as Ditto sends text, or — with
-    ``text_body=False`` or bytes — a ``data`` section) with a message id of its own (its
-    ``message-id`` header, else ``message_id``: any AMQP type, binary too, else a new one), and
-    wait for the broker to accept each; how many were sent."""
+    ``text_body=False`` or bytes — a ``data`` section, or an :class:`AmqpValue` as it is) with a
+    message id of its own (its ``message-id`` header, else ``message_id``: any AMQP type, binary
+    too, else a new one), and wait for the broker to accept each; how many were sent. Values and
+    properties may nest as deep as a sender of another language nests them (proton's encoder
+    nests on Python's stack)."""
     connection = BlockingConnection(url, timeout=30, **sasl_options(url))
     try:
         sender = connection.create_sender(to)
         sent = 0
         for envelope in envelopes:
             headers = envelope.get("headers", {}) if isinstance(envelope, dict) else {}
-            body: Any = envelope if isinstance(envelope, bytes) else json.dumps(envelope)
-            if not text_body and isinstance(body, str):
-                body = body.encode()
+            if isinstance(envelope, AmqpValue):
+                body: Any = envelope.value
+            else:
+                body = envelope if isinstance(envelope, bytes) else json.dumps(envelope)
+                if not text_body and isinstance(body, str):
+                    body = body.encode()
             fields = {"correlation_id": headers.get("correlation-id"), "reply_to": reply_to, **properties}
             given = headers.get("message-id", message_id)
-            sender.send(Message(body=body, id=uuid.uuid4().hex if given is None else given, durable=True, **fields))
+            with roomy_stack():
+                sender.send(Message(body=body, id=uuid.uuid4().hex if given is None else given, durable=True,
+                                    **fields))
             sent += 1
         return sent
     finally:

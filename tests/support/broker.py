@@ -99,6 +99,15 @@ def stop(process: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
     return process.returncode, log
 
 
+def assert_took_them_all(log: str, done: object, running: bool, code: int) -> None:
+    """A connector given hostile messages between good ones: what the test waited for (``done``)
+    happened while it ran on (``running``), it then stopped cleanly, and its log holds no
+    traceback, no recursion and no reconnect."""
+    assert done and running, log
+    assert code == 0, log
+    assert "Traceback" not in log and "RecursionError" not in log and "reconnects 0;" in log, log
+
+
 def kill_9(process: subprocess.Popen) -> None:
     process.kill()
     process.communicate(timeout=30)

@@ -127,7 +127,7 @@ def test_a_poison_message_between_good_ones_is_answered_and_pubacked_the_good_on
         publish(own_mosquitto.url, topic, [*good[:3], poison, *good[3:]], response_topic=replies)
         code, log = _once(database_url, own_mosquitto.url, args)
         assert code == 0, log
-        assert "storing them one by one" in log and "rejected 1" in log
+        assert "storing them one by one" in log and "dropped 1," in log
         assert scalar(engine, "SELECT count(*) FROM signals") == 6
         wait_for(lambda: len(collector.messages) == 1, what="the poison message answered")
         answer = json.loads(collector.messages[0].payload)
@@ -225,12 +225,12 @@ def test_every_mqtt5_property_at_and_past_its_limit_between_good_messages_stops_
             try:
                 publish(own_mosquitto.url, topic, sent, response_topic=replies)
                 wait_for(lambda: scalar(engine, "SELECT count(*) FROM signals") == held, what="the good ones stored")
-                wait_for(lambda: f"rejected {len(cases) - held + len(good)}," in log_path.read_text(),
+                wait_for(lambda: f"dropped {len(cases) - held + len(good)}," in log_path.read_text(),
                          what="the refused ones answered")
                 assert process.poll() is None, "still running"
                 run_pipeline()
                 wait_for(lambda: all_carried_out(engine, held), timeout=120, what="every decision carried out")
-                wait_for(lambda: f"replies dropped {sum(c.dropped for c in cases)}" in log_path.read_text(),
+                wait_for(lambda: f"unsendable {sum(c.dropped for c in cases)}" in log_path.read_text(),
                          what="the result no topic can take dropped")
                 assert process.poll() is None, "still running"
             finally:

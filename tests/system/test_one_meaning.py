@@ -20,6 +20,7 @@ The ledger, by hand (connection ``one-…``, requested acks in each message's he
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -117,10 +118,29 @@ def test_every_figure_has_one_name_and_one_number_on_every_surface(
         connector_said = wait_for(lambda: (s := scrape(port)) and category(s, "acknowledged") == 10 and s,
                                   what="every delivery settled on the broker")
         _compare(engine, database_url, connection, connector_said)
+        last_said = scrape(port)  # everything settled and answered: what it says when it stops
     finally:
         code, log = stop(process)
     assert code == 0, log
+    _its_status_line_says_the_same(log, last_said)
     _after_a_restart_the_connector_counts_from_0(engine, database_url, connection, source)
+
+
+def _its_status_line_says_the_same(log: str, connector_said: Samples) -> None:
+    """The connector's own status line (the last, as it stops) names its figures as its metrics
+    do, and says the same numbers: ``consumed`` every delivery, ``stored`` new signals alone."""
+    (line,) = [line for line in log.splitlines() if " stopped: " in line]
+    said = {name: int(number) for name, number in re.findall(
+        r"\b(consumed|stored|duplicate|dropped|enforced|acknowledged|published|unsendable) (\d+)", line)}
+    assert said == {
+        **{name: category(connector_said, name) for name in ("consumed", "stored", "duplicate", "dropped", "enforced",
+                                                             "acknowledged", "published")},
+        "unsendable": sum(summed(connector_said, "ackstore_connector_unsendable_total", "connection").values())}, line
+    assert (said["consumed"], said["stored"], said["duplicate"]) == (11, 6, 4), line
+    carried_out = re.search(r"carried out: ([^;]*);", line)
+    assert carried_out, line
+    assert {decision: float(n) for decision, n in (item.rsplit(" ", 1) for item in carried_out.group(1).split(", "))} \
+        == summed(connector_said, "ackstore_connector_carried_out_total", "decision"), line
 
 
 def _compare(engine: Engine, database_url: str, connection: str, connector_said: Samples) -> None:

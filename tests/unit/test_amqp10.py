@@ -6,9 +6,11 @@ import uuid
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from proton import UNDESCRIBED, Array, Data, Described, symbol
 
-from ackstore.rules import amqp10, connectivity
+from ackstore.rules import amqp10, connectivity, errors, limits
 from ackstore.rules.connectivity import Disposition
+from tests.support.deep_json import nested, nested_array
 
 GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)
 
@@ -121,3 +123,62 @@ def test_a_reply_address_the_plugin_would_refuse_by_ending_the_session_is_refuse
         "its reply-to address holds text no UTF-8 can", "its reply-to address holds U+0000",
         "its reply-to address is none of /queue/Q, /amq/queue/Q, /reply-queue/Q, /topic/KEY, /exchange/X/KEY or a "
         "queue's name"}
+
+
+# --- AMQP values nesting past the door's bound (issue 50, decisions #E1) ---------------------------
+
+def _described(levels: int, leaf: object = "x") -> object:
+    value = leaf
+    for _ in range(levels):
+        value = Described(symbol("d"), value)
+    return value
+
+
+def _arrays(levels: int) -> object:
+    value: object = Array(UNDESCRIBED, Data.INT, 1)
+    for _ in range(levels - 1):
+        value = Array(UNDESCRIBED, Data.ARRAY, value)
+    return value
+
+
+@pytest.mark.parametrize(("value", "levels", "within"), [
+    ("x", 0, True), ([], 0, False), ([], 1, True), ({(1, (2,)): 3}, 2, False), ({(1, (2,)): 3}, 3, True),
+    (nested_array(100), 100, True), (nested_array(101), 100, False), (nested(100_000), 100, False),
+    (_described(100), 100, True), (_described(101), 100, False), (_arrays(100), 100, True), (_arrays(101), 100, False),
+    ([_described(3, {"a": [1]})], 6, True), ([_described(3, {"a": [1]})], 5, False),
+], ids=["scalar", "list at 0", "list at 1", "a compound key", "a compound key within", "100 lists", "101 lists",
+        "100 000 maps", "100 described", "101 described", "100 arrays", "101 arrays", "mixed within", "mixed past"])
+def test_the_nesting_of_an_amqp_value_is_counted_in_every_compound_type(value: object, levels: int,
+                                                                         within: bool) -> None:
+    assert amqp10.nests_within(value, levels) is within
+
+
+@pytest.mark.parametrize("value", [nested_array(101), nested(101), _described(101), {"a": _described(100)},
+                                   nested_array(100_000)],
+                         ids=["101 lists", "101 maps", "101 described", "a map of 100 described", "100 000 lists"])
+def test_a_body_nesting_past_the_bound_is_400_before_its_text_is_written(value: object) -> None:
+    with pytest.raises(errors.DittoError) as raised:
+        amqp10.body(value)
+    assert raised.value.to_json() == errors.json_too_deep(limits.MAX_JSON_DEPTH, None).to_json()
+    assert amqp10.body(nested_array(100, 1)) == ("[" * 100 + "1" + "]" * 100).encode(), "at the bound: its text"
+
+
+@pytest.mark.parametrize("value", [nested(99), nested_array(99), _described(99), _arrays(99), nested(100_000)],
+                         ids=["99 maps", "99 lists", "99 described", "99 arrays", "100 000 maps"])
+def test_a_property_nesting_past_the_bound_is_400_naming_it(value: object) -> None:
+    with pytest.raises(errors.DittoError) as raised:
+        amqp10.application_properties({"plain": 1, "dee/p": value})
+    assert raised.value.to_json() == errors.json_too_deep(limits.MAX_JSON_DEPTH, "/headers/dee~1p").to_json()
+
+
+def test_a_property_within_the_bound_is_a_header() -> None:
+    headers = amqp10.application_properties({"map": nested(98), "described": _described(98, 1)})
+    assert headers["map"] == nested(98) and headers["described"].startswith("Described(symbol('d'), ")
+
+
+@pytest.mark.parametrize(("problem", "error"), [
+    (RecursionError("maximum recursion depth exceeded"), errors.json_too_deep(limits.MAX_JSON_DEPTH, None)),
+    (ValueError("malformed"), errors.json_invalid("The AMQP 1.0 message cannot be read (ValueError).")),
+])
+def test_a_message_proton_cannot_read_is_answered_as_the_door_answers(problem: BaseException, error) -> None:
+    assert amqp10.unreadable(problem).to_json() == error.to_json()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore.rules import connectivity, wire
+from ackstore.rules import connectivity, errors, jsontext, limits, wire
 from ackstore.rules.connectivity import Disposition
+from tests.support.deep_json import nested, nested_array
 
 MAX = 1024 * 1024
 
@@ -139,3 +140,62 @@ def test_a_decided_result_is_published_in_its_ditto_protocol_shape(cause, status
     assert message["topic"] == topic and message["status"] == status
     assert message.get("value") == value
     assert message["headers"]["correlation-id"] == "c"
+
+
+# --- a header nesting past the door's bound (issue 50, decisions #E1) ------------------------------
+
+ENVELOPE = {"topic": "o/t/things/twin/commands/modify", "path": "/", "value": {}}
+
+
+def _with_header(value: object) -> dict | bytes:
+    return connectivity.inbound_envelope(json.dumps(ENVELOPE).encode(), {"Deep": value}, {}, max_bytes=MAX)
+
+
+@pytest.mark.parametrize(("value", "refused_at"), [
+    (nested(98), None),  # the envelope 100 levels deep: the door's bound, its last level
+    (nested_array(98), None),
+    ({"x": [1, nested(96)]}, None),
+    (nested(99), "/headers/deep" + "/a" * 98),
+    (nested_array(99), "/headers/deep" + "/0" * 98),
+    ({"x": [1, nested(97)]}, "/headers/deep/x/1" + "/a" * 96),
+    ({"a/b~c": nested(98)}, "/headers/deep/a~1b~0c" + "/a" * 97),
+    (nested(5000), "/headers/deep" + "/a" * 98),  # read no further than the bound
+    (connectivity.UNREAD, "/headers/deep"),  # what pika could not read (connectors/amqp.py)
+    ({"plain": 1, "inner": connectivity.UNREAD}, "/headers/deep/inner"),
+], ids=["98 objects", "98 arrays", "mixed at the bound", "99 objects", "99 arrays", "mixed past the bound",
+        "escaped names", "5 000 objects", "unread", "unread inside"])
+def test_a_header_nesting_past_the_door_s_bound_is_400_naming_it_as_the_door_would(value, refused_at) -> None:
+    if refused_at is None:
+        envelope = _with_header(value)
+        assert isinstance(envelope, dict) and envelope["headers"]["deep"] == value
+        limits.check_json_depth(envelope)  # the door takes it
+        return
+    with pytest.raises(errors.DittoError) as raised:
+        _with_header(value)
+    assert raised.value.to_json() == errors.json_too_deep(limits.MAX_JSON_DEPTH, refused_at).to_json()
+
+
+def _nesting(choices: list[bool]) -> object:
+    """Containers one in another, an object where ``choices`` says so, else an array."""
+    value: object = "leaf"
+    for is_object in choices:
+        value = {"k": value} if is_object else [0, value]
+    return value
+
+
+@settings(max_examples=200)
+@given(st.lists(st.booleans(), max_size=300), st.sampled_from(["", "/headers/h", "/a/b/c"]))
+def test_a_header_value_is_refused_exactly_where_the_door_refuses_it(choices: list[bool], at: str) -> None:
+    """The mapping reads a header as the door would take it there: as it is within the bound,
+    else the door's own answer, naming the first container too deep — whatever the nesting."""
+    value = _nesting(choices)
+    placed: object = value
+    for segment in reversed(at.split("/")[1:]):
+        placed = {segment: placed}
+    door = jsontext.too_deep(placed, limits.MAX_JSON_DEPTH)
+    if door is None:
+        assert connectivity.amqp_header_json(value, at) == value
+    else:
+        with pytest.raises(errors.DittoError) as raised:
+            connectivity.amqp_header_json(value, at)
+        assert raised.value.to_json() == errors.json_too_deep(limits.MAX_JSON_DEPTH, door).to_json()

@@ -3,6 +3,7 @@ every name that is no readable file is refused saying why (issue 50)."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -10,7 +11,7 @@ import pytest
 
 from ackstore import files
 from ackstore.rules import errors
-from tests.support.endless import endless_fifo
+from tests.support.endless import endless_fifo, silent_fifo
 
 CAP = 1000
 
@@ -30,7 +31,9 @@ REFUSED: dict[str, tuple[Callable[[Path], str], bool, str]] = {
     "/proc/self/mem": (lambda folder: "/proc/self/mem", False, "it cannot be read: input/output error"),
     "/dev/zero": (lambda folder: "/dev/zero", True, f"it is longer than the maximum of {CAP:,} bytes"),
     "/dev/urandom": (lambda folder: "/dev/urandom", True, f"it is longer than the maximum of {CAP:,} bytes"),
-    "a FIFO that never ends": (endless_fifo, True, f"it is longer than the maximum of {CAP:,} bytes"),
+    # a FIFO is refused unread: its open waited for a writer, for ever when none came
+    "a FIFO that never ends": (endless_fifo, False, "it is a FIFO (a pipe), not a file"),
+    "a FIFO no process writes to": (silent_fifo, False, "it is a FIFO (a pipe), not a file"),
     "a file one byte too long": (_file(b" " * (CAP + 1)), True, f"it holds 1,001 bytes, more than the maximum of {CAP:,}"),
 }
 
@@ -53,6 +56,22 @@ def test_a_refusal_is_answered_in_dittos_shape(tmp_path: Path, case: str) -> Non
     assert (body["status"], body["error"]) == ((413, "file.toolarge") if too_large else (400, "file.invalid"))
     assert body["message"].startswith(f"The message file '{name}' cannot be used: ") and why in body["message"]
     assert ("(ACKSTORE_MAX_ENVELOPE_BYTES sets it)" in body["message"]) is too_large and body["description"]
+
+
+@pytest.mark.parametrize(("kind", "why"), [
+    (stat.S_IFREG, None), (stat.S_IFCHR, None), (stat.S_IFDIR, "it is a directory, not a file"),
+    (stat.S_IFIFO, "it is a FIFO (a pipe), not a file: give a stream on standard input (-)"),
+    (stat.S_IFBLK, "it is neither a file nor a character device"),
+    (stat.S_IFSOCK, "it is neither a file nor a character device"),
+], ids=["regular file", "character device", "directory", "FIFO", "block device", "socket"])
+def test_only_a_regular_file_or_a_character_device_is_read_by_its_name(kind: int, why: str | None) -> None:
+    """What a name opened without waiting turns out to be: read, or refused unread."""
+    if why is None:
+        files._readable_kind(kind | 0o644)
+        return
+    with pytest.raises(files.FileRefused) as refused:
+        files._readable_kind(kind | 0o644)
+    assert refused.value.why == why and not refused.value.too_large
 
 
 @pytest.mark.parametrize("size", [0, 1, CAP - 1, CAP])
