@@ -265,7 +265,7 @@ class Amqp10(Amqp):
         engine = raw_engine(db_url)
         pending: list[tuple[Any, str, bytes]] = []
         connection = ProtonConnection(self.amqp10_url, f"bench-raw-{time.monotonic_ns()}",
-                                      received=lambda delivery, message: pending.append(
+                                      received=lambda delivery, message, _problem: pending.append(
                                           (delivery, str(message.id), amqp10.body(message.body))))
         receiver = connection.receiver(f"/amq/queue/{address}", "bench-raw")
         connection.wait(lambda: connection.attached(receiver), "attaching")

@@ -88,7 +88,9 @@ def inbound_envelope(
     nested = False  # whether a header added here may nest: the body's depth does not bound it
     for name, value in (amqp_headers or {}).items():
         key = str(name).lower()
-        headers.setdefault(key, amqp_header_json(value, f"/headers/{escape_key(key)}"))
+        if key in headers:
+            continue  # the body's own header wins: the one it shadows is not read
+        headers[key] = amqp_header_json(value, f"/headers/{escape_key(key)}")
         nested = nested or isinstance(value, (Mapping, list, tuple))
     for prop, name in PROPERTY_HEADERS:
         if properties.get(prop):
