@@ -13,7 +13,7 @@ AMQP 0.9.1 receives, settles and replies:
   routing key's 255 bytes) is dropped and said;
 * a header table nested past pika's stack is read as :data:`~ackstore.rules.connectivity.UNREAD`
   (:class:`BoundedProperties`), and the message refused as a client error like one nested past
-  the door's bound (decisions #E1): nothing a sender nests ends the connection.
+  the door's bound (decisions #131): nothing a sender nests ends the connection.
 
 Targets publish the twin events and live signals the connection subscribes to (pulled from the
 ledger under a lease) to an exchange, on a thread and connection of their own with asynchronous
@@ -59,7 +59,7 @@ class BoundedProperties(pika.spec.BasicProperties):
     which the connector refuses as nested too deep, rather than a RecursionError inside pika's
     frame decoding: pika ended the connection (StreamLostError), and the message, back at the
     head of its queue, ended every connection after it, nothing behind it ever read (measured
-    on RabbitMQ 3.10 with a table 600 levels deep; decisions #E1). Registered below as the
+    on RabbitMQ 3.10 with a table 600 levels deep; decisions #131). Registered below as the
     properties pika decodes a content header into; what pika can read is read by pika."""
 
     def decode(self, encoded: bytes, offset: int = 0) -> "BoundedProperties":

@@ -21,7 +21,7 @@ decisions #112):
   ``content-type`` become Ditto headers (the envelope's own win).
 * **Depth.** proton's Python reads a message's values on its stack: a message it cannot read (a
   value nested some 500 levels) is refused as a client error, like one whose body or properties
-  nest past the door's bound (decisions #E1); nothing a sender nests stops the connection.
+  nest past the door's bound (decisions #131); nothing a sender nests stops the connection.
 
 Answers go to the message's ``reply-to`` address (best effort), each address a sending link on a
 session of its own: RabbitMQ 3's plugin answers an attach it refuses by ending the link's session,
@@ -139,7 +139,7 @@ class _Receiving(IncomingMessageHandler):
     inside a guard. proton's Python reads a message's body, properties and annotations on the
     stack (``Data.get_object`` nests as the value does): a value a sender nested some 500 levels
     raised RecursionError out of ``container.process()``, the connector exited, and the message,
-    back in its queue, stopped it at every start (decisions #E1). A message it cannot read is
+    back in its queue, stopped it at every start (decisions #131). A message it cannot read is
     told to the delegate's ``on_unreadable(event, message, problem)``, its link advanced past it
     and its delivery unsettled; ``message`` holds what proton keeps outside Python (its header
     and properties sections: id, correlation id, reply-to)."""
@@ -382,7 +382,7 @@ class Amqp10Session(Session):
 
     def _on_message(self, delivery: Any, message: Any, problem: BaseException | None) -> None:
         """A received message, handed to the connector; one proton could not read (``problem``),
-        or whose body or properties nest past the door's bound, as unreadable: refused (decisions #E1)."""
+        or whose body or properties nest past the door's bound, as unreadable: refused (decisions #131)."""
         self._tags += 1
         self._held[self._tags] = delivery
         source, address = self._sources[delivery.link.name]

@@ -125,7 +125,7 @@ class Message:
     source: Source  # the source it was consumed by
     address: str  # where it arrived: the queue, the MQTT topic
     # why its transport could not read it within the bounds (a value nested past them: decisions
-    # #E1): refused as a client error, never read further
+    # #131): refused as a client error, never read further
     unreadable: errors.DittoError | None = None
 
     @property

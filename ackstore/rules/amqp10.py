@@ -9,7 +9,7 @@
 * :func:`properties`, :func:`body` and :func:`application_properties` read what the connector
   needs of a received message; a body or a property nesting past the door's bound (decisions
   #115) is 400 json.invalid before anything reads it further, and :func:`unreadable` is the
-  answer to a message proton itself could not read (decisions #E1).
+  answer to a message proton itself could not read (decisions #131).
 * :func:`target_node` reads a target's address (``name``, ``queue://name``, ``topic://name``).
 * :func:`reply_address_problem` says why a sender's ``reply-to`` is no address to attach a link
   to: RabbitMQ 3's plugin ends the whole session on a refused attach, and aborts the connection

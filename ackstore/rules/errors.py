@@ -550,7 +550,7 @@ def rql_invalid(expression: str, problem: str, position: int) -> DittoError:
 
 def stored_filter_refused(subscriber: str, refusal: DittoError) -> DittoError:
     """A subscriber's filter a ledger stored before the bounds of RQL (decisions #117), past them:
-    the door's refusal of it, answered to the subscriber's pull (decisions #G1)."""
+    the door's refusal of it, answered to the subscriber's pull (decisions #132)."""
     return DittoError(
         400,
         refusal.error,

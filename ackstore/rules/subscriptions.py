@@ -113,7 +113,7 @@ def parsed_filter(expression: str) -> rql.Node | errors.DittoError:
     """A subscriber's filter, parsed once per process (filters change only by a declaration) within
     the bounds the door holds a filter to (``rql.parse_sent``, decisions #117). A filter a ledger
     stored before them and past them is the door's refusal, kept as the answer: its evaluation
-    costs nothing, and it matches no signal (decisions #G1)."""
+    costs nothing, and it matches no signal (decisions #132)."""
     try:
         return rql.parse_sent(expression)
     except errors.DittoError as refusal:
@@ -122,7 +122,7 @@ def parsed_filter(expression: str) -> rql.Node | errors.DittoError:
 
 def filter_refusal(subscriber: Subscriber) -> errors.DittoError | None:
     """The door's 400 for the subscriber's stored filter, when the door would refuse it now: what
-    its pull is answered until it declares a filter within the bounds (decisions #G1)."""
+    its pull is answered until it declares a filter within the bounds (decisions #132)."""
     if subscriber.filter is None:
         return None
     parsed = parsed_filter(subscriber.filter)

@@ -190,7 +190,7 @@ FILTER_PAST_THE_BOUNDS = "or(" + ",".join(['like(attributes/s,"*' + "?" * 16 + '
 def test_a_filter_stored_before_the_bounds_matches_nothing_and_its_subscriber_is_told(
     store: AckStore, engine: Engine, run_pipeline
 ) -> None:
-    """As the door would answer it now (decisions #G1): the subscriber receives nothing — no live
+    """As the door would answer it now (decisions #132): the subscriber receives nothing — no live
     hand-out, its label's weak ack saying why —, its pull is answered the door's 400 and moves
     nothing; declared again within the bounds, it pulls the events since where it was."""
     assert store.declare("old", [LABEL], channels=["twin", "live"], filter='exists(attributes/s)') == {"status": 204}

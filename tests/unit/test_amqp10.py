@@ -125,7 +125,7 @@ def test_a_reply_address_the_plugin_would_refuse_by_ending_the_session_is_refuse
         "queue's name"}
 
 
-# --- AMQP values nesting past the door's bound (issue 50, decisions #E1) ---------------------------
+# --- AMQP values nesting past the door's bound (issue 50, decisions #131) ---------------------------
 
 def _described(levels: int, leaf: object = "x") -> object:
     value = leaf

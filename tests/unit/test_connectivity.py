@@ -142,7 +142,7 @@ def test_a_decided_result_is_published_in_its_ditto_protocol_shape(cause, status
     assert message["headers"]["correlation-id"] == "c"
 
 
-# --- a header nesting past the door's bound (issue 50, decisions #E1) ------------------------------
+# --- a header nesting past the door's bound (issue 50, decisions #131) ------------------------------
 
 ENVELOPE = {"topic": "o/t/things/twin/commands/modify", "path": "/", "value": {}}
 

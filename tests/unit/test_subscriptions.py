@@ -80,7 +80,7 @@ def test_a_weak_ack_is_due_only_when_no_subscriber_of_the_group_receives() -> No
 
 
 # Filters a ledger stored before the bounds of RQL (decisions #117), past them: issue 50's condition
-# (400 KB here) as a filter, and a like pattern of 17 wildcards (decisions #G1).
+# (400 KB here) as a filter, and a like pattern of 17 wildcards (decisions #132).
 PAST_THE_BOUNDS = {
     "400 KB": "or(" + ",".join(['like(attributes/s,"*' + "?" * 16 + 'b*")'] * 10_000) + ")",
     "17 wildcards": 'like(attributes/x,"' + "*a" * 17 + '")',
