@@ -1,6 +1,6 @@
 """Every file a user names to the ``ackstore`` command is read with a cap (issue 50): the forms a
 user types — an empty name, a missing file, a folder, a file it may not read, ``/proc/self/mem``,
-a device that never ends, a FIFO (one that never ends, one no process writes to), a file one byte
+a device that never ends, a FIFO that never ends, a file one byte
 too long — answered in Ditto's shape by the real command, which ends at once with its memory
 bounded (it grew to 23 GB on ``/dev/zero``, and waited for ever for a FIFO's writer)."""
 
@@ -17,7 +17,7 @@ import pytest
 
 from ackstore.ledger.store import AckStore
 from tests.support.cli import run_measured, without_read_override
-from tests.support.endless import endless_fifo, silent_fifo
+from tests.support.endless import endless_fifo
 from tests.support.ledger import snapshot, twin_command
 
 CAP = 4096  # ACKSTORE_MAX_ENVELOPE_BYTES for these runs: a file one byte past it is small
@@ -47,9 +47,9 @@ FORMS: dict[str, tuple[Callable[[Path, int], str], int, str]] = {
     "/proc/self/mem": (lambda folder, cap: "/proc/self/mem", 400, "it cannot be read: input/output error"),
     "/dev/zero": (lambda folder, cap: "/dev/zero", 413, "longer than the maximum of"),
     "/dev/urandom": (lambda folder, cap: "/dev/urandom", 413, "longer than the maximum of"),
-    # a FIFO is refused unread, at once (docs/cli.md): its open waited for a writer, for ever when none came
-    "an endless FIFO": (lambda folder, cap: endless_fifo(folder), 400, "it is a FIFO (a pipe), not a file"),
-    "a FIFO no one writes to": (lambda folder, cap: silent_fifo(folder), 400, "it is a FIFO (a pipe), not a file"),
+    # a FIFO is a stream (docs/cli.md): read to its cap, as a device is; its writer's wait is
+    # tests/unit/test_files.py's (30 s here)
+    "an endless FIFO": (lambda folder, cap: endless_fifo(folder), 413, "longer than the maximum of"),
     "one byte too long": (_one_byte_too_long, 413, "more than the maximum of"),
 }
 
@@ -170,3 +170,16 @@ def test_standard_input_closed_is_answered(database_url: str) -> None:
     answer = json.loads(done.stdout)
     assert (done.returncode, answer["status"], answer["error"]) == (1, 400, "file.invalid"), done.stderr
     assert "there is no standard input" in answer["message"]
+
+
+def test_a_message_from_the_shells_process_substitution_is_stored(store: AckStore, database_url: str,
+                                                                   tmp_path: Path) -> None:
+    """``ackstore submit <(cat message.json)``: bash hands the command a pipe (/dev/fd/63)."""
+    message = tmp_path / "message.json"
+    message.write_text(json.dumps(twin_command(correlation_id="c-piped")))
+    command = " ".join(shlex.quote(word) for word in [sys.executable, "-m", "ackstore.cli", "--database-url",
+                                                       database_url, "submit"])
+    done = subprocess.run(["bash", "-c", f"{command} <(sleep 0.5; cat {shlex.quote(str(message))})"],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, json.loads(done.stdout)) == (0, {"status": 202, "correlationId": "c-piped"}), done.stderr
+    assert store.stored_signal("c-piped") is not None

@@ -3,7 +3,10 @@ every name that is no readable file is refused saying why (issue 50)."""
 
 from __future__ import annotations
 
+import os
 import stat
+import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -31,9 +34,8 @@ REFUSED: dict[str, tuple[Callable[[Path], str], bool, str]] = {
     "/proc/self/mem": (lambda folder: "/proc/self/mem", False, "it cannot be read: input/output error"),
     "/dev/zero": (lambda folder: "/dev/zero", True, f"it is longer than the maximum of {CAP:,} bytes"),
     "/dev/urandom": (lambda folder: "/dev/urandom", True, f"it is longer than the maximum of {CAP:,} bytes"),
-    # a FIFO is refused unread: its open waited for a writer, for ever when none came
-    "a FIFO that never ends": (endless_fifo, False, "it is a FIFO (a pipe), not a file"),
-    "a FIFO no process writes to": (silent_fifo, False, "it is a FIFO (a pipe), not a file"),
+    # a FIFO is a stream: read to the cap and one byte more, as a device is
+    "a FIFO that never ends": (endless_fifo, True, f"it is longer than the maximum of {CAP:,} bytes"),
     "a file one byte too long": (_file(b" " * (CAP + 1)), True, f"it holds 1,001 bytes, more than the maximum of {CAP:,}"),
 }
 
@@ -59,12 +61,12 @@ def test_a_refusal_is_answered_in_dittos_shape(tmp_path: Path, case: str) -> Non
 
 
 @pytest.mark.parametrize(("kind", "why"), [
-    (stat.S_IFREG, None), (stat.S_IFCHR, None), (stat.S_IFDIR, "it is a directory, not a file"),
-    (stat.S_IFIFO, "it is a FIFO (a pipe), not a file: give a stream on standard input (-)"),
-    (stat.S_IFBLK, "it is neither a file nor a character device"),
-    (stat.S_IFSOCK, "it is neither a file nor a character device"),
-], ids=["regular file", "character device", "directory", "FIFO", "block device", "socket"])
-def test_only_a_regular_file_or_a_character_device_is_read_by_its_name(kind: int, why: str | None) -> None:
+    (stat.S_IFREG, None), (stat.S_IFCHR, None), (stat.S_IFIFO, None),
+    (stat.S_IFDIR, "it is a directory, not a file"),
+    (stat.S_IFBLK, "it is neither a file, a character device nor a FIFO"),
+    (stat.S_IFSOCK, "it is neither a file, a character device nor a FIFO"),
+], ids=["regular file", "character device", "FIFO", "directory", "block device", "socket"])
+def test_only_a_regular_file_a_character_device_or_a_fifo_is_read_by_its_name(kind: int, why: str | None) -> None:
     """What a name opened without waiting turns out to be: read, or refused unread."""
     if why is None:
         files._readable_kind(kind | 0o644)
@@ -130,3 +132,39 @@ def test_lines_of_a_missing_file_are_refused_at_the_first_read(tmp_path: Path) -
     lines = _lines(str(tmp_path / "missing"))  # nothing is opened before the first line is asked for
     with pytest.raises(files.FileRefused, match="it is not there"):
         next(lines)
+
+
+# --- a FIFO: a stream whose writer has a bounded time to begin ----------------------------------
+
+def _fifo_written_late(folder: Path, content: bytes | None, after_s: float) -> str:
+    """A FIFO whose writer opens it after ``after_s`` and writes ``content`` (or nothing) and closes it."""
+    path = folder / "late.fifo"
+    os.mkfifo(path)
+
+    def write() -> None:
+        time.sleep(after_s)
+        with open(path, "wb") as fifo:
+            if content is not None:
+                fifo.write(content)
+
+    threading.Thread(target=write, daemon=True).start()
+    return str(path)
+
+
+@pytest.mark.parametrize("content", [b"{}", b"x" * CAP, b""], ids=["a message", "exactly the cap", "nothing"])
+def test_a_fifo_whose_writer_begins_within_the_wait_is_read_as_a_stream(tmp_path: Path, content: bytes) -> None:
+    assert files.read_capped(_fifo_written_late(tmp_path, content, 0.3), CAP, writer_wait=5) == content
+
+
+def test_a_fifo_no_process_writes_to_is_refused_once_the_writers_wait_is_over(tmp_path: Path) -> None:
+    """Its open waited for a writer for ever before; now the reader waits ``writer_wait`` and says so."""
+    started = time.monotonic()
+    with pytest.raises(files.FileRefused) as refused:
+        files.read_capped(silent_fifo(tmp_path), CAP, writer_wait=0.2)
+    assert refused.value.why == "it is a FIFO (a pipe) no process wrote to within 0.2 s"
+    assert not refused.value.too_large and time.monotonic() - started < 5  # not silent_fifo's own release
+
+
+def test_a_fifos_lines_are_read_as_its_writer_sends_them(tmp_path: Path) -> None:
+    name = _fifo_written_late(tmp_path, b"one\ntwo\n", 0.3)
+    assert list(files.capped_lines(name, CAP, writer_wait=5)) == [b"one\n", b"two\n"]
