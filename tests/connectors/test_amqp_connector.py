@@ -85,9 +85,13 @@ def test_a_word_the_ledger_does_not_take_stops_neither_the_connector_nor_its_mes
     clean stop (--once done) is told to the ledger: stopped, not down (decisions #F1)."""
     with engine.begin() as conn:
         conn.execute(text("ALTER FUNCTION connector_seen(text, timestamptz) RENAME TO connector_seen_gone"))
-    source = broker.queue("commands")
-    publish_all(broker, source, [thing_modify(1, requested_acks=[], response_required=False)])
-    code, log = stop_when_done(connector(database_url, "--connection-id", "plant", "--queue", source, "--once"))
+    try:
+        source = broker.queue("commands")
+        publish_all(broker, source, [thing_modify(1, requested_acks=[], response_required=False)])
+        code, log = stop_when_done(connector(database_url, "--connection-id", "plant", "--queue", source, "--once"))
+    finally:  # the session's ledger, the next tests'
+        with engine.begin() as conn:
+            conn.execute(text("ALTER FUNCTION connector_seen_gone(text, timestamptz) RENAME TO connector_seen"))
     assert code == 0, log
     assert count(engine, "SELECT count(*) FROM signals") == 1 and broker.depth(source) == 0
     assert log.count("could not tell the ledger it runs") == 1, log
