@@ -36,6 +36,7 @@ from ackstore.ledger.database import (
     resolve_url,
     uses_embedded,
 )
+from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.rules.labels import TWIN_PERSISTED
 
@@ -89,7 +90,7 @@ def run_demo(database_url: str | None = None) -> int:
     started = time.perf_counter()
     url = resolve_url(database_url)
     engine = make_engine(url)
-    print(f"ledger database: {engine.url.render_as_string(hide_password=True)}")
+    print(f"ledger database: {DatabaseUrl.parse(url).redacted()}")  # the one rule that shows a database URL
     if uses_embedded(database_url):
         print(f"(the embedded PostgreSQL, data in {embedded_data_dir()})")
     migrate.upgrade(engine)

@@ -52,6 +52,9 @@ PROJECT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = PROJECT / "dags"
 DAG_ID = "ackstore_reconcile"
 METADATA_SUFFIX = "_airflow"  # the metadata database is the ledger's name and this
+# Before issue 50 every ledger's Airflow metadata was this database (decisions #130): a ledger of
+# another name now gets its own, and is told how to keep the old one's history.
+EARLIER_METADATA_DATABASE = "ackstore_airflow"
 MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
 STOP_GRACE_SECONDS = 90
 ADMIN_USER = "admin"
@@ -337,8 +340,10 @@ def metadata_database_for(ledger_url: str) -> str:
     return name
 
 
-def _ensure_database(ledger_url: str, name: str) -> str:
-    """The URL of database ``name`` on the ledger's server, created if missing."""
+def _ensure_database(ledger_url: str, name: str, earlier_name: str = EARLIER_METADATA_DATABASE) -> str:
+    """The URL of database ``name`` on the ledger's server, created if missing — saying, when it is
+    made beside the metadata database every ledger shared before issue 50, how to keep that one's
+    history instead (:func:`earlier_metadata_notice`)."""
     url = database_url(ledger_url)
     admin = create_engine(url.with_database("postgres").sqlalchemy(), isolation_level="AUTOCOMMIT")
     try:
@@ -346,9 +351,24 @@ def _ensure_database(ledger_url: str, name: str) -> str:
             exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first()
             if not exists:
                 conn.execute(text(f'CREATE DATABASE "{_identifier(name)}"'))
+                earlier = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"),
+                                       {"n": earlier_name}).first()
+                if earlier and name != earlier_name:
+                    print(earlier_metadata_notice(name, earlier_name), flush=True)
     finally:
         admin.dispose()
     return url.with_database(name).text()
+
+
+def earlier_metadata_notice(name: str, earlier: str = EARLIER_METADATA_DATABASE) -> str:
+    """What an upgraded deployment is told when Airflow's metadata database ``name`` is new while
+    ``earlier``, the one every ledger used before issue 50, is there: it is left as it is (another
+    ledger of this server may have used it, even ``ackstore`` itself), and how to take it over."""
+    return (f"ackstore airflow: Airflow's metadata database is now {name}, named after this ledger "
+            f"(docs/operating.md, \"Airflow's metadata database, on upgrade\"); {earlier}, which every ledger used before, "
+            f"is left as it is. To keep its DAG runs if it was this ledger's: stop Airflow, then "
+            f"psql -d postgres -c 'DROP DATABASE \"{name}\"' -c 'ALTER DATABASE {earlier} RENAME TO \"{name}\"'; "
+            f"or run with --metadata-database {earlier}.")
 
 
 def _identifier(name: str) -> str:

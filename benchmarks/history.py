@@ -65,6 +65,15 @@ def add_commands(url: str, count: int, batch: str) -> None:
     engine.dispose()
 
 
+def add_awaited(url: str, count: int, batch: str) -> None:
+    """``count`` requests decided by their deadline before their command was applied: each awaits
+    its built-in facts (``awaited_requests``)."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(_sql("awaited_requests"), {"count": count, "batch": batch})
+    engine.dispose()
+
+
 def add_sources(url: str, count: int, prefix: str) -> None:
     """``count`` signals, each from a connection of its own named ``prefix``N, decided and acked."""
     engine = make_engine(url)

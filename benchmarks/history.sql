@@ -138,3 +138,33 @@ WITH claimed AS (
 )
 INSERT INTO settlements (signal_id, attempt, decision, decided_at, carried_out_at)
 SELECT d.signal_id, 1, 'ack', now(), now() FROM decided d
+
+-- name: awaited_requests
+-- K requests decided by their deadline (408) before their command was applied — the apply step
+-- behind, or a burst — so each awaits its twin-persisted and search-persisted facts: late when
+-- they come (issue 50's metrics count them). Not queued for the apply step: the gauges count the
+-- open work (queue_apply, results awaiting the gate), which follows the backlog as it should, so
+-- they are not queued and their decisions passed the gate: this measures the counters.
+WITH fresh AS (
+    INSERT INTO signals (source, source_message_id, correlation_id, api, channel, kind, action,
+                         thing_id, topic, path, value, headers, requested_acks, response_required,
+                         timeout_ms, received_at, deadline_at)
+    SELECT 'api', :batch || '-' || i, :batch || '-' || i, 'http', 'twin', 'twin-command', 'modify',
+           'awaited:' || :batch || '-' || (i % 1000), 'awaited/' || :batch || '-' || (i % 1000) || '/things/twin/commands/modify',
+           '/attributes/n', to_jsonb(i),
+           jsonb_build_object('correlation-id', :batch || '-' || i,
+                              'requested-acks', jsonb_build_array('twin-persisted', 'search-persisted'),
+                              'response-required', true, 'timeout', '10000ms'),
+           ARRAY['twin-persisted', 'search-persisted'], true, 10000, now() - interval '1 minute',
+           now() - interval '50 seconds'
+    FROM generate_series(0, :count - 1) AS i
+    RETURNING id, deadline_at
+), batch AS (
+    INSERT INTO ledger_batches (step, committed_at) VALUES ('sweep', now()) RETURNING id
+)
+INSERT INTO request_results (signal_id, attempt, status, headers, cause, ack_statuses, decided_at, batch_id)
+SELECT f.id, 1, 408, '{}', 'deadline', '{"twin-persisted": 408, "search-persisted": 408}', f.deadline_at,
+       (SELECT b.id FROM batch b)
+FROM fresh f;
+UPDATE pipeline_watermarks SET position = (SELECT max(id) FROM ledger_batches WHERE step = 'sweep')
+WHERE name = 'validated_results'

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ackstore import faults
@@ -280,6 +281,7 @@ class Connector:
         self._deciding_outage = self._outage("the database (reading decisions)")
         self._broker_out = self.metrics.outages.watcher("broker")
         self._broker_down: tuple[datetime, float, str] | None = None  # since when (wall clock, monotonic), why
+        self._word_failing = False  # the last word to the ledger (connector_seen) failed: said once
         self._refusals: list[tuple[str, str, str | None, datetime | None]] = []  # the batch's (storing thread)
         self.metrics.watch_in_flight(self._held.__len__)
 
@@ -315,6 +317,8 @@ class Connector:
         if self.failure is not None:
             log.error("connector %s: %s", self.config.id, self.failure.message)
             return 1
+        if not any(thread.is_alive() for thread in threads):  # else a last word of its running may follow
+            self._say_it_stopped()
         return 0
 
     @property
@@ -337,6 +341,7 @@ class Connector:
         if claimed["status"] != 204:
             log.error("connector %s: %s", self.config.id, claimed["message"])
             return False
+        self._say_it_runs()  # at once: a clean stop it said before no longer spares it (decisions #F1)
         labels = self.config.declared_labels
         declarations: list[tuple[str, dict[str, Any]]] = [
             (self.config.subscriber_id(n), {"channels": list(t.channels),
@@ -820,10 +825,33 @@ class Connector:
 
     def _say_it_runs(self) -> None:
         """The connector runs, and since when its broker is away if it is (the Ledger page's list
-        of connectors, ackstore_connector_last_seen_timestamp_seconds; decisions #130)."""
+        of connectors, ackstore_connector_last_seen_timestamp_seconds; decisions #130). A word to
+        the ledger, never the work's condition: whatever keeps it from the ledger (the database
+        away, a grant missing) is said in the process's log, once until it is heard again, and the
+        next word tries again — the messages flow meanwhile."""
         down = self._broker_down  # the broker's thread replaces the tuple whole
-        with self.store.engine.begin() as conn:
-            connection_log.seen(conn, self.config.id, down[0] if down is not None else None)
+        self._tell_the_ledger("it runs", lambda conn: connection_log.seen(
+            conn, self.config.id, down[0] if down is not None else None))
+
+    def _say_it_stopped(self) -> None:
+        """The connector stopped cleanly (SIGTERM or SIGINT, its --once or --max-messages done): the
+        Ledger page lists it as stopped and the down alert spares it (decisions #F1)."""
+        self._tell_the_ledger("it stopped", lambda conn: connection_log.stopped(conn, self.config.id))
+
+    def _tell_the_ledger(self, what: str, say: Callable[[Connection], None]) -> None:
+        try:
+            with self.store.engine.begin() as conn:
+                say(conn)
+        except Exception as problem:  # noqa: BLE001 — a word to the operator, never a reason to stop
+            if not self._word_failing:
+                log.warning("connector %s: could not tell the ledger %s (%s); it tries again every %d s, "
+                            "its messages flow meanwhile", self.config.id, what, described(problem),
+                            CONNECTOR_HEARTBEAT_SECONDS)
+            self._word_failing = True
+            return
+        if self._word_failing:
+            log.info("connector %s: the ledger hears it again", self.config.id)
+        self._word_failing = False
 
     def _carry_out_decisions(self) -> None:
         with self.store.engine.begin() as conn:

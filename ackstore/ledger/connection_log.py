@@ -38,6 +38,12 @@ def seen(conn: Connection, connection: str, broker_out_since: datetime | None) -
                                                            "broker_out_since": broker_out_since})
 
 
+def stopped(conn: Connection, connection: str) -> None:
+    """``connection``'s connector stopped cleanly (decisions #F1): stopped, not down, until it says
+    it runs again."""
+    conn.execute(ledger_statement("connections", "stopped"), {"connection": connection})
+
+
 def metrics(conn: Connection, connection: str) -> dict[str, dict[str, int]]:
     """Per span (last minute, hour, day), each measure's count; 404 for a connection the ledger
     does not know."""

@@ -22,13 +22,15 @@ from ackstore.rules.settings import METRIC_SOURCES
 OTHER = "other"  # the source every source past the metric sources is counted as
 # The gauges per source, and how several sources' values make the 'other' one: the oldest age is
 # the largest, the held messages add up, a connector's last word and the start of its outage are
-# the earliest (so 'other' says the worst of the connectors folded into it).
+# the earliest (so 'other' says the worst of the connectors folded into it); a clean stop the
+# latest (a running connector among them serves its last word, which readers take first).
 SOURCE_GAUGES: dict[str, Callable[[Iterable[float]], float]] = {
     "oldest_undecided_age_seconds": max,
     "oldest_unsettled_age_seconds": max,
     "held_undecided": sum,
     "connector_last_seen_timestamp_seconds": min,
     "connector_broker_out_since_timestamp_seconds": min,
+    "connector_stopped_timestamp_seconds": max,
 }
 
 

@@ -556,6 +556,9 @@ connections = Table(
     # reach its broker (NULL: it can): the Ledger page lists the connectors by them (migration 0025).
     Column("seen_at", TIMESTAMP(timezone=True), nullable=True),
     Column("broker_out_since", TIMESTAMP(timezone=True), nullable=True),
+    # When its connector stopped cleanly (connector_stopped; NULL: since then it said it runs, or
+    # it never stopped so): stopped, not down (decisions #F1).
+    Column("stopped_at", TIMESTAMP(timezone=True), nullable=True),
     CheckConstraint("id <> ''", name="id"),
 )
 # The metrics' sources are the first connections claimed (metric_sources, decisions #127): read in
@@ -613,15 +616,18 @@ metric_totals = Table(
 
 # Decided attempts that did not count a requested built-in label whose fact may still come (issue
 # 50, migration 0025): when it comes it is late for them, and the metrics count it then. The seal
-# adds the attempts it seals and forgets each once its facts are sealed (or can never come), so
-# the metrics look for late built-in facts among these few, never among every command.
+# adds the attempts it seals and forgets each once its facts are sealed (or can never come). The
+# new facts probe it — a twin response by its signal, a search mark by its thing (the signal's) —
+# so neither the metrics nor the seal read all of it, however many wait.
 metric_awaited_facts = Table(
     "metric_awaited_facts",
     metadata,
     Column("signal_id", BigInteger, nullable=False),
     Column("attempt", Integer, nullable=False),
+    Column("thing_id", Text, nullable=False),
     PrimaryKeyConstraint("signal_id", "attempt"),
 )
+Index(None, metric_awaited_facts.c.thing_id)
 
 # --- staging: what a Spark job wrote, merged into the ledger in one transaction ---------------
 # UNLOGGED: staging rows are recomputed after a crash, never trusted across runs.

@@ -135,8 +135,9 @@ def seal(engine: Engine, upto: int | None = None, *, one_core: bool = False,
         faults.checkpoint("seal:leaves_computed")
         conn.execute(ledger_statement("seals", "roll_up_without_jit"))
         conn.execute(ledger_statement("seals", "roll_up_metrics"), {**interval, "cap": metric_sources})
-        conn.execute(ledger_statement("seals", "await_facts"), interval)  # after the roll-up, which reads them
+        # after the roll-up, which reads those awaited before; the new ones are kept only if their facts may still come
         conn.execute(ledger_statement("seals", "forget_awaited_facts"), interval)
+        conn.execute(ledger_statement("seals", "await_facts"), interval)
         copy_in_binary(conn, ledger_sql("seals", "store_leaves"), _chunk_rows(number, hashes))
         root = merkle.root(hashes)
         previous = last.hash if last else merkle.GENESIS

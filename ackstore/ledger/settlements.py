@@ -80,15 +80,14 @@ def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *
 
 def record_latest(conn: Connection, signal_ids: Iterable[int]) -> list[str]:
     """Record that the newest decision of each signal is carried out (unless it was recorded); the
-    decisions this recorded, one per signal (a copy of a message whose decision was carried out
-    before records nothing)."""
+    decisions this recorded, one per signal, as the write function returns them (a copy of a
+    message whose decision was carried out before — or another connector recorded meanwhile —
+    records nothing)."""
     ids = list(signal_ids)
     if not ids:
         return []
-    rows = conn.execute(ledger_statement("settlements", "latest_not_carried_out"), {"signal_ids": ids})
-    first = [row.decision for row in rows if row.open]
-    conn.execute(ledger_statement("settlements", "record_latest"), {"signal_ids": ids})
-    return first
+    return list(conn.execute(ledger_statement("settlements", "record_latest"), {"signal_ids": ids}).scalars(
+        "decision"))
 
 
 class Listener:

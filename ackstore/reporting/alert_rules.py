@@ -14,7 +14,8 @@ from pathlib import Path
 from string import Template
 
 from ackstore.rules.settings import DEFAULT_RETENTION_DAYS, RETENTION_VARIABLE, Settings, retention_days
-from ackstore.rules.thresholds import Thresholds
+from ackstore.rules.thresholds import (ARCHIVE_MARGIN_DAYS, EVALUATION_SECONDS, HEALTHY_PASS_SECONDS,
+                                       MIN_PIPELINE_SECONDS, SCRAPE_SECONDS, UNSETTLED_MARGIN_SECONDS, Thresholds)
 
 TEMPLATE = Path(__file__).with_name("alert_rules.yml")
 
@@ -43,22 +44,32 @@ def words(seconds: float) -> str:
 
 
 def render(thresholds: Thresholds) -> str:
-    """The rules with ``thresholds``' values."""
+    """The rules with ``thresholds``' values: every number of the rules is one of them (a duration
+    as PromQL writes it, ``NAME``; as people read it, ``NAME_words``), none written in the template."""
     t = thresholds
     settings = (f"ACKSTORE_DEFAULT_TIMEOUT={duration(t.default_timeout_seconds)}, "
                 f"ACKSTORE_MAX_TIMEOUT={duration(t.max_timeout_seconds)}, "
                 f"ACKSTORE_RETENTION_DAYS={t.retention_days:g}")
+    durations = {
+        "default_timeout": t.default_timeout_seconds, "max_timeout": t.max_timeout_seconds,
+        "pipeline_for": t.pipeline_for_seconds, "never_passed": t.never_passed_seconds,
+        "unsettled_for": t.unsettled_for_seconds, "dead_letter_window": t.dead_letter_window_seconds,
+        "sealing_for": t.sealing_for_seconds, "archive_for": t.archive_for_seconds,
+        "exporter_down_for": t.exporter_down_for_seconds, "connector_silent": t.connector_silent_seconds,
+        "connector_named_within": t.connector_named_within_seconds, "connector_outage": t.connector_outage_seconds,
+    }
+    spoken = {
+        "pipeline": t.pipeline_seconds, "pipeline_pages_within": t.pipeline_pages_within(),
+        "healthy_pass": HEALTHY_PASS_SECONDS, "min_pipeline": MIN_PIPELINE_SECONDS, "scrape": SCRAPE_SECONDS,
+        "evaluation": EVALUATION_SECONDS, "unsettled_margin": UNSETTLED_MARGIN_SECONDS,
+        "sealing": t.sealing_seconds, "archive_margin": ARCHIVE_MARGIN_DAYS * 86_400,
+    }
     return _Rules(TEMPLATE.read_text()).substitute(
         settings=settings,
-        default_timeout=duration(t.default_timeout_seconds), default_timeout_words=words(t.default_timeout_seconds),
-        pipeline_seconds=t.pipeline_seconds, pipeline_for=duration(t.pipeline_for_seconds),
-        pipeline_words=words(t.pipeline_seconds), pipeline_pages_within=words(t.pipeline_pages_within()),
-        max_timeout=duration(t.max_timeout_seconds), max_timeout_words=words(t.max_timeout_seconds),
-        unsettled_seconds=t.unsettled_seconds,
-        sealing_seconds=t.sealing_seconds, sealing_words=words(t.sealing_seconds),
+        **{name: duration(seconds) for name, seconds in durations.items()},
+        **{f"{name}_words": words(seconds) for name, seconds in {**durations, **spoken}.items()},
+        pipeline_seconds=t.pipeline_seconds, unsettled_seconds=t.unsettled_seconds, sealing_seconds=t.sealing_seconds,
         archive_seconds=t.archive_seconds, retention_words=f"{t.retention_days:g} days",
-        connector_silent=duration(t.connector_silent_seconds), connector_silent_words=words(t.connector_silent_seconds),
-        connector_outage=duration(t.connector_outage_seconds), connector_outage_words=words(t.connector_outage_seconds),
     )
 
 

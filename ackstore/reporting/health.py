@@ -31,11 +31,13 @@ SHOWN_CONNECTORS = 20  # the connectors the strip names; the rest are counted
 
 @dataclass(frozen=True)
 class Connector:
-    """A connection's connector, as the ledger last heard from it."""
+    """A connection's connector, as the ledger last heard from it: running (its last word), or
+    stopped cleanly (when; decisions #F1)."""
 
     connection: str
-    last_seen: datetime
+    last_seen: datetime | None
     broker_out_since: datetime | None = None
+    stopped_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,16 @@ def health(reading: Reading) -> Health:
 
 
 def _connectors(gauges: dict[str, dict[str, float]]) -> tuple[Connector, ...]:
+    """Each connector the ledger heard from: running by its last word; stopped cleanly, if it has none
+    (``other``, the connectors past the metric sources, is running while one of them is)."""
+    seen = gauges.get("connector_last_seen_timestamp_seconds", {})
     out = gauges.get("connector_broker_out_since_timestamp_seconds", {})
-    return tuple(Connector(connection, _at(seen), None if connection not in out else _at(out[connection]))
-                 for connection, seen in sorted(gauges.get("connector_last_seen_timestamp_seconds", {}).items()))
+    stopped = gauges.get("connector_stopped_timestamp_seconds", {})
+    running = tuple(Connector(connection, _at(at), None if connection not in out else _at(out[connection]))
+                    for connection, at in seen.items())
+    return tuple(sorted((*running, *(Connector(connection, None, stopped_at=_at(at))
+                                     for connection, at in stopped.items() if connection not in seen)),
+                        key=lambda connector: connector.connection))
 
 
 @dataclass(frozen=True)
@@ -143,16 +152,24 @@ def _backlog(found: Health) -> Figure:
 def _connectors_figure(connectors: tuple[Connector, ...], now: datetime, thresholds: Thresholds) -> Figure:
     states = [_connector_line(connector, now, thresholds) for connector in connectors]
     states.sort(key=lambda line: ((Status.OK, Status.WARNING, Status.CRITICAL).index(line[1]) * -1, line[0]))
-    running = sum(1 for _, state in states if state is not Status.CRITICAL)
+    stopped = sum(1 for connector in connectors if connector.last_seen is None)
+    down = sum(1 for _, state in states if state is Status.CRITICAL)
+    running = len(states) - stopped - down
     shown = tuple(states[:SHOWN_CONNECTORS])
     more = len(states) - len(shown)
-    return Figure("connectors", "Connectors", "none seen" if not states else f"{running} of {len(states)} running",
-                  ("no connector has said it runs" if not states else "down first" if running < len(states)
-                   else "each said it runs in the last minutes") + (f"; {more} more not shown" if more else ""),
+    value = "none seen" if not states else f"{running} of {len(states)} running" + (
+        f", {stopped} stopped" if stopped else "")
+    said = ("no connector has said it runs" if not states else "down first" if down
+            else "each said it runs in the last minutes" if not stopped
+            else "each stopped cleanly" if not running else "the others stopped cleanly")
+    return Figure("connectors", "Connectors", value, said + (f"; {more} more not shown" if more else ""),
                   worst(*(state for _, state in states)), shown)
 
 
 def _connector_line(connector: Connector, now: datetime, thresholds: Thresholds) -> tuple[str, Status]:
+    if connector.last_seen is None:  # stopped cleanly: on purpose, no alert (decisions #F1)
+        when = f" at {instant(connector.stopped_at)} UTC" if connector.stopped_at is not None else ""
+        return f"{connector.connection}: stopped{when}", Status.OK
     silent = _age(connector.last_seen, now)
     out = None if connector.broker_out_since is None else _age(connector.broker_out_since, now)
     state = thresholds.connector(silent, out)

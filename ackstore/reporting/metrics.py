@@ -100,6 +100,8 @@ GAUGES = {family.name: family for family in (
            ("source",)),
     Family("connector_broker_out_since_timestamp_seconds", "Since when a connection's connector cannot reach its "
            "broker (absent: it can).", ("source",)),
+    Family("connector_stopped_timestamp_seconds", "When a connection's connector stopped cleanly (absent: it said it "
+           "runs since, or never stopped so); its last word is then not served.", ("source",)),
     Family("step_last_duration_seconds", "Each pipeline step's last run, as it recorded it.", ("step",)),
     Family("step_last_finished_timestamp_seconds", "When each pipeline step last finished.", ("step",)),
     Family("pipeline_last_success_timestamp_seconds", "When the last whole pipeline pass ended (its seal step)."),

@@ -18,18 +18,34 @@ EVALUATION_SECONDS = 30
 # A healthy pipeline ends a pass at least every 90 s: the DAG runs every minute, and a pass that
 # opens a local Spark session takes ~20 s more (a failed task is retried after 15 s).
 HEALTHY_PASS_SECONDS = 90
+# The pipeline's threshold is never below a healthy pass and half a minute.
+MIN_PIPELINE_SECONDS = HEALTHY_PASS_SECONDS + 30
 # A pipeline alert waits this long past its threshold (one more run missed), then pages.
 PIPELINE_FOR_SECONDS = 60
-# Every signal may wait up to the longest timeout a request may ask for, then one more pass.
+# No pass ever ended while the exporter has read the ledger this long: the pipeline never ran.
+NEVER_PASSED_SECONDS = 5 * 60
+# Every signal may wait up to the longest timeout a request may ask for, then one more pass; the
+# alert waits a pass or so more before it warns.
 UNSETTLED_MARGIN_SECONDS = 5 * 60
-# Facts wait unsealed at most a pass: the last seal older than this while facts wait is behind.
+UNSETTLED_FOR_SECONDS = 2 * 60
+# Dead letters are looked for over this window (an increase in it warns).
+DEAD_LETTER_WINDOW_SECONDS = 10 * 60
+# Facts wait unsealed at most a pass: the last seal older than this while facts wait is behind, for
+# SEALING_FOR_SECONDS in a row (the pass after an idle ledger's first new fact may take that long).
 SEALING_SECONDS = 10 * 60
-# The archive runs daily on what is older than the retention: a day between runs, a day's margin.
+SEALING_FOR_SECONDS = 5 * 60
+# The archive runs daily on what is older than the retention: a day between runs, a day's margin;
+# the alert waits ARCHIVE_FOR_SECONDS (an archive run in progress).
 ARCHIVE_MARGIN_DAYS = 2
+ARCHIVE_FOR_SECONDS = 30 * 60
+# The ledger's exporter not scraped, or not reading the ledger, this long: not a restart.
+EXPORTER_DOWN_FOR_SECONDS = 2 * 60
 # A running connector says so every CONNECTOR_HEARTBEAT_SECONDS (in the ledger) and answers every
 # scrape; not heard from for CONNECTOR_SILENT_SECONDS, it is down.
 CONNECTOR_HEARTBEAT_SECONDS = 15
 CONNECTOR_SILENT_SECONDS = 2 * 60
+# A connector target no longer answering is named by the connection it served within this long.
+CONNECTOR_NAMED_WITHIN_SECONDS = 86_400
 # A connector that cannot reach its ledger or broker this long is no restart.
 CONNECTOR_OUTAGE_SECONDS = 3 * 60
 
@@ -59,8 +75,15 @@ class Thresholds:
     max_timeout_seconds: int
     retention_days: float
     pipeline_for_seconds: int = PIPELINE_FOR_SECONDS
+    never_passed_seconds: int = NEVER_PASSED_SECONDS  # read this long, no pass ever: critical
+    unsettled_for_seconds: int = UNSETTLED_FOR_SECONDS
+    dead_letter_window_seconds: int = DEAD_LETTER_WINDOW_SECONDS  # a dead letter in it: warning
     sealing_seconds: int = SEALING_SECONDS  # the last seal this old while facts wait: warning
+    sealing_for_seconds: int = SEALING_FOR_SECONDS
+    archive_for_seconds: int = ARCHIVE_FOR_SECONDS
+    exporter_down_for_seconds: int = EXPORTER_DOWN_FOR_SECONDS  # the exporter not read: critical
     connector_silent_seconds: int = CONNECTOR_SILENT_SECONDS  # a connector not heard from: critical
+    connector_named_within_seconds: int = CONNECTOR_NAMED_WITHIN_SECONDS
     connector_outage_seconds: int = CONNECTOR_OUTAGE_SECONDS  # its ledger or broker away: warning
 
     @classmethod
@@ -74,7 +97,7 @@ class Thresholds:
         pages)."""
         default_s, max_s = settings.default_timeout_ms // 1000, settings.max_timeout_ms // 1000
         return cls(
-            pipeline_seconds=max(HEALTHY_PASS_SECONDS + 30, default_s // 2),
+            pipeline_seconds=max(MIN_PIPELINE_SECONDS, default_s // 2),
             unsettled_seconds=max_s + UNSETTLED_MARGIN_SECONDS,
             archive_seconds=round((retention_days + ARCHIVE_MARGIN_DAYS) * 86_400),
             default_timeout_seconds=default_s,

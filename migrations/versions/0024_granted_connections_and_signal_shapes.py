@@ -11,8 +11,8 @@ reserve``), and only a login that may write ``connections`` itself — the admin
 superuser — still claims one by first use. ``signals`` takes only the shapes ingestion's Python
 takes (``ck_signals_shape``: each kind on its channel, with one of its actions): ``insert_signal``
 stored any action, ``bogus`` applied as a modify. ``log_connection_event`` keeps a time between the
-connection's claim and now (a time of year 1 or BC made ``connection logs`` a traceback), and the
-entries logged before it are brought into that range.
+connection's claim and now (``connection_time``, the one spelling of that range; a time of year 1
+or BC made ``connection logs`` a traceback), and the entries logged before are brought into it.
 
 A ledger holding a signal of another shape (stored by a direct call of a write function since
 migration 0016) keeps the constraint NOT VALID: it holds for every new signal, and the sealed old
@@ -36,8 +36,8 @@ branch_labels = None
 depends_on = None
 
 REPLACED = ("claim_connection", "log_connection_event")
-NEW = ("reserve_connection",)
-NEW_FUNCTIONS = ("reserve_connection(text, text)",)
+NEW = ("connection_time", "reserve_connection")  # connection_time before log_connection_event, which uses it
+NEW_FUNCTIONS = ("reserve_connection(text, text)", "connection_time(timestamptz, timestamptz)")
 # Ingestion's shapes as of this revision (ackstore.rules.envelopes.SIGNAL_SHAPES, which
 # ackstore.ledger.schema writes the constraint from; tests/ledger/test_migrations.py holds the two equal).
 SHAPE = ("(kind = 'twin-command' AND channel = 'twin' AND action IN ('create', 'modify', 'merge', 'delete')) OR "
@@ -51,19 +51,20 @@ def upgrade() -> None:
     bind = op.get_bind()
     op.execute(f"ALTER TABLE signals ADD CONSTRAINT ck_signals_shape CHECK ({SHAPE}) NOT VALID")
     _validate_shapes(bind)
-    for name in (*REPLACED, *NEW):
+    for name in (*NEW, *REPLACED):
         objects.create(bind, name, revision)
-    op.execute("UPDATE connection_log l SET happened_at = c.claimed_at FROM connections c "
-               "WHERE c.id = l.connection AND l.happened_at < c.claimed_at")
+    op.execute("UPDATE connection_log l SET happened_at = connection_time(c.claimed_at, l.happened_at) "
+               "FROM connections c WHERE c.id = l.connection "
+               "AND l.happened_at IS DISTINCT FROM connection_time(c.claimed_at, l.happened_at)")
     op.execute(ledger_statement("migrations", "own_everything"))
 
 
 def downgrade() -> None:
     bind = op.get_bind()
-    for signature in NEW_FUNCTIONS:
-        op.execute(f"DROP FUNCTION {signature}")
     for name in REPLACED:
         objects.create(bind, name, down_revision)
+    for signature in NEW_FUNCTIONS:
+        op.execute(f"DROP FUNCTION {signature}")
     op.execute("ALTER TABLE signals DROP CONSTRAINT ck_signals_shape")
 
 

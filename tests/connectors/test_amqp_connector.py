@@ -77,6 +77,30 @@ def test_qos0_is_settled_as_soon_as_it_is_stored(engine: Engine, database_url: s
     assert broker.drain(replies) == [], "nothing is published without response-required"
 
 
+def test_a_word_the_ledger_does_not_take_stops_neither_the_connector_nor_its_messages(
+        engine: Engine, database_url: str, broker: Broker) -> None:
+    """Issue 50's review: that it runs (connector_seen, every 15 s) is a word to the ledger, never the
+    work's condition — with the function gone (a grant missing fails alike) the message is stored
+    and settled, the failure said once in the log and taken for no outage of the ledger; and the
+    clean stop (--once done) is told to the ledger: stopped, not down (decisions #F1)."""
+    with engine.begin() as conn:
+        conn.execute(text("ALTER FUNCTION connector_seen(text, timestamptz) RENAME TO connector_seen_gone"))
+    try:
+        source = broker.queue("commands")
+        publish_all(broker, source, [thing_modify(1, requested_acks=[], response_required=False)])
+        code, log = stop_when_done(connector(database_url, "--connection-id", "plant", "--queue", source, "--once"))
+    finally:  # the session's ledger, the next tests'
+        with engine.begin() as conn:
+            conn.execute(text("ALTER FUNCTION connector_seen_gone(text, timestamptz) RENAME TO connector_seen"))
+    assert code == 0, log
+    assert count(engine, "SELECT count(*) FROM signals") == 1 and broker.depth(source) == 0
+    assert log.count("could not tell the ledger it runs") == 1, log
+    assert count(engine, "SELECT count(*) FROM connection_log WHERE kind = 'outage'") == 0, "no outage of the ledger"
+    with engine.connect() as conn:
+        said = conn.execute(text("SELECT seen_at, stopped_at FROM connections WHERE id = 'plant'")).one()
+    assert said.seen_at is None and said.stopped_at is not None
+
+
 MALFORMED = {
     "not JSON": b"this is not json",
     "invalid UTF-8": b'{"topic": "\xff\xfe"}',

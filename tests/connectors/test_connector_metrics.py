@@ -128,11 +128,12 @@ def test_an_amqp_connectors_metrics_count_what_happened(
     last_minute = connection_cli(database_url, "metrics", connection)["last_minute"]
     assert {k: last_minute[k] for k in ("received", "stored", "dropped", "carried_out_ack", "outage")} == {
         "received": GOOD + 1, "stored": GOOD, "dropped": 1, "carried_out_ack": GOOD, "outage": 0}
-    # the connector said it runs: the ledger's exporter serves when (the Ledger page lists it)
+    # the connector said it runs: the ledger's exporter serves when (the Ledger page lists it); and,
+    # stopped by SIGTERM, that it stopped cleanly (decisions #F1)
     with engine.connect() as conn:
-        seen = conn.execute(text("SELECT seen_at, broker_out_since FROM connections WHERE id = :c"),
+        seen = conn.execute(text("SELECT seen_at, broker_out_since, stopped_at FROM connections WHERE id = :c"),
                             {"c": connection}).one()
-    assert seen.seen_at is not None and seen.broker_out_since is None
+    assert seen.seen_at is not None and seen.broker_out_since is None and seen.stopped_at >= seen.seen_at
 
 
 def connection_cli(database_url: str, command: str, connection: str) -> dict:

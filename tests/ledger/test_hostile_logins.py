@@ -339,6 +339,7 @@ def _calls(scene: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
         "record_latest_carried_out": ("SELECT * FROM record_latest_carried_out(ARRAY[:c1]::bigint[])", {"c1": c1}),
         "log_connection_event": ("SELECT log_connection_event(:c, 'dropped', 'forged', NULL, NULL)", {"c": CONNECTION}),
         "connector_seen": ("SELECT connector_seen(:c, now())", {"c": CONNECTION}),  # a forged outage (issue 50)
+        "connector_stopped": ("SELECT connector_stopped(:c)", {"c": CONNECTION}),  # a forged clean stop (#F1)
     }
 
 
@@ -353,7 +354,7 @@ REFUSED_TO_ANOTHER_LOGIN = {"merge_staged_signals": "42501", "insert_signal": "4
                             "lock_event_position": "42501", "move_event_position": "42501",
                             "hand_out_events": "42501", "close_handouts": "42501", "record_carried_out": "42501",
                             "record_latest_carried_out": "42501", "log_connection_event": "42501",
-                            "connector_seen": "42501"}
+                            "connector_seen": "42501", "connector_stopped": "42501"}
 
 
 def test_the_write_function_table_is_every_function_the_ingest_role_may_call(engine: Engine) -> None:

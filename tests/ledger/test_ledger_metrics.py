@@ -320,6 +320,44 @@ def test_a_built_in_ack_late_for_its_attempt_is_counted_once_as_report_late_acks
         assert conn.execute(text("SELECT count(*) FROM metric_awaited_facts")).scalar_one() == 0
 
 
+def _index(engine: Engine, committed_at: Any) -> None:
+    """index_search's mark of the seeded thing at revision 1: search-persisted of its command."""
+    with engine.begin() as conn:
+        batch = conn.execute(text("INSERT INTO ledger_batches (step, run_id, committed_at) "
+                                  "VALUES ('index_search', 'r', :at) RETURNING id"), {"at": committed_at}).scalar_one()
+        conn.execute(text("INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed) "
+                          "VALUES ('org.acme:t', 0, 1, :b, true)"), {"b": batch})
+
+
+@pytest.mark.parametrize("seal_between", [False, True], ids=["unsealed", "sealed between"])
+def test_a_search_mark_late_for_its_attempt_is_counted_from_the_marks_thing(engine: Engine, seal_between: bool) -> None:
+    """Issue 50's review: a late built-in fact is looked for from the new facts — search-persisted
+    from the search mark, by its thing, among the awaited attempts: s1's change persisted in time,
+    the index reached it after its 408 was decided (sealed between, or not)."""
+    from tests.support.seeded_ledger import at
+
+    seed(engine, signals=[Signal("s1", "plant-a", 0, [Attempt(["search-persisted"], 0, 10)])])
+    _persist(engine, "s1", at(5), 1)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO request_results (signal_id, attempt, status, headers, cause, ack_statuses, "
+                          "decided_at, batch_id) SELECT id, 1, 408, '{}', 'deadline', '{\"search-persisted\": 408}', "
+                          ":at, 1 FROM signals WHERE correlation_id = 's1'"), {"at": at(12)})
+    if seal_between:
+        seals.seal(engine)
+        with engine.connect() as conn:  # its search fact may still come: kept, by its thing
+            assert conn.execute(text("SELECT thing_id FROM metric_awaited_facts")).scalars().all() == ["org.acme:t"]
+    _index(engine, at(15))
+    found = scraped(engine)
+    with engine.connect() as conn:
+        late = reports.late_acks(conn, ALL, 100)
+    assert [(row["correlation_id"], row["label"]) for row in late] == [("s1", "search-persisted")]
+    assert by(found, "ackstore_late_acks_total", "source") == {("plant-a",): 1.0}
+    seals.seal(engine)
+    assert _counters(scraped(engine)) == _counters(found)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM metric_awaited_facts")).scalar_one() == 0
+
+
 def test_a_port_in_use_or_no_port_or_address_is_answered_in_dittos_shape(database_url: str) -> None:
     """Issue 50: `ackstore metrics --port 9464` beside `make airflow`, `--port -1`, `70000` and
     `--host 256.0.0.1` died with a traceback; each is answered as Ditto answers, and exits 1."""

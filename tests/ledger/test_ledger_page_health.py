@@ -115,7 +115,7 @@ def test_the_strip_shows_the_figures_of_a_seeded_ledger(engine: Engine) -> None:
 
 def _pipeline_threshold_of_the_shipped_rules() -> float:
     rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
-    [rule] = [r for g in rules["groups"] for r in g["rules"] if r["alert"] == "AckstorePipelineNotSucceeding"]
+    [rule] = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "AckstorePipelineNotSucceeding"]
     return float(re.search(r"ackstore_pipeline_last_success_timestamp_seconds > (\d+)", rule["expr"]).group(1))
 
 
@@ -155,6 +155,27 @@ def test_connectors_are_listed_with_their_state_the_down_ones_first(engine: Engi
     assert (running, running_status) == ("plant-a: running", "ok")
     assert "never-run" not in html  # claimed, its connector never started: nothing says it should run
     assert "<script>" not in html
+
+
+def test_a_connector_that_stopped_cleanly_is_listed_as_stopped_not_down(engine: Engine) -> None:
+    """Decisions #F1: a connector stopped on purpose (SIGTERM, --once done) said so
+    (connector_stopped): listed as stopped, no alert's colour, until it says it runs again."""
+    now = datetime.now(timezone.utc)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO connections (id, owner_login, claimed_at, seen_at) VALUES "
+                          "('plant-a', session_user, :now, :now - interval '10 seconds'), "
+                          "('plant-s', session_user, :now, :now - interval '10 minutes')"), {"now": now})
+        conn.execute(text("SELECT connector_stopped('plant-s')"))
+    _, strip = page(engine, now + timedelta(minutes=5))
+    assert strip.figures["connectors"] == ["Connectors", "0 of 2 running, 1 stopped", "down first"]
+    (down, down_status), (stopped, stopped_status) = strip.lines["connectors"]
+    assert down.startswith("plant-a: down") and down_status == "critical"
+    assert stopped.startswith("plant-s: stopped at ") and stopped_status == "ok"
+    with engine.begin() as conn:  # it runs again
+        conn.execute(text("SELECT connector_seen('plant-s', NULL)"))
+    _, strip = page(engine, now + timedelta(seconds=30))
+    assert strip.figures["connectors"][:2] == ["Connectors", "2 of 2 running"]
+    assert strip.classes["connectors"] == "ok"
 
 
 def _reading(*gauges: tuple[str, str, float]) -> Reading:

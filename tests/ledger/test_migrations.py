@@ -269,3 +269,51 @@ def test_migration_0024_on_a_ledger_holding_an_odd_signal_and_an_ancient_log_tim
                                     "false, 60000)") == "23514"
         finally:
             engine.dispose()
+
+
+def test_migration_0025_adds_the_late_built_in_acks_sealed_so_far_as_a_seal_would_and_its_downgrade_takes_them_back(
+        monkeypatch) -> None:
+    """A ledger of 0024 whose seals covered built-in acks late for their attempts (no row of acks,
+    so uncounted there): 0025 adds them to the totals as a seal of 0025 would — a source past the
+    first ACKSTORE_METRIC_SOURCES connections claimed folded into 'other', not dropped — and renames
+    signals_received; the downgrade leaves the totals as they were, row for row."""
+    from tests.support.seeded_ledger import Attempt, Signal, at, seed
+
+    monkeypatch.setenv("ACKSTORE_METRIC_SOURCES", "1")  # plant-a, claimed first, has series of its own
+    with scratch_database(ADMIN_URL, "late_0024") as url:
+        engine = make_engine(url)
+        try:
+            migrate.upgrade(engine, "0024")
+            late = [Attempt(["twin-persisted"], 0, 10, 12, 408, "deadline", {"twin-persisted": 408})]
+            seed(engine, signals=[Signal(name, source, 0, late) for name, source in
+                                  (("a1", "plant-a"), ("b1", "plant-b"), ("c1", "plant-c"))])
+            totals = {("late_acks", "plant-a", "", ""): 3.0, ("late_acks", "plant-b", "", ""): 1.0,
+                      ("signals_received", "plant-b", "twin", ""): 1.0}
+            with engine.begin() as conn:
+                batch = conn.execute(text("INSERT INTO ledger_batches (step, committed_at) "
+                                          "VALUES ('apply_twin', :at) RETURNING id"), {"at": at(15)}).scalar_one()
+                conn.execute(text("INSERT INTO command_responses (signal_id, status, is_error, batch_id, event_id, "
+                                  "revision, event_action) SELECT id, 204, false, :b, id, id, 'modified' FROM signals"),
+                             {"b": batch})  # each change persisted after its 408: late
+                conn.execute(text("INSERT INTO seals (number, after_seq, upto_seq, counts, leaves, root, previous, "
+                                  "hash) SELECT 1, 0, last_value, '{}', 0, sha256(''), sha256(''), sha256('1') "
+                                  "FROM ledger_seq"))
+                for (metric, source, label, detail), value in totals.items():
+                    conn.execute(text("INSERT INTO metric_totals VALUES (:m, :s, :l, :d, :v)"),
+                                 {"m": metric, "s": source, "l": label, "d": detail, "v": value})
+            before = _totals(engine)
+            migrate.upgrade(engine, "0025")
+            assert _totals(engine) == {("late_acks", "plant-a", "", ""): 4.0, ("late_acks", "plant-b", "", ""): 1.0,
+                                       ("late_acks", "other", "", ""): 2.0,
+                                       ("signals_stored", "plant-b", "twin", ""): 1.0}
+            migrate.downgrade(engine, "0024")
+            assert _totals(engine) == before == totals
+        finally:
+            engine.dispose()
+
+
+def _totals(engine: Engine) -> dict[tuple[str, str, str, str], float]:
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT metric, source, label, detail, value FROM metric_totals"))
+        return {(row.metric, row.source, row.label, row.detail): row.value for row in rows}
+

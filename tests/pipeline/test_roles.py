@@ -335,6 +335,12 @@ UNMEASURABLE = {
     ("ackstore_pipeline", "stage_results", "DELETE"): "a decision the sweep defers because its read missed an in-time ack",
     ("ackstore_pipeline", "queue_index", "UPDATE"): "INSERT … ON CONFLICT DO UPDATE for a thing queued twice",
     ("ackstore_pipeline", "pipeline_watermarks", "UPDATE"): "ON CONFLICT DO UPDATE once the watermark row exists",
+    # A decided attempt whose built-in fact may still come is kept, found and forgotten by the keys of
+    # the new facts (issue 50's review): only a request decided before its command was applied — the
+    # apply step behind a burst — makes one, and a pass applies before it decides.
+    ("ackstore_pipeline", "metric_awaited_facts", "INSERT"): "a request decided before its command was applied",
+    ("ackstore_pipeline", "metric_awaited_facts", "DELETE"): "its fact sealed after it was kept",
+    ("ackstore_reporter", "metric_awaited_facts", "SELECT"): "probed by the facts after the last seal: none here",
 }
 
 
@@ -447,6 +453,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 settlements.record_carried_out(conn, [(again.signal_id, 1)], held=True)
                 connection_log.record(conn, SOURCE, "dropped", "a poison message", message_id="m9")  # its connector's
                 connection_log.seen(conn, SOURCE, None)  # its connector says it runs (every 15 s)
+                connection_log.stopped(conn, SOURCE)  # and that it stopped cleanly (decisions #F1)
 
     def report(url: str) -> None:
         with AckStore.connect(url) as store:

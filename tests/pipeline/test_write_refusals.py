@@ -188,6 +188,26 @@ def test_a_settlement_keeps_its_decision_and_is_never_carried_out_before_it(engi
     assert snapshot(engine) == before
 
 
+def test_a_copys_settlement_answers_what_it_recorded_and_only_once(engine: Engine, ledger: AckStore,
+                                                                    ingest: Engine) -> None:
+    """record_latest_carried_out returns the settlements it recorded with their decisions, which the
+    connector counts as carried out by it (issue 50's review: it read them first, apart from the
+    write, and could count one another connector recorded in between): a second copy records none."""
+    from ackstore.ledger import settlements
+
+    assert ledger.reserve_connection("plant", ingest.url.username) == {"status": 204}
+    AckStore(ingest).ingest([twin_command("create", path="/", value={}, correlation_id="c1")],
+                            api="connectivity", source="plant", source_message_ids=["m1"])
+    signal = _settled(engine, "c1")
+    with ingest.begin() as conn:
+        first = settlements.record_latest(conn, [signal])
+    with ingest.begin() as conn:
+        again = settlements.record_latest(conn, [signal])
+    assert (first, again) == (["ack"], [])
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT carried_out_at IS NOT NULL FROM settlements")).scalar_one()
+
+
 @pytest.mark.parametrize("change", ["carried_out_at = NULL", "carried_out_at = carried_out_at + interval '1 second'",
                                     "carried_out_as = 'reject'"])
 def test_a_settlement_is_carried_out_once_and_never_cleared(engine: Engine, ledger: AckStore, ingest: Engine,
@@ -203,8 +223,10 @@ def test_a_settlement_is_carried_out_once_and_never_cleared(engine: Engine, ledg
         recorded = conn.execute(text("SELECT carried_out_at FROM settlements")).scalar_one()
     with ingest.begin() as conn:
         again = conn.execute(text("SELECT record_carried_out(ARRAY[:s]::bigint[], '{1}', true, NULL)"), {"s": signal}).all()
-        latest = conn.execute(text("SELECT record_latest_carried_out(ARRAY[:s]::bigint[])"), {"s": signal}).all()
-    assert first == again == latest == [(signal,)]  # every held one is returned...
+        latest = conn.execute(text("SELECT * FROM record_latest_carried_out(ARRAY[:s]::bigint[])"),
+                              {"s": signal}).all()
+    assert first == again == [(signal,)]  # every held one is returned...
+    assert latest == []  # ...and what a copy's settlement recorded: nothing, it was recorded
     with engine.connect() as conn:  # ...and the first record stands
         assert conn.execute(text("SELECT carried_out_at FROM settlements")).scalar_one() == recorded
     before = snapshot(engine)

@@ -337,3 +337,46 @@ def test_airflows_metadata_database_is_named_after_its_ledger(ledger: str, expec
     assert len(set(odd)) == 4, odd  # never two ledgers on one name
     assert all(len(name.encode()) <= MAX_IDENTIFIER_BYTES and name.endswith("_airflow")
                and name.replace("_", "").isalnum() for name in odd), odd
+
+
+def test_a_new_metadata_database_beside_the_earlier_shared_one_says_how_to_keep_its_history(capsys) -> None:
+    """Issue 50's review: a ledger not named `ackstore` had its Airflow metadata in `ackstore_airflow`
+    before; after the upgrade `make airflow` makes `<ledger>_airflow`, empty. It leaves the earlier
+    one as it is (another ledger may have used it) and says, once, how to take it over — a step
+    that works: the history is there under the new name."""
+    import shlex
+
+    from sqlalchemy import text
+
+    from ackstore.local_airflow import _ensure_database, metadata_database_for
+
+    suffix = f"{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    earlier, ledger = f"earlier_airflow_{suffix}", f"plant_{suffix}"
+    name = metadata_database_for(f"postgresql://127.0.0.1/{ledger}")
+    admin = make_engine(ADMIN_URL).execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{earlier}"'))
+        history = make_engine(database_url(ADMIN_URL).with_database(earlier).text())
+        with history.begin() as conn:
+            conn.execute(text("CREATE TABLE dag_run (id int)"))  # its history
+        history.dispose()  # Airflow stopped: nobody is connected to it
+        url = database_url(ADMIN_URL).with_database(ledger).text()
+        _ensure_database(url, name, earlier)
+        said = capsys.readouterr().out
+        assert f"now {name}" in said and f"ALTER DATABASE {earlier} RENAME TO" in said, said
+        _ensure_database(url, name, earlier)  # made before: nothing said
+        assert capsys.readouterr().out == ""
+        step = shlex.split(said.split("then psql -d postgres ", 1)[1].split("; or run", 1)[0])
+        for flag, statement in zip(step[::2], step[1::2]):  # the step, as psql would run it
+            assert flag == "-c"
+            with admin.connect() as conn:
+                conn.execute(text(statement))
+        kept = make_engine(database_url(ADMIN_URL).with_database(name).text())
+        with kept.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM dag_run")).scalar_one() == 0  # the earlier one's table
+        kept.dispose()
+    finally:
+        for database in (earlier, name):
+            drop_database(ADMIN_URL, database)
+

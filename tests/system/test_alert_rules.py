@@ -38,8 +38,19 @@ def run_promtool(*args: str | Path) -> subprocess.CompletedProcess:
     return subprocess.run([promtool(), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
-def rules() -> list[dict]:
+def every_rule() -> list[dict]:
+    """The alerting rules and the recording rules they read."""
     return [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]
+
+
+def rules() -> list[dict]:
+    """The alerting rules."""
+    return [rule for rule in every_rule() if "alert" in rule]
+
+
+def recorded() -> dict[str, dict]:
+    """The recording rules, by the series each records."""
+    return {rule["record"]: rule for rule in every_rule() if "record" in rule}
 
 
 def rule_names() -> list[str]:
@@ -55,7 +66,7 @@ def unit_cases() -> list[dict]:
 def test_promtool_checks_the_rules() -> None:
     result = run_promtool("check", "rules", ALERTS)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(rules())} rules found" in result.stdout
+    assert f"SUCCESS: {len(every_rule())} rules found" in result.stdout
 
 
 def test_promtool_checks_the_sample_configuration() -> None:
@@ -96,13 +107,44 @@ def test_every_rule_has_a_case_where_it_fires_and_one_where_it_does_not() -> Non
         assert silent, f"no case of alerts.test.yml expects {name} not to fire"
 
 
-def test_the_rules_use_only_documented_metrics() -> None:
+def test_the_rules_use_only_documented_metrics_and_the_series_recorded_here() -> None:
     documented = series_names()
     assert "ackstore_dead_letters_total" in documented and "ackstore_received_to_decided_seconds_bucket" in documented
-    for rule in rules():
+    for rule in every_rule():
+        name = rule.get("alert") or rule["record"]
         used = set(re.findall(r"\backstore_[a-z_]+\b", rule["expr"]))
-        assert used or re.search(r'\bup\{job="ackstore-(ledger|connector)"\}', rule["expr"]), rule["alert"]
-        assert used <= documented, f"{rule['alert']} uses {sorted(used - documented)}, not in docs/metrics.md"
+        assert used or re.search(r'\bup\{job="ackstore-(ledger|connector)"\}', rule["expr"]), name
+        assert used <= documented, f"{name} uses {sorted(used - documented)}, not in docs/metrics.md"
+        assert set(re.findall(r"\backstore:[a-z_:]+", rule["expr"])) <= set(recorded()), name
+    metrics_doc = (ROOT / "docs" / "metrics.md").read_text()
+    assert all(f"`{name}`" in metrics_doc for name in recorded()), "every recorded series is in docs/metrics.md"
+
+
+def test_the_connectors_are_named_by_one_recording_rule_the_alert_and_the_dashboard_read() -> None:
+    """The join that names a connector target by the connection it ran is spelled once (issue 50's
+    review): the recording rule; the down alert and the dashboard read its series."""
+    from tests.system.test_dashboard import expressions
+
+    join = "last_over_time(ackstore_connector_start_timestamp_seconds"
+    assert join in recorded()["ackstore:connector_up"]["expr"]
+    [down] = [rule for rule in rules() if rule["alert"] == "AckstoreConnectorDown"]
+    assert "ackstore:connector_up" in down["expr"] and join not in down["expr"]
+    panels = [expression for _, expression in expressions()]
+    assert any("ackstore:connector_up" in expression for expression in panels)
+    assert not any(join in expression for expression in panels)
+    assert sum(rule["expr"].count(join) for rule in every_rule()) == 1
+
+
+def test_no_number_of_a_rule_is_written_in_the_template() -> None:
+    """Every threshold, `for` and window is ackstore.rules.thresholds' (decisions #129): the template
+    holds none — a duration or a number of seconds in a rule's expression or `for` is a placeholder."""
+    from ackstore.reporting.alert_rules import TEMPLATE
+
+    template = yaml.safe_load(re.sub(r"@\{(\w+)\}", r"PLACEHOLDER_\1", TEMPLATE.read_text()))
+    for group in template["groups"]:
+        for rule in group["rules"]:
+            written = [*re.findall(r"(?<![\w.])\d+[smhdwy]?\b", rule["expr"]), *re.findall(r"\d", str(rule.get("for", "")))]
+            assert set(written) <= {"0", "1"}, (rule.get("alert") or rule["record"], written)  # == 0, == 1, > 0, topk 1
 
 
 @pytest.mark.parametrize("broken_as", ["vector(1)", "vector(1) == 0"], ids=["always", "never"])
@@ -154,7 +196,8 @@ def test_the_thresholds_follow_the_settings(tmp_path: Path) -> None:
     + 2 days — rules promtool accepts."""
     done = alert_rules(ACKSTORE_DEFAULT_TIMEOUT="20m", ACKSTORE_MAX_TIMEOUT="1h", ACKSTORE_RETENTION_DAYS="7")
     assert done.returncode == 0, done.stderr
-    rendered = {rule["alert"]: rule for group in yaml.safe_load(done.stdout)["groups"] for rule in group["rules"]}
+    rendered = {rule["alert"]: rule for group in yaml.safe_load(done.stdout)["groups"] for rule in group["rules"]
+                if "alert" in rule}
     assert "last_success_timestamp_seconds > 600\n" in rendered["AckstorePipelineNotSucceeding"]["expr"]
     assert rendered["AckstoreOldestUnsettledTooOld"]["expr"] == "ackstore_oldest_unsettled_age_seconds > 3900"
     assert rendered["AckstoreArchiveBehind"]["expr"].endswith("> 777600")  # (7 + 2) days

@@ -107,6 +107,9 @@ def test_rules_with_for_rewrites_only_the_durations() -> None:
     some = yaml.safe_load(rules_with_for({"AckstoreSealingBehind": "2s"}))
     for group, short_group, some_group in zip(original["groups"], short["groups"], some["groups"]):
         for rule, short_rule, some_rule in zip(group["rules"], short_group["rules"], some_group["rules"]):
+            if "alert" not in rule:  # a recording rule has no `for`
+                assert short_rule == some_rule == rule
+                continue
             assert short_rule == {**rule, "for": "0s"}
             expected = {**rule, "for": "2s"} if rule["alert"] == "AckstoreSealingBehind" else rule
             assert some_rule == expected

@@ -89,3 +89,15 @@ def test_the_log_filter_guards_every_record_a_handler_writes_from_any_logger(cap
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\\nINFO forged" in text
     assert "password *** refused" in text and "Traceback (most recent call last):\n" in text
     assert "a malformed call %d ('amqp://u:***@h',)" in text
+
+
+def test_a_database_url_is_shown_by_one_rule() -> None:
+    """Issue 50's review: a database URL shown to people is DatabaseUrl's (``redacted``, which knows
+    libpq's forms: a ``password=`` option, key=value pairs, an unencoded "/" or "@" in a password);
+    the demo printed SQLAlchemy's own rendering. No code renders one by another rule."""
+    from tests.support.paths import ROOT
+
+    others = [str(path.relative_to(ROOT)) for folder in ("ackstore", "jobs", "dags", "auditor")
+              for path in (ROOT / folder).rglob("*.py") if "hide_password=True" in path.read_text()]
+    assert others == []
+

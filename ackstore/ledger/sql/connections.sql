@@ -9,6 +9,10 @@ SELECT log_connection_event(:connection, :kind, :detail, :message_id, :happened_
 -- checks the login.
 SELECT connector_seen(:connection, :broker_out_since)
 
+-- name: stopped
+-- Its connector stopped cleanly; the write function checks the login.
+SELECT connector_stopped(:connection)
+
 -- name: known
 -- Whether the ledger knows the connection: claimed, or with signals stored under its id.
 SELECT EXISTS (SELECT FROM connections c WHERE c.id = :connection)

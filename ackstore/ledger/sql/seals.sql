@@ -65,26 +65,29 @@ FROM metric_facts(:after_seq, :upto_seq) f LEFT JOIN metric_sources(:cap) k ON k
 GROUP BY 1, 2, 3, 4
 ON CONFLICT (metric, source, label, detail) DO UPDATE SET value = metric_totals.value + EXCLUDED.value
 
--- name: await_facts
--- The attempts decided in (after_seq, upto_seq] that did not count a built-in label: a fact of
--- theirs numbered later is late for them, and metric_facts looks for it among these.
-INSERT INTO metric_awaited_facts (signal_id, attempt)
-SELECT r.signal_id, r.attempt FROM request_results r
-WHERE r.seq > :after_seq AND r.seq <= :upto_seq AND awaits_builtin_facts(r.ack_statuses, r.status)
-ON CONFLICT (signal_id, attempt) DO NOTHING
-
 -- name: forget_awaited_facts
--- The attempts whose built-in facts can no longer come after upto_seq: each built-in label they
--- requested has its fact at or below it, or their command answered without a change (no fact
--- ever), or they are gone (archived). The rest wait for the next seal.
+-- The awaited attempts whose built-in facts can no longer come after upto_seq
+-- (builtin_facts_to_come: each label's fact is sealed, or the command answered without a change),
+-- looked for from the facts sealed now — the signals answered and the things indexed in
+-- (after_seq, upto_seq], an array of each probing the table's keys — never over every awaited
+-- attempt: its cost follows the new facts. Every awaited attempt is forgotten so: its command is
+-- answered by the apply step and its change indexed, facts a later seal covers.
 DELETE FROM metric_awaited_facts w
-WHERE NOT EXISTS (
-    SELECT FROM attempts a CROSS JOIN LATERAL unnest(a.requested_acks) AS q(label)
-    WHERE a.signal_id = w.signal_id AND a.attempt = w.attempt
-      AND q.label IN (twin_persisted(), search_persisted())
-      AND NOT EXISTS (SELECT FROM builtin_fact_times(w.signal_id) f WHERE f.label = q.label AND f.seq <= :upto_seq)
-      AND NOT EXISTS (SELECT FROM command_responses r WHERE r.signal_id = w.signal_id AND r.seq <= :upto_seq
-                        AND (r.event_id IS NULL OR r.is_error)))
+WHERE (w.signal_id = ANY (ARRAY(SELECT r.signal_id FROM command_responses r
+                                WHERE r.seq > :after_seq AND r.seq <= :upto_seq))
+       OR w.thing_id = ANY (ARRAY(SELECT m.thing_id FROM search_marks m
+                                  WHERE m.seq > :after_seq AND m.seq <= :upto_seq)))
+  AND NOT EXISTS (SELECT FROM builtin_facts_to_come(w.signal_id, w.attempt, :upto_seq))
+
+-- name: await_facts
+-- The attempts decided in (after_seq, upto_seq] that did not count a built-in label and whose
+-- fact may still come (builtin_facts_to_come): a fact of theirs numbered later is late for them,
+-- and metric_facts looks for it among these, by its signal or its thing.
+INSERT INTO metric_awaited_facts (signal_id, attempt, thing_id)
+SELECT r.signal_id, r.attempt, s.thing_id FROM request_results r JOIN signals s ON s.id = r.signal_id
+WHERE r.seq > :after_seq AND r.seq <= :upto_seq AND awaits_builtin_facts(r.ack_statuses, r.status)
+  AND EXISTS (SELECT FROM builtin_facts_to_come(r.signal_id, r.attempt, :upto_seq))
+ON CONFLICT (signal_id, attempt) DO NOTHING
 
 -- name: store_leaves
 -- A seal's leaf hashes, chunk by chunk (a binary COPY: seal, chunk, the hashes).

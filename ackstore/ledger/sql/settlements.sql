@@ -28,15 +28,8 @@ JOIN request_answers r ON r.signal_id = d.signal_id AND r.attempt = d.attempt
 SELECT record_carried_out(CAST(:signal_ids AS bigint[]), CAST(:attempts AS integer[]), CAST(:held AS boolean),
                           CAST(:carried_out_as AS text))
 
-
--- name: latest_not_carried_out
--- Of these signals, those whose newest settlement is not carried out yet, with its decision: what
--- record_latest is about to record (the connector counts them as carried out by it).
-SELECT DISTINCT ON (st.signal_id) st.signal_id, st.decision, st.carried_out_at IS NULL AS open
-FROM settlements st WHERE st.signal_id = ANY (CAST(:signal_ids AS bigint[]))
-ORDER BY st.signal_id, st.attempt DESC
-
 -- name: record_latest
--- A redelivered copy settled from its signal's decision: the newest attempt's settlement.
-SELECT record_latest_carried_out(CAST(:signal_ids AS bigint[]))
+-- Redelivered copies settled from their signals' decisions: the newest attempt's settlement of
+-- each, recorded unless it was; the settlements recorded now, with their decisions.
+SELECT signal_id, decision FROM record_latest_carried_out(CAST(:signal_ids AS bigint[]))
 

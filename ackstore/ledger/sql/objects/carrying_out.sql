@@ -97,10 +97,13 @@ END $$;
 
 -- name: record_latest_carried_out
 -- Redelivered copies settled from their signals' decisions: the newest attempt's settlement of
--- each, recorded unless it was; every signal that has one is returned. Only by the login of each
--- signal's connection (issue 37).
--- version: 0020
-CREATE OR REPLACE FUNCTION record_latest_carried_out(signal_ids bigint[]) RETURNS SETOF bigint
+-- each, recorded unless it was. Returns what this call recorded — each settlement's signal and
+-- decision (a copy of one carried out before records nothing, and a connector that recorded it
+-- at the same moment has it instead): what the connector counts as carried out by it, read from
+-- the write itself (issue 50: it read the decisions first and could count one another recorded).
+-- Only by the login of each signal's connection (issue 37).
+-- version: 0025
+CREATE OR REPLACE FUNCTION record_latest_carried_out(signal_ids bigint[]) RETURNS TABLE (signal_id bigint, decision text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   PERFORM act_for_connection(x.source)
@@ -109,10 +112,9 @@ BEGIN
   WITH latest AS (
       SELECT x.signal_id, max(x.attempt) AS attempt FROM settlements x
       WHERE x.signal_id = ANY (record_latest_carried_out.signal_ids) GROUP BY x.signal_id
-  ), recorded AS (
-      UPDATE settlements st SET carried_out_at = clock_timestamp()
-      FROM latest d
-      WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
   )
-  SELECT l.signal_id FROM latest l;
+  UPDATE settlements st SET carried_out_at = clock_timestamp()
+  FROM latest d
+  WHERE st.signal_id = d.signal_id AND st.attempt = d.attempt AND st.carried_out_at IS NULL
+  RETURNING st.signal_id, st.decision;
 END $$;

@@ -2,14 +2,26 @@
 -- `…/logs` (issue 38, decisions #109): counts for the last minute, hour and day from the ledger's
 -- own facts, and a log of what its connector could not do, kept to its newest entries.
 
+-- name: connection_time
+-- A time a connection's connector gave, as the ledger keeps it: between the connection's claim and
+-- now (decisions #126) — one in the future is now's, one before the claim (year 1, BC: no reader's
+-- clock holds it, issue 50) the claim's, as nothing of a connection happened in the ledger before
+-- it knew the connection. NULL stays NULL (no time given). The one spelling of that range: its log
+-- (log_connection_event, and migration 0024 for the entries before it) and its connector's word
+-- (connector_seen) keep their times through it.
+-- version: 0024
+CREATE OR REPLACE FUNCTION connection_time(claimed_at timestamptz, given timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN given IS NOT NULL THEN LEAST(GREATEST(given, claimed_at), now()) END
+$$;
+
 -- name: log_connection_event
 -- A connector's failure, in its connection's log: a message dropped (the ledger refused it for
 -- good, or it was answered 4xx), refused by the source's enforcement, an answer or a target's
 -- message the protocol cannot carry, an outage (logged when it ended, at the time it began). Only
 -- the connection's login writes its log (act_for_connection); the text is clipped, and a time is
--- between the connection's claim and now: one in the future is now's, one before the claim (year
--- 1, BC: no reader's clock holds it, issue 50) the claim's; the log keeps the newest 1 000 entries
--- of each connection, so it never grows with the history.
+-- kept between the connection's claim and now (connection_time; none given: now); the log keeps
+-- the newest 1 000 entries of each connection, so it never grows with the history.
 -- version: 0024
 CREATE OR REPLACE FUNCTION log_connection_event(connection text, kind text, detail text, message_id text,
                                                 happened_at timestamptz)
@@ -20,7 +32,7 @@ BEGIN
   INSERT INTO connection_log (connection, kind, detail, message_id, happened_at)
   SELECT log_connection_event.connection, log_connection_event.kind, left(log_connection_event.detail, 2000),
          left(log_connection_event.message_id, 1000),
-         LEAST(GREATEST(COALESCE(log_connection_event.happened_at, now()), c.claimed_at), now())
+         connection_time(c.claimed_at, COALESCE(log_connection_event.happened_at, now()))
   FROM connections c WHERE c.id = log_connection_event.connection;
   DELETE FROM connection_log l
   WHERE l.connection = log_connection_event.connection
@@ -31,18 +43,32 @@ END $$;
 -- name: connector_seen
 -- A running connector says so (every 15 s: ackstore.rules.thresholds.CONNECTOR_HEARTBEAT_SECONDS),
 -- and since when it cannot reach its broker (NULL: it can): what the Ledger page lists each
--- connection's connector by, and ackstore_connector_last_seen_timestamp_seconds. Only the
--- connection's login says it (act_for_connection); a time in the future is now's.
+-- connection's connector by, and ackstore_connector_last_seen_timestamp_seconds. It runs, so it
+-- has not stopped (connector_stopped). Only the connection's login says it (act_for_connection);
+-- the outage's start is kept between the connection's claim and now (connection_time).
 -- version: 0025
 CREATE OR REPLACE FUNCTION connector_seen(connection text, broker_out_since timestamptz)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
   PERFORM act_for_connection(connector_seen.connection);
-  UPDATE connections c SET seen_at = now(),  -- LEAST would make a NULL (no outage) now()
-    broker_out_since = CASE WHEN connector_seen.broker_out_since IS NOT NULL
-                            THEN LEAST(connector_seen.broker_out_since, now()) END
+  UPDATE connections c SET seen_at = now(), stopped_at = NULL,
+    broker_out_since = connection_time(c.claimed_at, connector_seen.broker_out_since)
   WHERE c.id = connector_seen.connection;
+END $$;
+
+-- name: connector_stopped
+-- A connector that stops cleanly (SIGTERM or SIGINT, its --once or --max-messages done) says so
+-- (decisions #F1): stopped on purpose is no connector down — the Ledger page lists it as stopped,
+-- ackstore_connector_stopped_timestamp_seconds says when, and the down alert spares it until its
+-- connector says it runs again (connector_seen). Only the connection's login says it.
+-- version: 0025
+CREATE OR REPLACE FUNCTION connector_stopped(connection text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  PERFORM act_for_connection(connector_stopped.connection);
+  UPDATE connections c SET stopped_at = now(), broker_out_since = NULL WHERE c.id = connector_stopped.connection;
 END $$;
 
 -- name: connection_metrics

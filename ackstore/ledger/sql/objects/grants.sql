@@ -47,9 +47,9 @@ GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand
                           declare_subscriber, record_carried_out, record_latest_carried_out TO ackstore_ingest;
 -- Who owns a connection (migration 0020).
 GRANT EXECUTE ON FUNCTION may_act_for_connection, claim_connection TO ackstore_ingest;
--- A connector's failures, in its connection's log (migration 0022), and that it runs (0025).
+-- A connector's failures, in its connection's log (migration 0022), and that it runs or stopped (0025).
 GRANT EXECUTE ON FUNCTION log_connection_event TO ackstore_ingest;
-GRANT EXECUTE ON FUNCTION connector_seen TO ackstore_ingest
+GRANT EXECUTE ON FUNCTION connector_seen, connector_stopped TO ackstore_ingest
 
 -- name: ackstore_pipeline
 -- What the steps read and write.

@@ -114,6 +114,27 @@ LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.
 WHERE builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause, later.opened_at) = 'late'
 $$;
 
+-- name: builtin_facts_to_come
+-- The built-in labels an attempt requested whose fact may still come after fact number ``upto``:
+-- none is numbered up to it, and the command was not answered without a change or with an error
+-- (then no fact ever comes); none for an attempt that is gone. What the seal keeps a decided
+-- attempt for in metric_awaited_facts, and forgets it by. A table, so a statement inlines it and
+-- plans it with its own rows (a boolean function of a sub-select is a call per row: 29 µs).
+-- version: 0025
+CREATE OR REPLACE FUNCTION builtin_facts_to_come(signal bigint, attempt integer, upto bigint)
+RETURNS TABLE (label text)
+LANGUAGE sql STABLE AS $$
+SELECT q.label
+FROM attempts a CROSS JOIN LATERAL unnest(a.requested_acks) AS q(label)
+WHERE a.signal_id = builtin_facts_to_come.signal AND a.attempt = builtin_facts_to_come.attempt
+  AND q.label IN (twin_persisted(), search_persisted())
+  AND NOT EXISTS (SELECT FROM builtin_fact_times(a.signal_id) f
+                  WHERE f.label = q.label AND f.seq <= builtin_facts_to_come.upto)
+  AND NOT EXISTS (SELECT FROM command_responses r
+                  WHERE r.signal_id = a.signal_id AND r.seq <= builtin_facts_to_come.upto
+                    AND (r.event_id IS NULL OR r.is_error))
+$$;
+
 -- name: metric_facts
 -- What the facts numbered (after_seq, upto_seq] add to each counter (upto_seq NULL: no bound),
 -- per metric, source and labels: signals stored (channel); attempts decided (status class)
@@ -124,12 +145,15 @@ $$;
 -- that decision; built-in facts late for their attempt (late_builtin_acks), counted with whichever
 -- of the attempt's decision and the fact is numbered last (a deadline's or error's decision after
 -- the fact, or a fact after its attempt was decided) — so each once. A fact after its decision
--- is looked for among the decisions that did not count a built-in label: this interval's, and
--- those sealed before whose facts were still to come (metric_awaited_facts, kept by the seal) —
--- never among every command. Each fact is read through its table's index on seq; a row's source
--- through its signal's key, one look-up each (LATERAL ... LIMIT 1): a scrape's planner cannot
--- know how few facts follow the last seal, and would guess a third of each table and join it
--- whole.
+-- is looked for from the interval's built-in facts (its twin responses, its search marks) among
+-- the decisions that did not count a built-in label: those sealed before whose facts were still
+-- to come (metric_awaited_facts, kept by the seal), probed by the new facts' signals and things
+-- (an array of them, so the plan is index probes however many wait: a join's planner would hash
+-- and scan the awaited attempts, 200 000 of them when the apply step falls behind), and this
+-- interval's own — so the cost follows the new facts, never the awaited set or every command.
+-- Each fact is read through its table's index on seq; a row's source through its signal's key,
+-- one look-up each (LATERAL ... LIMIT 1): a scrape's planner cannot know how few facts follow the
+-- last seal, and would guess a third of each table and join it whole.
 -- version: 0025
 CREATE OR REPLACE FUNCTION metric_facts(after_seq bigint, upto_seq bigint)
 RETURNS TABLE (metric text, source text, label text, detail text, value float8)
@@ -173,6 +197,11 @@ WITH received AS (
     UNION ALL
     SELECT s.source, count(*)
     FROM (SELECT w.signal_id FROM metric_awaited_facts w
+          WHERE w.signal_id = ANY (ARRAY(SELECT r.signal_id FROM command_responses r
+                                         WHERE r.seq > after_seq AND (upto_seq IS NULL OR r.seq <= upto_seq)
+                                           AND r.event_id IS NOT NULL))
+             OR w.thing_id = ANY (ARRAY(SELECT m.thing_id FROM search_marks m
+                                        WHERE m.seq > after_seq AND (upto_seq IS NULL OR m.seq <= upto_seq)))
           UNION
           SELECT d.signal_id FROM decided d WHERE d.awaits) c
     CROSS JOIN LATERAL (SELECT x.source FROM signals x WHERE x.id = c.signal_id LIMIT 1) s
@@ -231,7 +260,8 @@ GROUP BY c.metric, c.source, c.label, c.detail;
 -- signal's age (a connection's message is unsettled until its settlement is carried out, the
 -- API's until decided: signal_state) and how many of a connection's held messages are undecided;
 -- per connection when its connector last said it runs (connector_seen) and since when it cannot
--- reach its broker; each step's last run, the last whole pass (its seal step), the gate's last run
+-- reach its broker, or when it stopped cleanly (connector_stopped: then no word of its running is
+-- served, so no reader takes it for down); each step's last run, the last whole pass (its seal step), the gate's last run
 -- and whether it failed; the last seal and the facts after it; the last archive and the oldest
 -- signal still hot. Each read by a queue, a key or an index; the connections are the ledger's few.
 -- version: 0025
@@ -279,9 +309,11 @@ CROSS JOIN LATERAL (VALUES ('oldest_undecided_age_seconds', extract(epoch FROM n
 WHERE g.value IS NOT NULL
 UNION ALL
 SELECT g.metric, c.id, g.value FROM connections c
-CROSS JOIN LATERAL (VALUES ('connector_last_seen_timestamp_seconds', extract(epoch FROM c.seen_at)::float8),
+CROSS JOIN LATERAL (VALUES ('connector_last_seen_timestamp_seconds',
+                            CASE WHEN c.stopped_at IS NULL THEN extract(epoch FROM c.seen_at)::float8 END),
                            ('connector_broker_out_since_timestamp_seconds',
-                            extract(epoch FROM c.broker_out_since)::float8)) g(metric, value)
+                            extract(epoch FROM c.broker_out_since)::float8),
+                           ('connector_stopped_timestamp_seconds', extract(epoch FROM c.stopped_at)::float8)) g(metric, value)
 WHERE c.seen_at IS NOT NULL AND g.value IS NOT NULL
 UNION ALL
 SELECT 'step_last_duration_seconds', r.step, (r.stats ->> 'seconds')::float8 FROM last_runs r
