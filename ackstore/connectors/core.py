@@ -341,7 +341,7 @@ class Connector:
         if claimed["status"] != 204:
             log.error("connector %s: %s", self.config.id, claimed["message"])
             return False
-        self._say_it_runs()  # at once: a clean stop it said before no longer spares it (decisions #F1)
+        self._say_it_runs()  # at once: a clean stop it said before no longer spares it (decisions #133)
         labels = self.config.declared_labels
         declarations: list[tuple[str, dict[str, Any]]] = [
             (self.config.subscriber_id(n), {"channels": list(t.channels),
@@ -835,7 +835,7 @@ class Connector:
 
     def _say_it_stopped(self) -> None:
         """The connector stopped cleanly (SIGTERM or SIGINT, its --once or --max-messages done): the
-        Ledger page lists it as stopped and the down alert spares it (decisions #F1)."""
+        Ledger page lists it as stopped and the down alert spares it (decisions #133)."""
         self._tell_the_ledger("it stopped", lambda conn: connection_log.stopped(conn, self.config.id))
 
     def _tell_the_ledger(self, what: str, say: Callable[[Connection], None]) -> None:

@@ -39,7 +39,7 @@ def seen(conn: Connection, connection: str, broker_out_since: datetime | None) -
 
 
 def stopped(conn: Connection, connection: str) -> None:
-    """``connection``'s connector stopped cleanly (decisions #F1): stopped, not down, until it says
+    """``connection``'s connector stopped cleanly (decisions #133): stopped, not down, until it says
     it runs again."""
     conn.execute(ledger_statement("connections", "stopped"), {"connection": connection})
 

@@ -557,7 +557,7 @@ connections = Table(
     Column("seen_at", TIMESTAMP(timezone=True), nullable=True),
     Column("broker_out_since", TIMESTAMP(timezone=True), nullable=True),
     # When its connector stopped cleanly (connector_stopped; NULL: since then it said it runs, or
-    # it never stopped so): stopped, not down (decisions #F1).
+    # it never stopped so): stopped, not down (decisions #133).
     Column("stopped_at", TIMESTAMP(timezone=True), nullable=True),
     CheckConstraint("id <> ''", name="id"),
 )

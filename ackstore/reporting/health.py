@@ -32,7 +32,7 @@ SHOWN_CONNECTORS = 20  # the connectors the strip names; the rest are counted
 @dataclass(frozen=True)
 class Connector:
     """A connection's connector, as the ledger last heard from it: running (its last word), or
-    stopped cleanly (when; decisions #F1)."""
+    stopped cleanly (when; decisions #133)."""
 
     connection: str
     last_seen: datetime | None
@@ -167,7 +167,7 @@ def _connectors_figure(connectors: tuple[Connector, ...], now: datetime, thresho
 
 
 def _connector_line(connector: Connector, now: datetime, thresholds: Thresholds) -> tuple[str, Status]:
-    if connector.last_seen is None:  # stopped cleanly: on purpose, no alert (decisions #F1)
+    if connector.last_seen is None:  # stopped cleanly: on purpose, no alert (decisions #133)
         when = f" at {instant(connector.stopped_at)} UTC" if connector.stopped_at is not None else ""
         return f"{connector.connection}: stopped{when}", Status.OK
     silent = _age(connector.last_seen, now)

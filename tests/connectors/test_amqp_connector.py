@@ -82,7 +82,7 @@ def test_a_word_the_ledger_does_not_take_stops_neither_the_connector_nor_its_mes
     """Issue 50's review: that it runs (connector_seen, every 15 s) is a word to the ledger, never the
     work's condition — with the function gone (a grant missing fails alike) the message is stored
     and settled, the failure said once in the log and taken for no outage of the ledger; and the
-    clean stop (--once done) is told to the ledger: stopped, not down (decisions #F1)."""
+    clean stop (--once done) is told to the ledger: stopped, not down (decisions #133)."""
     with engine.begin() as conn:
         conn.execute(text("ALTER FUNCTION connector_seen(text, timestamptz) RENAME TO connector_seen_gone"))
     try:

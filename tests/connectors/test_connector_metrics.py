@@ -129,7 +129,7 @@ def test_an_amqp_connectors_metrics_count_what_happened(
     assert {k: last_minute[k] for k in ("received", "stored", "dropped", "carried_out_ack", "outage")} == {
         "received": GOOD + 1, "stored": GOOD, "dropped": 1, "carried_out_ack": GOOD, "outage": 0}
     # the connector said it runs: the ledger's exporter serves when (the Ledger page lists it); and,
-    # stopped by SIGTERM, that it stopped cleanly (decisions #F1)
+    # stopped by SIGTERM, that it stopped cleanly (decisions #133)
     with engine.connect() as conn:
         seen = conn.execute(text("SELECT seen_at, broker_out_since, stopped_at FROM connections WHERE id = :c"),
                             {"c": connection}).one()

@@ -339,7 +339,7 @@ def _calls(scene: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
         "record_latest_carried_out": ("SELECT * FROM record_latest_carried_out(ARRAY[:c1]::bigint[])", {"c1": c1}),
         "log_connection_event": ("SELECT log_connection_event(:c, 'dropped', 'forged', NULL, NULL)", {"c": CONNECTION}),
         "connector_seen": ("SELECT connector_seen(:c, now())", {"c": CONNECTION}),  # a forged outage (issue 50)
-        "connector_stopped": ("SELECT connector_stopped(:c)", {"c": CONNECTION}),  # a forged clean stop (#F1)
+        "connector_stopped": ("SELECT connector_stopped(:c)", {"c": CONNECTION}),  # a forged clean stop (#133)
     }
 
 

@@ -158,7 +158,7 @@ def test_connectors_are_listed_with_their_state_the_down_ones_first(engine: Engi
 
 
 def test_a_connector_that_stopped_cleanly_is_listed_as_stopped_not_down(engine: Engine) -> None:
-    """Decisions #F1: a connector stopped on purpose (SIGTERM, --once done) said so
+    """Decisions #133: a connector stopped on purpose (SIGTERM, --once done) said so
     (connector_stopped): listed as stopped, no alert's colour, until it says it runs again."""
     now = datetime.now(timezone.utc)
     with engine.begin() as conn:

@@ -453,7 +453,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
                 settlements.record_carried_out(conn, [(again.signal_id, 1)], held=True)
                 connection_log.record(conn, SOURCE, "dropped", "a poison message", message_id="m9")  # its connector's
                 connection_log.seen(conn, SOURCE, None)  # its connector says it runs (every 15 s)
-                connection_log.stopped(conn, SOURCE)  # and that it stopped cleanly (decisions #F1)
+                connection_log.stopped(conn, SOURCE)  # and that it stopped cleanly (decisions #133)
 
     def report(url: str) -> None:
         with AckStore.connect(url) as store:

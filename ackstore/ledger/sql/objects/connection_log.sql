@@ -59,7 +59,7 @@ END $$;
 
 -- name: connector_stopped
 -- A connector that stops cleanly (SIGTERM or SIGINT, its --once or --max-messages done) says so
--- (decisions #F1): stopped on purpose is no connector down — the Ledger page lists it as stopped,
+-- (decisions #133): stopped on purpose is no connector down — the Ledger page lists it as stopped,
 -- ackstore_connector_stopped_timestamp_seconds says when, and the down alert spares it until its
 -- connector says it runs again (connector_seen). Only the connection's login says it.
 -- version: 0025
