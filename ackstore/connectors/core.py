@@ -61,13 +61,13 @@ from ackstore.ledger import connection_log, failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, errors, jsontext, wire
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from ackstore.rules.thresholds import CONNECTOR_HEARTBEAT_SECONDS
 
 log = logging.getLogger("ackstore.connector")
 
-GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)  # undecided deliveries return to the broker
-ACK = Disposition(ack=True)
+GIVE_BACK = Settling(ack=False, requeue=True, given_back=True)  # undecided deliveries return to the broker
+ACK = Settling(ack=True)
 
 
 @dataclass
@@ -142,7 +142,7 @@ class Session(abc.ABC):
         """Read and write the socket for up to ``time_limit`` seconds (messages arrive now)."""
 
     @abc.abstractmethod
-    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+    def settle(self, dispositions: Mapping[int, Settling]) -> None:
         """Settle these deliveries (tag -> how); tags no longer outstanding are left out."""
 
     @abc.abstractmethod
@@ -185,7 +185,7 @@ class Transport(abc.ABC):
         """A new session consuming the sources, handing each message to ``deliver``."""
 
     @abc.abstractmethod
-    def disposition(self, decision: str) -> Disposition:
+    def disposition(self, decision: str) -> Settling:
         """How the protocol carries out a settlement decision (B.9)."""
 
     @abc.abstractmethod
@@ -219,7 +219,7 @@ class _Settle:
     """Deliveries for the broker's thread to settle."""
 
     session: int
-    dispositions: dict[int, Disposition]  # delivery tag -> how
+    dispositions: dict[int, Settling]  # delivery tag -> how
     acknowledged: int = 0  # how many of them carry a settlement out (not a refusal, not a give-back)
 
 
@@ -234,14 +234,14 @@ class _SettledNow(NamedTuple):
     here): how each is settled, how many of them carry a settlement out (acked at once, or from the
     decision their signal already had) and how many are refused as client errors."""
 
-    dispositions: dict[int, Disposition]  # delivery tag -> how
+    dispositions: dict[int, Settling]  # delivery tag -> how
     acknowledged: int = 0
     rejected: int = 0
 
 
 def _joined(parts: Iterable[_SettledNow]) -> _SettledNow:
     """The parts as one, their deliveries in order."""
-    dispositions: dict[int, Disposition] = {}
+    dispositions: dict[int, Settling] = {}
     acknowledged = rejected = 0
     for part in parts:
         dispositions.update(part.dispositions)
@@ -514,7 +514,7 @@ class Connector:
 
     def _settle_what_is_handed_back(self, session: Session) -> None:
         """Settle what the other threads decided, then publish their replies."""
-        dispositions: dict[int, Disposition] = {}
+        dispositions: dict[int, Settling] = {}
         replies: list[_Reply] = []
         acknowledged = 0
         while True:
@@ -874,7 +874,7 @@ class Connector:
             self._held.put_back(taken)
             raise
         faults.checkpoint("connector:recorded")
-        by_session: dict[int, dict[int, Disposition]] = {}
+        by_session: dict[int, dict[int, Settling]] = {}
         for decided in mine:
             disposition = self.transport.disposition(decided.decision)
             for delivery in taken[decided.signal_id]:
