@@ -1,5 +1,5 @@
 """What a connector does beyond its protocol: QoS 1 from a broker through the ledger (B.7, B.9,
-A.2.6, A.2.10), for any :class:`Transport` (AMQP 0.9.1, MQTT 3.1.1 and 5).
+A.2.6, A.2.10), for any :class:`Transport` (AMQP 0.9.1, AMQP 1.0, MQTT 3.1.1 and 5, HTTP push: targets only).
 
 One process per connection. Its sources' messages are stored in batches (``AckStore.ingest``)
 and only then considered received:
