@@ -663,7 +663,6 @@ def _connect(args: argparse.Namespace) -> int:
     from ackstore.connectors import config, logs
     from ackstore.connectors.amqp import AmqpConnector
     from ackstore.connectors.amqp10 import Amqp10Connector
-    from ackstore.connectors.core import Options
     from ackstore.connectors.http_push import HttpPushConnector
     from ackstore.connectors.metrics import ConnectorMetrics
     from ackstore.connectors.mqtt import MqttConnector
@@ -692,8 +691,7 @@ def _connect(args: argparse.Namespace) -> int:
     except errors.DittoError as error:
         return _answer(error.to_json())
     logs.configure([*logs.secrets_of([connection.uri]), *_ledger_password(args)])  # no library logs one
-    given = vars(args)  # what this protocol's parser has: the rest are Options' own defaults
-    options = Options(**{field.name: given[field.name] for field in dataclasses.fields(Options) if field.name in given})
+    options = connector_options(args)
     metrics = ConnectorMetrics(connection.id, connection.connection_type)
     if args.metrics_port is not None:
         try:
@@ -710,6 +708,15 @@ def _connect(args: argparse.Namespace) -> int:
     if connector.failure is not None:  # --once and a broker that stayed unreachable
         return _answer(connector.failure.to_json())
     return code
+
+
+def connector_options(args: argparse.Namespace) -> Options:
+    """A connector's options from ``ackstore connect PROTOCOL``'s arguments: those its parser has
+    (each ``dest`` an ``Options`` field), the rest ``Options``' own defaults."""
+    from ackstore.connectors.core import Options
+
+    given = vars(args)
+    return Options(**{field.name: given[field.name] for field in dataclasses.fields(Options) if field.name in given})
 
 
 def _ledger_password(args: argparse.Namespace) -> list[str]:
