@@ -1,12 +1,12 @@
-"""What an AMQP 0.9.1 connection does with a message, as pure rules (B.9's AMQP 0.9.1 row, issue 37).
+"""What an AMQP 0.9.1 connection does with a message, as pure rules (A.3, issue 37).
 
 * :func:`message_key` keys a consumed message for de-duplication (A.3): its ``message_id``.
 * :func:`publish_problem` is what an AMQP 0.9.1 publish can carry (shortstr limits, field
   tables): what it refuses is dropped, never sent (issue 37); :func:`correlation_id_property`
   is a correlation id as the property, when it can be one.
 
-What every transport shares (the envelope a message becomes, how a decision is settled) is
-:mod:`ackstore.rules.connectivity`.
+What every transport shares (the envelope a message becomes, how a decision is settled: B.9's
+AMQP 0.9.1 row is :func:`ackstore.rules.connectivity.settling`) is :mod:`ackstore.rules.connectivity`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def message_key(message_id: str | None, body: bytes, correlation_id: str | None)
 SHORT_STRING_BYTES = 255  # an AMQP 0.9.1 shortstr: message properties such as correlation-id
 # The message properties that are shortstrs, as pika names them (AMQP 0.9.1, basic class).
 SHORT_STRING_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
-                                "message_id", "type", "user_id", "app_id", "cluster_id")
+                           "message_id", "type", "user_id", "app_id", "cluster_id")
 
 
 def correlation_id_property(value: object) -> str | None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore.rules import amqp, connectivity, errors, jsontext, limits, wire
+from ackstore.rules import connectivity, errors, jsontext, limits, wire
 from ackstore.rules.connectivity import Settling
 from tests.support.deep_json import nested, nested_array
 
@@ -52,21 +52,6 @@ def test_inbound_headers_come_from_the_body_first_then_the_amqp_headers_then_the
 @pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"headers": 3}', b"\xff", b" " * (MAX + 1)])
 def test_bodies_that_are_no_envelope_are_passed_on_for_the_ledger_to_answer(body: bytes) -> None:
     assert connectivity.inbound_envelope(body, None, {}, includes=["twin-persisted"], max_bytes=MAX) is body
-
-
-def test_a_message_is_keyed_by_its_message_id_else_by_a_digest_of_body_and_correlation_id() -> None:
-    assert amqp.message_key("m-1", b"{}", "c") == "m-1"
-    digest = amqp.message_key(None, b"{}", "c")
-    assert digest.startswith("sha256:") and digest == amqp.message_key("", b"{}", "c")
-    assert digest != amqp.message_key(None, b"{}", "d")
-    assert digest != amqp.message_key(None, b"{ }", "c")
-    assert amqp.message_key(None, b"", "a\x00") != amqp.message_key(None, b"\x00", "a")
-
-
-@given(st.binary(max_size=64), st.text(max_size=8), st.binary(max_size=64), st.text(max_size=8))
-def test_different_bodies_or_correlation_ids_never_share_a_digest(body1, cid1, body2, cid2) -> None:
-    same = (body1, cid1) == (body2, cid2)
-    assert (amqp.message_key(None, body1, cid1) == amqp.message_key(None, body2, cid2)) == same
 
 
 @pytest.mark.parametrize(
