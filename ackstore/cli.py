@@ -24,7 +24,7 @@ from ackstore.rules import errors
 from ackstore.rules.settings import MAX_ENVELOPE_VARIABLE, Settings
 
 if TYPE_CHECKING:
-    from ackstore.connectors.core import Options
+    from ackstore.connectors.options import Options
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
 
@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _connector_parsers(commands: Any) -> None:
-    from ackstore.connectors.core import Options  # the one place of a connector's defaults
+    from ackstore.connectors.options import Options  # the one place of a connector's defaults
 
     every = _every_connector_parser()
     consuming = _consuming_connector_parser(Options)
@@ -713,7 +713,7 @@ def _connect(args: argparse.Namespace) -> int:
 def connector_options(args: argparse.Namespace) -> Options:
     """A connector's options from ``ackstore connect PROTOCOL``'s arguments: those its parser has
     (each ``dest`` an ``Options`` field), the rest ``Options``' own defaults."""
-    from ackstore.connectors.core import Options
+    from ackstore.connectors.options import Options
 
     given = vars(args)
     return Options(**{field.name: given[field.name] for field in dataclasses.fields(Options) if field.name in given})
