@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from sqlalchemy.exc import DBAPIError
 
@@ -21,6 +22,9 @@ from ackstore.reporting.registry import REPORTS, described
 from ackstore.reporting.shown_text import json_text
 from ackstore.rules import errors
 from ackstore.rules.settings import MAX_ENVELOPE_VARIABLE, Settings
+
+if TYPE_CHECKING:
+    from ackstore.connectors.options import Options
 
 EXIT_OK, EXIT_ERROR_ANSWER, EXIT_USAGE, EXIT_UNDECIDED = 0, 1, 2, 3
 
@@ -263,61 +267,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _connector_parsers(commands: Any) -> None:
+    from ackstore.connectors.options import Options  # the one place of a connector's defaults
+
+    every = _every_connector_parser()
+    consuming = _consuming_connector_parser(Options)
     connect = commands.add_parser("connect", help="run a connector: QoS 1 from a broker through the ledger")
     connect_kinds = connect.add_subparsers(dest="kind", required=True, metavar="PROTOCOL")
     amqp = connect_kinds.add_parser(
-        "amqp", help="consume RabbitMQ queues, hold each delivery until the pipeline decides, settle it")
-    amqp.add_argument("--connection-id", help="the connection's id (its source in the ledger, its labels' prefix)")
+        "amqp", parents=[every, consuming],
+        help="consume RabbitMQ queues, hold each delivery until the pipeline decides, settle it")
     amqp.add_argument("--queue", help="the one source queue (or use --config)")
-    amqp.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
-                      help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
     amqp.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/", help="the broker's AMQP URI")
-    amqp.add_argument("--config", help="a connection JSON with sources and targets (instead of the options above)")
-    amqp.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
-    amqp.add_argument("--prefetch", type=int, default=0,
-                      help="broker prefetch; held deliveries count against it (default 0: no limit)")
-    amqp.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
-    amqp.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
-    amqp.add_argument("--once", action="store_true", help="take what is queued, settle what is decided, exit")
-    _metrics_arguments(amqp)
+    amqp.add_argument("--prefetch", type=int, default=Options.prefetch,
+                      help="broker prefetch; held deliveries count against it (default %(default)s: no limit)")
     amqp.set_defaults(run=_connect)
     mqtt = connect_kinds.add_parser(
-        "mqtt", help="subscribe to MQTT topics (3.1.1 or 5), withhold each PUBACK until the pipeline decides")
-    mqtt.add_argument("--connection-id", help="the connection's id (its source in the ledger, its client id)")
+        "mqtt", parents=[every, consuming],
+        help="subscribe to MQTT topics (3.1.1 or 5), withhold each PUBACK until the pipeline decides")
     mqtt.add_argument("--topic", action="append", default=[], metavar="FILTER",
                       help="a topic filter to subscribe to at QoS 1 (or use --config); repeatable")
-    mqtt.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
-                      help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
     mqtt.add_argument("--url", default="mqtt://127.0.0.1:1883", help="the broker: mqtt[s]://[USER[:PASSWORD]@]HOST[:PORT]")
     mqtt.add_argument("--mqtt-version", choices=("3.1.1", "5"), default="5", help="the protocol version (default 5)")
-    mqtt.add_argument("--config", help="a Ditto MQTT connection JSON (instead of the options above)")
-    mqtt.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
-    mqtt.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
-    mqtt.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
-    mqtt.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
-    _metrics_arguments(mqtt)
     mqtt.set_defaults(run=_connect)
     amqp10 = connect_kinds.add_parser(
-        "amqp10", help="attach to AMQP 1.0 addresses, leave each delivery unsettled until the pipeline decides")
-    amqp10.add_argument("--connection-id", help="the connection's id (its source in the ledger, its labels' prefix)")
+        "amqp10", parents=[every, consuming],
+        help="attach to AMQP 1.0 addresses, leave each delivery unsettled until the pipeline decides")
     amqp10.add_argument("--address", action="append", default=[], metavar="ADDRESS",
                         help="a source address to receive from (RabbitMQ: /amq/queue/NAME; or use --config); repeatable")
-    amqp10.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
-                        help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
     amqp10.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672", help="the broker: amqp[s]://[USER:PASSWORD@]HOST[:PORT]")
     amqp10.add_argument("--credit", type=int, help="deliveries a link holds unsettled at once (default 65535)")
-    amqp10.add_argument("--config", help="a Ditto AMQP 1.0 connection JSON (instead of the options above)")
-    amqp10.add_argument("--batch-size", type=int, default=1000, help="messages per ledger transaction (default 1000)")
-    amqp10.add_argument("--poll", type=float, default=2.0, help="seconds between reads of decisions (default 2)")
-    amqp10.add_argument("--max-messages", type=int, help="consume this many, exit once all of them are settled")
-    amqp10.add_argument("--once", action="store_true", help="take what is waiting, settle what is decided, exit")
-    _metrics_arguments(amqp10)
     amqp10.set_defaults(run=_connect)
     push = connect_kinds.add_parser(
-        "http-push", help="send the targets' events and live signals to an HTTP endpoint; its response issues the ack")
-    push.add_argument("--config", help="a Ditto http-push connection JSON (targets only)")
-    push.add_argument("--once", action="store_true", help="send what is there, then exit")
-    _metrics_arguments(push)
+        "http-push", parents=[every],
+        help="send the targets' events and live signals to an HTTP endpoint; its response issues the ack")
     push.set_defaults(run=_connect)
 
     publish = commands.add_parser("publish", help="send Ditto Protocol messages to a broker")
@@ -338,6 +320,34 @@ def _connector_parsers(commands: Any) -> None:
     publish_amqp10.add_argument("--address", required=True, help="the address (RabbitMQ: /amq/queue/NAME)")
     publish_amqp10.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672", help="the broker's AMQP URI")
     publish_amqp10.set_defaults(run=_publish)
+
+
+def _every_connector_parser() -> argparse.ArgumentParser:
+    """The options every ``ackstore connect PROTOCOL`` has (a parent parser: spelled once)."""
+    every = argparse.ArgumentParser(add_help=False)
+    every.add_argument("--config", help="a Ditto connection JSON of this protocol, with its sources and targets "
+                                        "(instead of the options that name them; http-push: targets only)")
+    every.add_argument("--once", action="store_true",
+                       help="take what is waiting, send what the targets have, settle what is decided, exit")
+    _metrics_arguments(every)
+    return every
+
+
+def _consuming_connector_parser(options: type[Options]) -> argparse.ArgumentParser:
+    """The options of a connector that consumes sources, their defaults ``options``' (the
+    connector's ``Options``): the one place they are spelled. Each one's ``dest`` is the field it sets."""
+    consuming = argparse.ArgumentParser(add_help=False)
+    consuming.add_argument("--connection-id", help="the connection's id (its source in the ledger, its labels' "
+                                                   "prefix; MQTT: its client id)")
+    consuming.add_argument("--requested-acks", action="append", default=[], metavar="LABEL",
+                           help="a label every message requests (e.g. twin-persisted for QoS 1); repeatable")
+    consuming.add_argument("--batch-size", type=int, default=options.batch_size,
+                           help="messages per ledger transaction (default %(default)s)")
+    consuming.add_argument("--poll", dest="poll_s", metavar="POLL", type=float, default=options.poll_s,
+                           help="seconds between reads of decisions (default %(default)s)")
+    consuming.add_argument("--max-messages", type=int, default=options.max_messages,
+                           help="consume this many, exit once all of them are settled")
+    return consuming
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -653,7 +663,6 @@ def _connect(args: argparse.Namespace) -> int:
     from ackstore.connectors import config, logs
     from ackstore.connectors.amqp import AmqpConnector
     from ackstore.connectors.amqp10 import Amqp10Connector
-    from ackstore.connectors.core import Options
     from ackstore.connectors.http_push import HttpPushConnector
     from ackstore.connectors.metrics import ConnectorMetrics
     from ackstore.connectors.mqtt import MqttConnector
@@ -682,8 +691,7 @@ def _connect(args: argparse.Namespace) -> int:
     except errors.DittoError as error:
         return _answer(error.to_json())
     logs.configure([*logs.secrets_of([connection.uri]), *_ledger_password(args)])  # no library logs one
-    options = Options(batch_size=getattr(args, "batch_size", 1000), prefetch=getattr(args, "prefetch", 0),
-                      poll_s=getattr(args, "poll", 2.0), max_messages=getattr(args, "max_messages", None), once=args.once)
+    options = connector_options(args)
     metrics = ConnectorMetrics(connection.id, connection.connection_type)
     if args.metrics_port is not None:
         try:
@@ -700,6 +708,15 @@ def _connect(args: argparse.Namespace) -> int:
     if connector.failure is not None:  # --once and a broker that stayed unreachable
         return _answer(connector.failure.to_json())
     return code
+
+
+def connector_options(args: argparse.Namespace) -> Options:
+    """A connector's options from ``ackstore connect PROTOCOL``'s arguments: those its parser has
+    (each ``dest`` an ``Options`` field), the rest ``Options``' own defaults."""
+    from ackstore.connectors.options import Options
+
+    given = vars(args)
+    return Options(**{field.name: given[field.name] for field in dataclasses.fields(Options) if field.name in given})
 
 
 def _ledger_password(args: argparse.Namespace) -> list[str]:

@@ -9,7 +9,7 @@ AMQP 0.9.1 receives, settles and replies:
   delivery-tag order, with one ``multiple`` frame per run of the oldest tags
   (:mod:`ackstore.connectors.tags`); stopping gives every undecided delivery back with one frame;
 * replies go to the default exchange, routed to the message's ``reply_to`` queue; one AMQP 0.9.1
-  cannot carry (:func:`ackstore.rules.connectivity.amqp_publish_problem`: a reply-to past a
+  cannot carry (:func:`ackstore.rules.amqp.publish_problem`: a reply-to past a
   routing key's 255 bytes) is dropped and said;
 * a header table nested past pika's stack is read as :data:`~ackstore.rules.connectivity.UNREAD`
   (:class:`BoundedProperties`), and the message refused as a client error like one nested past
@@ -18,7 +18,7 @@ AMQP 0.9.1 receives, settles and replies:
 Targets publish the twin events and live signals the connection subscribes to (pulled from the
 ledger under a lease) to an exchange, on a thread and connection of their own with asynchronous
 publisher confirms, and issue the target's acknowledgement label from the broker's answer: 200
-on a confirm, 503 on a nack (:mod:`ackstore.connectors.targets`).
+on a confirm, 503 on a nack (:mod:`ackstore.connectors.amqp_targets`).
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Options, Se
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.tags import DeliveryTags, Frame
-from ackstore.connectors.targets import AMQP_UNENCODABLE, Targets, targets_work
+from ackstore.connectors.amqp_targets import AMQP_UNENCODABLE, Targets
+from ackstore.connectors.targets import targets_work
 from ackstore.ledger.store import AckStore
-from ackstore.rules import connectivity, wire
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules import amqp, connectivity, wire
+from ackstore.rules.connectivity import Settling
 
 __all__ = ["AmqpConnector", "AmqpTransport", "Options", "send"]
 
@@ -121,8 +122,8 @@ class AmqpTransport(Transport):
     def connect(self, deliver: Callable[[Message], None]) -> Session:
         return AmqpSession(self.config, self.options, deliver)
 
-    def disposition(self, decision: str) -> Disposition:
-        return connectivity.amqp_disposition(decision)
+    def disposition(self, decision: str) -> Settling:
+        return connectivity.settling(decision)
 
     def consuming(self) -> str:
         queues = ", ".join(s.queue for s in self.config.sources) or "nothing"
@@ -168,7 +169,7 @@ class AmqpSession(Session):
         self._tags.delivered(method.delivery_tag)
         fields = {name: _text(getattr(properties, name))
                   for name in ("correlation_id", "reply_to", "content_type", "message_id")}
-        key = connectivity.source_message_id(fields["message_id"], body, fields["correlation_id"])
+        key = amqp.message_key(fields["message_id"], body, fields["correlation_id"])
         source = self._sources[method.consumer_tag]
         self._deliver(Message(method.delivery_tag, method.redelivered, body, key, properties.headers, fields,
                               source, source.queue))
@@ -176,7 +177,7 @@ class AmqpSession(Session):
     def process(self, time_limit: float) -> None:
         self._connection.process_data_events(time_limit=time_limit)
 
-    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+    def settle(self, dispositions: Mapping[int, Settling]) -> None:
         for frame in self._tags.settle(dispositions):
             self._send(frame)
 
@@ -203,8 +204,8 @@ class AmqpSession(Session):
         an answer AMQP 0.9.1 cannot carry (a sender's reply-to no routing key can be) is
         :class:`Unencodable`, never published."""
         properties = {"content_type": DITTO_JSON,
-                      "correlation_id": connectivity.amqp_correlation_id(message["headers"].get("correlation-id"))}
-        problem = connectivity.amqp_publish_problem(reply_to, properties)
+                      "correlation_id": amqp.correlation_id_property(message["headers"].get("correlation-id"))}
+        problem = amqp.publish_problem(reply_to, properties)
         if problem is not None:
             raise Unencodable(problem)
         try:

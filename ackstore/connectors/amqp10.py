@@ -56,7 +56,7 @@ from ackstore.connectors.outage import Outage
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp10, connectivity, errors, wire
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 
 __all__ = ["Amqp10Connector", "Amqp10Lost", "Amqp10Transport", "ProtonConnection", "message_for"]
 
@@ -99,8 +99,8 @@ class Amqp10Transport(Transport):
     def connect(self, deliver: Callable[[Message], None]) -> Session:
         return Amqp10Session(self.config, deliver)
 
-    def disposition(self, decision: str) -> Disposition:
-        return connectivity.amqp_disposition(decision)  # ack / reject / redeliver, as AMQP 0.9.1 (B.9)
+    def disposition(self, decision: str) -> Settling:
+        return connectivity.settling(decision)  # ack / reject / redeliver (B.9), an outcome by amqp10.outcome
 
     def consuming(self) -> str:
         addresses = ", ".join(a for s in self.config.sources for a in s.addresses) or "nothing"
@@ -400,11 +400,11 @@ class Amqp10Session(Session):
     def process(self, time_limit: float) -> None:
         self._connection.step(time_limit)
 
-    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+    def settle(self, dispositions: Mapping[int, Settling]) -> None:
         faults.checkpoint("connector:settling")
         self._settle((tag, dispositions[tag]) for tag in dispositions)
 
-    def _settle(self, items: Iterable[tuple[int, Disposition]]) -> None:
+    def _settle(self, items: Iterable[tuple[int, Settling]]) -> None:
         """Settle in delivery order: proton sends a run of consecutive deliveries settled alike as
         one ranged disposition, and RabbitMQ's plugin, like its AMQP 0.9.1 channel (decisions
         #84), walks its unsettled deliveries from the oldest for each one settled on its own."""

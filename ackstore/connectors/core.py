@@ -1,5 +1,5 @@
 """What a connector does beyond its protocol: QoS 1 from a broker through the ledger (B.7, B.9,
-A.2.6, A.2.10), for any :class:`Transport` (AMQP 0.9.1, MQTT 3.1.1 and 5).
+A.2.6, A.2.10), for any :class:`Transport` (AMQP 0.9.1, AMQP 1.0, MQTT 3.1.1 and 5, HTTP push: targets only).
 
 One process per connection. Its sources' messages are stored in batches (``AckStore.ingest``)
 and only then considered received:
@@ -56,36 +56,19 @@ from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig, Source
 from ackstore.connectors.held import Delivery, Held
 from ackstore.connectors.metrics import INBOUND, ConnectorMetrics
+from ackstore.connectors.options import Options
 from ackstore.connectors.outage import Outage
 from ackstore.ledger import connection_log, failures, settlements
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, errors, jsontext, wire
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from ackstore.rules.thresholds import CONNECTOR_HEARTBEAT_SECONDS
 
 log = logging.getLogger("ackstore.connector")
 
-GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)  # undecided deliveries return to the broker
-ACK = Disposition(ack=True)
-
-
-@dataclass
-class Options:
-    batch_size: int = 1000  # messages per ledger transaction
-    prefetch: int = 0  # unacknowledged deliveries the broker may push; 0: no limit (held ones count)
-    linger_s: float = 0.05  # how long a partial batch waits for more messages
-    poll_s: float = 2.0  # how often decisions are read without a notification
-    target_interval_s: float = 0.5  # how often targets pull new signals
-    target_lease: str = "5m"
-    pipeline_interval_ms: int = 60_000  # the DAG's schedule, for the consumer-timeout check
-    consumer_timeout_ms: int = connectivity.DEFAULT_CONSUMER_TIMEOUT_MS
-    max_messages: int | None = None  # stop consuming after this many, exit once all are settled
-    once: bool = False  # take what is queued now, settle what is decided, exit
-    once_broker_wait_s: float = 30.0  # with once: how long an unreachable broker is tried before exiting 503
-    reconnect_s: float = 1.0  # the first wait before reconnecting; doubled after each failure
-    max_reconnect_s: float = 30.0
-    batches_waiting: int = 4  # received batches waiting to be stored before the socket is left unread
+GIVE_BACK = Settling(ack=False, requeue=True, given_back=True)  # undecided deliveries return to the broker
+ACK = Settling(ack=True)
 
 
 @dataclass
@@ -142,7 +125,7 @@ class Session(abc.ABC):
         """Read and write the socket for up to ``time_limit`` seconds (messages arrive now)."""
 
     @abc.abstractmethod
-    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+    def settle(self, dispositions: Mapping[int, Settling]) -> None:
         """Settle these deliveries (tag -> how); tags no longer outstanding are left out."""
 
     @abc.abstractmethod
@@ -185,7 +168,7 @@ class Transport(abc.ABC):
         """A new session consuming the sources, handing each message to ``deliver``."""
 
     @abc.abstractmethod
-    def disposition(self, decision: str) -> Disposition:
+    def disposition(self, decision: str) -> Settling:
         """How the protocol carries out a settlement decision (B.9)."""
 
     @abc.abstractmethod
@@ -219,7 +202,7 @@ class _Settle:
     """Deliveries for the broker's thread to settle."""
 
     session: int
-    dispositions: dict[int, Disposition]  # delivery tag -> how
+    dispositions: dict[int, Settling]  # delivery tag -> how
     acknowledged: int = 0  # how many of them carry a settlement out (not a refusal, not a give-back)
 
 
@@ -234,14 +217,14 @@ class _SettledNow(NamedTuple):
     here): how each is settled, how many of them carry a settlement out (acked at once, or from the
     decision their signal already had) and how many are refused as client errors."""
 
-    dispositions: dict[int, Disposition]  # delivery tag -> how
+    dispositions: dict[int, Settling]  # delivery tag -> how
     acknowledged: int = 0
     rejected: int = 0
 
 
 def _joined(parts: Iterable[_SettledNow]) -> _SettledNow:
     """The parts as one, their deliveries in order."""
-    dispositions: dict[int, Disposition] = {}
+    dispositions: dict[int, Settling] = {}
     acknowledged = rejected = 0
     for part in parts:
         dispositions.update(part.dispositions)
@@ -514,7 +497,7 @@ class Connector:
 
     def _settle_what_is_handed_back(self, session: Session) -> None:
         """Settle what the other threads decided, then publish their replies."""
-        dispositions: dict[int, Disposition] = {}
+        dispositions: dict[int, Settling] = {}
         replies: list[_Reply] = []
         acknowledged = 0
         while True:
@@ -874,7 +857,7 @@ class Connector:
             self._held.put_back(taken)
             raise
         faults.checkpoint("connector:recorded")
-        by_session: dict[int, dict[int, Disposition]] = {}
+        by_session: dict[int, dict[int, Settling]] = {}
         for decided in mine:
             disposition = self.transport.disposition(decided.decision)
             for delivery in taken[decided.signal_id]:

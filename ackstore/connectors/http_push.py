@@ -39,7 +39,7 @@ from ackstore.connectors.outage import Outage
 from ackstore.connectors.targets import Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import http_push, labels, wire
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 
 log = logging.getLogger("ackstore.connector")
 
@@ -66,7 +66,7 @@ class HttpPushTransport(Transport):
     def connect(self, deliver: Callable[[Message], None]) -> Session:
         return _NoSources()
 
-    def disposition(self, decision: str) -> Disposition:
+    def disposition(self, decision: str) -> Settling:
         raise AssertionError("an HTTP push connection receives nothing to settle")
 
     def consuming(self) -> str:
@@ -85,7 +85,7 @@ class _NoSources(Session):
     def process(self, time_limit: float) -> None:
         time.sleep(time_limit)
 
-    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+    def settle(self, dispositions: Mapping[int, Settling]) -> None:
         return None
 
     def give_back(self) -> bool:

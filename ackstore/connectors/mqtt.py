@@ -61,7 +61,7 @@ from ackstore.connectors.outage import Outage
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
 from ackstore.ledger.store import AckStore
 from ackstore.rules import mqtt
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 
 log = logging.getLogger("ackstore.connector")
 
@@ -111,7 +111,7 @@ class MqttTransport(Transport):
         self._connected_before = True
         return session
 
-    def disposition(self, decision: str) -> Disposition:
+    def disposition(self, decision: str) -> Settling:
         return mqtt.disposition(decision, self.settings.reconnect_for_redelivery)
 
     def carried_out_as(self, decision: str) -> str | None:
@@ -321,7 +321,7 @@ class MqttSession(Session):
         if self.client.want_write():
             self._check(self.client.loop_write())
 
-    def settle(self, dispositions: Mapping[int, Disposition]) -> None:
+    def settle(self, dispositions: Mapping[int, Settling]) -> None:
         for tag in sorted(dispositions):  # PUBACKs in the order the messages came
             mid = self._unacked.pop(tag, None)
             if mid is None:  # QoS 0, or settled already

@@ -24,7 +24,7 @@ import pika
 from pika.exceptions import NackError, UnroutableError
 
 from ackstore.connectors.core import Unencodable
-from ackstore.rules import connectivity, errors, wire
+from ackstore.rules import amqp, errors, wire
 
 PUBACK_WAIT_S = 60.0
 AMQP10_WINDOW = 1000  # AMQP 1.0 messages sent before their outcomes are read
@@ -53,7 +53,7 @@ def _properties(queue: str, line: bytes) -> pika.BasicProperties:
     properties = {"message_id": _text(headers, "message-id") or uuid.uuid4().hex,
                   "correlation_id": _text(headers, "correlation-id"), "reply_to": _text(headers, "reply-to"),
                   "content_type": wire.DITTO_CONTENT_TYPE}
-    problem = connectivity.amqp_publish_problem(queue, properties)
+    problem = amqp.publish_problem(queue, properties)
     if problem is not None:
         raise Unencodable(problem)
     return pika.BasicProperties(delivery_mode=2, **properties)  # persistent

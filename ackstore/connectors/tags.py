@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Frame:
 
     tag: int
     multiple: bool
-    disposition: Disposition
+    disposition: Settling
 
 
 class DeliveryTags:
@@ -50,7 +50,7 @@ class DeliveryTags:
     def outstanding(self) -> int:
         return self._highest - self._through - len(self._settled_above)
 
-    def settle(self, settlements: Mapping[int, Disposition]) -> list[Frame]:
+    def settle(self, settlements: Mapping[int, Settling]) -> list[Frame]:
         """The frames that settle ``settlements`` (tag -> disposition); tags no longer outstanding
         are left out. Runs of the lowest outstanding tags first, then the rest in tag order."""
         pending = sorted(tag for tag in settlements if self.is_outstanding(tag))
@@ -69,7 +69,7 @@ class DeliveryTags:
         self._mark(pending[done:])
         return frames
 
-    def give_back(self, disposition: Disposition) -> Frame | None:
+    def give_back(self, disposition: Settling) -> Frame | None:
         """One frame that settles every outstanding delivery (a stop returns them to the queue)."""
         if not self.outstanding:
             return None
@@ -79,7 +79,7 @@ class DeliveryTags:
         self._through, self._settled_above = self._highest, set()
         return Frame(newest, True, disposition)
 
-    def _prefix_run(self, pending: list[int], start: int, settlements: Mapping[int, Disposition]) -> int:
+    def _prefix_run(self, pending: list[int], start: int, settlements: Mapping[int, Settling]) -> int:
         """How far from ``start`` the pending tags are the oldest outstanding ones, one disposition."""
         position, end = self._through + 1, start
         disposition = settlements[pending[start]]

@@ -22,7 +22,7 @@ import re
 from typing import Any, Mapping
 
 from ackstore.rules import connectivity, errors
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from ackstore.rules.index_rows import escape_key
 from ackstore.rules.limits import MAX_JSON_DEPTH
 
@@ -37,7 +37,7 @@ QUEUE_PREFIX, TOPIC_PREFIX = "queue://", "topic://"
 _REPLY_ADDRESS = re.compile(r"/(?:queue|amq/queue|reply-queue|topic)/[^/]+|/exchange/[^/]+/[^/]+|[^/]+")
 
 
-def outcome(disposition: Disposition, redelivery: str = MODIFIED) -> str:
+def outcome(disposition: Settling, redelivery: str = MODIFIED) -> str:
     """The outcome a delivery is settled with (B.9's AMQP 1.0 row)."""
     if disposition.ack:
         return ACCEPTED
@@ -104,7 +104,7 @@ def application_properties(values: Mapping[Any, Any] | None) -> dict[str, Any]:
         at = f"/headers/{escape_key(str(name))}"
         if not nests_within(value, MAX_JSON_DEPTH - at.count("/")):
             raise errors.json_too_deep(MAX_JSON_DEPTH, at)
-        headers[str(name)] = connectivity.amqp_header_json(value, at)
+        headers[str(name)] = connectivity.header_json(value, at)
     return headers
 
 

@@ -1,13 +1,16 @@
-"""What a broker connection does with a consumed message, as pure rules (B.7, B.9, A.2.2, A.3).
+"""What a broker connection does with a consumed message, as pure rules shared by every
+transport (B.7, B.9, A.2.2, A.3); what one protocol alone needs is its own module
+(:mod:`ackstore.rules.amqp`, :mod:`ackstore.rules.amqp10`, :mod:`ackstore.rules.mqtt`,
+:mod:`ackstore.rules.http_push`).
 
-* :func:`inbound_envelope` maps an AMQP message (body, headers table, properties) to the
-  Ditto Protocol envelope the ledger stores, with the source's ``requested-acks`` added.
-* :func:`source_message_id` keys a message for de-duplication (A.3).
-* :func:`amqp_disposition` is how AMQP 0.9.1 carries out a settlement decision (B.9).
+* :func:`inbound_envelope` maps a consumed message (body, headers, properties) to the
+  Ditto Protocol envelope the ledger stores, with the source's ``requested-acks`` added;
+  :func:`header_json` is a transport's header value as JSON.
+* :func:`digest_key` keys a message without an id of its own for de-duplication (A.3).
+* :func:`settling` is how a connection settles a delivery for a settlement decision (B.9):
+  a :class:`Settling`, which each transport carries out as its protocol can.
 * :func:`issued_ack_status` is the status of a target-issued ack from the broker's answer.
 * :func:`consumer_timeout_warning` checks A.2.2's bound against the broker's consumer timeout.
-* :func:`amqp_publish_problem` is what an AMQP 0.9.1 publish can carry (shortstr limits, field
-  tables): what it refuses is dropped, never sent (issue 37).
 """
 
 from __future__ import annotations
@@ -31,16 +34,6 @@ MESSAGE_ID = "message-id"
 # AMQP properties that become Ditto headers when the envelope does not carry them itself.
 PROPERTY_HEADERS = (("correlation_id", CORRELATION_ID), ("reply_to", REPLY_TO),
                     ("content_type", CONTENT_TYPE), ("message_id", MESSAGE_ID))
-
-
-def source_message_id(message_id: str | None, body: bytes, correlation_id: str | None) -> str:
-    """The message's key within its connection: its AMQP ``message_id``, or — without one — a
-    digest of its body and correlation id, so that a retransmitted copy maps to the same signal
-    (A.3). Two different messages with neither a message id nor a correlation id and the same
-    body are one message by this key (decisions #32)."""
-    if message_id:
-        return message_id
-    return digest_key([correlation_id or ""], body)
 
 
 def digest_key(parts: Sequence[str], body: bytes) -> str:
@@ -73,7 +66,7 @@ def inbound_envelope(
     with the same error as any other submission. The body's depth is checked as it is read, so
     the envelope is a ``CheckedMessage`` the ledger does not walk again, unless a header this
     adds holds objects or arrays (an AMQP field table or array): then it is checked as stored.
-    A header nesting past the door's bound is 400 json.invalid here (:func:`amqp_header_json`),
+    A header nesting past the door's bound is 400 json.invalid here (:func:`header_json`),
     before a level past it is read.
     """
     if len(body) > max_bytes:
@@ -90,7 +83,7 @@ def inbound_envelope(
         key = str(name).lower()
         if key in headers:
             continue  # the body's own header wins: the one it shadows is not read
-        headers[key] = amqp_header_json(value, f"/headers/{escape_key(key)}")
+        headers[key] = header_json(value, f"/headers/{escape_key(key)}")
         nested = nested or isinstance(value, (Mapping, list, tuple))
     for prop, name in PROPERTY_HEADERS:
         if properties.get(prop):
@@ -116,9 +109,10 @@ class Unread:
 UNREAD = Unread()
 
 
-def amqp_header_json(value: Any, at: str = "") -> Any:
-    """An AMQP header value as JSON (decisions #39): every type pika delivers maps, none is a
-    reason to reject a message (RabbitMQ's own ``x-death`` holds timestamps).
+def header_json(value: Any, at: str = "") -> Any:
+    """A header value as JSON, as a transport's client library delivers it (decisions #39: the
+    AMQP header mapping; AMQP 1.0's application properties too): every type pika delivers maps,
+    none is a reason to reject a message (RabbitMQ's own ``x-death`` holds timestamps).
 
     | AMQP field type               | JSON                                               |
     | integer, boolean, void        | as it is                                           |
@@ -140,7 +134,7 @@ def amqp_header_json(value: Any, at: str = "") -> Any:
 
 
 def _header_json(value: Any, at: str, levels: int) -> Any:
-    """:func:`amqp_header_json` of a value at ``at``, where ``levels`` more levels may nest."""
+    """:func:`header_json` of a value at ``at``, where ``levels`` more levels may nest."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -166,109 +160,6 @@ def _header_json(value: Any, at: str, levels: int) -> Any:
         return [_header_json(member, f"{at}/{index}", levels - 1) for index, member in enumerate(value)]
     return str(value)
 
-
-AMQP_SHORT_STRING_BYTES = 255  # an AMQP 0.9.1 shortstr: message properties such as correlation-id
-# The message properties that are shortstrs, as pika names them (AMQP 0.9.1, basic class).
-AMQP_SHORT_STRING_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
-                                "message_id", "type", "user_id", "app_id", "cluster_id")
-
-
-def amqp_correlation_id(value: object) -> str | None:
-    """A correlation id as the AMQP ``correlation_id`` property, or ``None`` when it cannot be one
-    (not text, or no shortstr): the message's own headers still carry it."""
-    return value if isinstance(value, str) and amqp_short_string_problem(value) is None else None
-
-
-def amqp_short_string_problem(value: object) -> str | None:
-    """Why ``value`` cannot be a shortstr (a routing key, a property, a header's name), or None:
-    text of at most 255 bytes of UTF-8."""
-    if not isinstance(value, str):
-        return "it is not text"
-    if len(value) > AMQP_SHORT_STRING_BYTES:  # characters are at most bytes: the cheap test first
-        return f"it is more than {AMQP_SHORT_STRING_BYTES} bytes"
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "it holds a lone surrogate, which UTF-8 cannot"
-    return f"it is {size} bytes, more than {AMQP_SHORT_STRING_BYTES}" if size > AMQP_SHORT_STRING_BYTES else None
-
-
-def amqp_publish_problem(routing_key: object, properties: Mapping[str, Any]) -> str | None:
-    """Why AMQP 0.9.1 cannot carry a publish with this routing key and these message properties
-    (as pika names them; None ones are absent), or None — the one rule of what an answer or a
-    target's message may be: the routing key and the shortstr properties at most 255 bytes of
-    UTF-8, ``headers`` a field table pika can encode (:func:`amqp_table_problem`)."""
-    problem = amqp_short_string_problem(routing_key)
-    if problem:
-        return f"the routing key: {problem}"
-    for name, value in properties.items():
-        if value is None:
-            continue
-        if name in AMQP_SHORT_STRING_PROPERTIES:
-            problem = amqp_short_string_problem(value)
-        elif name == "headers":
-            problem = amqp_table_problem(value)
-        else:
-            continue  # delivery_mode, priority, timestamp: numbers ackstore sets itself
-        if problem:
-            return f"the property {name}: {problem}"
-    return None
-
-
-def amqp_table_problem(table: object) -> str | None:
-    """Why ``table`` cannot be an AMQP field table as pika 1.x encodes one, or None: names are
-    shortstrs; values text, bytes, booleans, 64-bit integers, decimals of a 32-bit unscaled
-    value, times from 1970 on, tables, lists or None (pika encodes no float)."""
-    if not isinstance(table, Mapping):
-        return "it is not a table"
-    for name, value in table.items():
-        problem = amqp_short_string_problem(name)
-        if problem:
-            return f"a name in it: {problem}"
-        problem = _amqp_field_problem(value)
-        if problem:
-            return problem
-    return None
-
-
-def _amqp_field_problem(value: object) -> str | None:
-    if value is None or isinstance(value, (bool, bytes)):
-        return None
-    if isinstance(value, str):
-        return None if _is_utf8(value) else "it holds a lone surrogate, which UTF-8 cannot"
-    if isinstance(value, int):
-        return None if -2**63 <= value < 2**63 else "an integer past 64 bits"
-    if isinstance(value, Decimal):
-        return None if _is_amqp_decimal(value) else "a decimal past AMQP's (32 bits unscaled, 255 places)"
-    if isinstance(value, datetime):
-        return None if (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp() >= 0 \
-            else "a time before 1970"
-    if isinstance(value, Mapping):
-        return amqp_table_problem(value)
-    if isinstance(value, list):
-        return next(filter(None, map(_amqp_field_problem, value)), None)
-    return f"a {type(value).__name__}, which pika cannot encode"
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _is_amqp_decimal(value: Decimal) -> bool:
-    """A decimal as pika writes it: its normal form's places (at most 255) and unscaled value (32 bits)."""
-    if not value.is_finite():
-        return False
-    normal = value.normalize()
-    exponent = normal.as_tuple().exponent
-    assert isinstance(exponent, int)  # finite
-    places = max(0, -exponent)
-    if places > 255 or normal.adjusted() >= 10:  # ten digits before the point are past 32 bits (never computed)
-        return False
-    return -2**31 <= int(normal.scaleb(places)) < 2**31
 
 
 def requested_with_includes(requested: object, includes: Sequence[str]) -> object:
@@ -300,26 +191,28 @@ def requested_with_includes(requested: object, includes: Sequence[str]) -> objec
 
 
 @dataclass(frozen=True)
-class Disposition:
-    """How a delivery is settled (B.9): acknowledged, or not, with requeue or without (AMQP
-    0.9.1's ``basic.ack`` / ``basic.nack``); ``given_back`` marks one returned undecided, never
-    tried (AMQP 1.0 releases it rather than counting a failed delivery)."""
+class Settling:
+    """How a delivery is settled with its broker (B.9): acknowledged, or not, with requeue or
+    without (AMQP 0.9.1's ``basic.ack`` / ``basic.nack``); ``given_back`` marks one returned
+    undecided, never tried (AMQP 1.0 releases it rather than counting a failed delivery). Not
+    an ack's disposition in the ledger (:class:`ackstore.rules.acks.Disposition`)."""
 
     ack: bool
     requeue: bool = False
     given_back: bool = False
 
 
-def amqp_disposition(decision: str) -> Disposition:
-    """B.9's AMQP 0.9.1 row: ack → ack; reject and dead-letter → nack without requeue;
-    redeliver → nack with requeue."""
+def settling(decision: str) -> Settling:
+    """B.9's AMQP rows: ack → ack; reject and dead-letter → not acknowledged, without requeue;
+    redeliver → not acknowledged, with requeue. AMQP 0.9.1 carries it out as ``basic.ack`` /
+    ``basic.nack``, AMQP 1.0 as an outcome (:func:`ackstore.rules.amqp10.outcome`)."""
     settled = Settlement(decision)
     if settled is Settlement.ACK:
-        return Disposition(ack=True)
-    return Disposition(ack=False, requeue=settled is Settlement.REDELIVER)
+        return Settling(ack=True)
+    return Settling(ack=False, requeue=settled is Settlement.REDELIVER)
 
 
-CLIENT_ERROR = Disposition(ack=False, requeue=False)  # a rejected message must not come back
+CLIENT_ERROR = Settling(ack=False, requeue=False)  # a rejected message must not come back
 
 
 def issued_ack_status(confirmed: bool | None) -> int:

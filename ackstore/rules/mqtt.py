@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from ackstore.rules import connectivity, credentials, errors
-from ackstore.rules.connectivity import CONTENT_TYPE, MESSAGE_ID, REPLY_TO, Disposition
+from ackstore.rules.connectivity import CONTENT_TYPE, MESSAGE_ID, REPLY_TO, Settling
 from ackstore.rules.headers import CORRELATION_ID
 from ackstore.rules.settlement import Settlement
 from ackstore.rules.wire import DITTO_CONTENT_TYPE
@@ -28,8 +28,8 @@ from ackstore.rules.wire import DITTO_CONTENT_TYPE
 TLS_SCHEMES = ("mqtts", "ssl")
 PLAIN_SCHEMES = ("mqtt", "tcp")
 ACK_TOKEN = "ack-token"
-PUBACK = Disposition(ack=True)
-WITHHELD = Disposition(ack=False, requeue=True)  # no PUBACK: the broker sends it again after a reconnect
+PUBACK = Settling(ack=True)
+WITHHELD = Settling(ack=False, requeue=True)  # no PUBACK: the broker sends it again after a reconnect
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def publish_problem(topic: object, payload_bytes: int, properties: Mapping[str, 
     return None
 
 
-def disposition(decision: str, reconnect_for_redelivery: bool) -> Disposition:
+def disposition(decision: str, reconnect_for_redelivery: bool) -> Settling:
     """B.9's MQTT row: ack, reject and dead-letter are a PUBACK (MQTT has no nack; what was
     decided is in the ledger); redeliver withholds the PUBACK when the connection reconnects
     for redelivery, and is a PUBACK otherwise (Ditto's default, recorded as carried out so)."""

@@ -8,7 +8,7 @@ Spark). tests/pipeline/test_settle.py
 the successes from a connection, and the decision here for each of them is ack too.
 
 Each transport carries a decision out as its protocol can. AMQP 0.9.1
-(``ackstore.rules.connectivity.amqp_disposition``): ack → ``basic.ack``, reject and dead-letter →
+(``ackstore.rules.connectivity.settling``): ack → ``basic.ack``, reject and dead-letter →
 ``basic.nack(requeue=False)``, redeliver → ``basic.nack(requeue=True)``. MQTT 3.1.1 and 5
 (``ackstore.rules.mqtt.disposition``, the connector ackstore/connectors/mqtt.py): every decision is
 a PUBACK, except a redeliver with ``reconnectForRedelivery``, which withholds it and reconnects; a

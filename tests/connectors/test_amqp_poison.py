@@ -166,7 +166,7 @@ HEADER_TYPES = [
 
 @pytest.mark.parametrize(("kind", "value", "expected"), HEADER_TYPES, ids=[row[0] for row in HEADER_TYPES])
 def test_every_amqp_header_type_maps_to_json(kind, value, expected) -> None:
-    mapped = connectivity.amqp_header_json(value)
+    mapped = connectivity.header_json(value)
     assert mapped == expected and json.loads(jsontext.dumps(mapped)) == expected
 
 
@@ -324,7 +324,7 @@ def test_headers_nested_past_the_bound_or_past_pika_s_stack_between_good_message
     stack: one nested some 500 levels raised RecursionError inside its frame decoding, pika ended
     the connection (StreamLostError), and the message, back at the head of its queue, ended every
     connection after it — the connector reconnecting for ever, nothing behind it stored (measured
-    on RabbitMQ 3.10). Within pika's stack, the header mapping (``amqp_header_json``) nested on
+    on RabbitMQ 3.10). Within pika's stack, the header mapping (``connectivity.header_json``) nested on
     it again, unguarded in the storing thread. Each is now refused as a client error — 400
     json.invalid naming the header, answered on its reply-to, never redelivered, one log line,
     in the connection's log — between good messages that are stored and settled, on the one

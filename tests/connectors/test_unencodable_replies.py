@@ -2,7 +2,7 @@
 protocol cannot carry is dropped with one log line and counted, and the connector goes on.
 
 The rules of what each protocol carries (``ackstore.rules.mqtt.publish_problem``,
-``ackstore.rules.connectivity.amqp_publish_problem``) are checked against the libraries that
+``ackstore.rules.amqp.publish_problem``) are checked against the libraries that
 encode: what a rule lets through, paho and pika encode (to the byte count a packet takes), and
 what they cannot encode, the rule refuses. Then the real brokers: the MQTT 5 message of the
 issue (65 535 bytes of correlation data that answer with 196 603), a broker's Maximum Packet
@@ -30,7 +30,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from sqlalchemy import Engine, text
 
-from ackstore.rules import connectivity, mqtt
+from ackstore.rules import amqp, mqtt
 from tests.support.broker import stop, wait_for
 from tests.support.ledger import count, settled, twin_command
 from tests.support.mqtt_clients import Collector, mqtt_connector, publish, session_backlog
@@ -158,7 +158,7 @@ def _variable_byte_integer(value: int) -> bytes:
 ])
 def test_amqp_shortstrs_and_header_tables_at_and_past_their_limits(routing_key: str, properties: dict,
                                                                    problem: str | None) -> None:
-    found = connectivity.amqp_publish_problem(routing_key, properties)
+    found = amqp.publish_problem(routing_key, properties)
     assert found is None if problem is None else problem in found
     assert _pika_encodes(routing_key, properties) is (problem is None), "the rule says what pika encodes"
 
@@ -180,7 +180,7 @@ amqp_values = st.recursive(
 def test_what_the_amqp_rule_lets_through_pika_encodes_and_nothing_else(routing_key: str, correlation_id: str | None,
                                                                       headers: dict | None) -> None:
     properties = {"correlation_id": correlation_id, "headers": headers}
-    allowed = connectivity.amqp_publish_problem(routing_key, properties) is None
+    allowed = amqp.publish_problem(routing_key, properties) is None
     assert allowed is _pika_encodes(routing_key, properties)
 
 

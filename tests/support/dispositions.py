@@ -3,8 +3,8 @@ reject that requeues)."""
 
 from __future__ import annotations
 
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 
-ACK = Disposition(ack=True)
-REJECT = Disposition(ack=False, requeue=False)
-REDELIVER = Disposition(ack=False, requeue=True)
+ACK = Settling(ack=True)
+REJECT = Settling(ack=False, requeue=False)
+REDELIVER = Settling(ack=False, requeue=True)

@@ -9,10 +9,10 @@ from hypothesis import given, settings, strategies as st
 from proton import UNDESCRIBED, Array, Data, Described, symbol
 
 from ackstore.rules import amqp10, connectivity, errors, limits
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from tests.support.deep_json import nested, nested_array
 
-GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)
+GIVE_BACK = Settling(ack=False, requeue=True, given_back=True)
 
 
 @pytest.mark.parametrize(("decision", "redelivery", "outcome"), [
@@ -26,7 +26,7 @@ GIVE_BACK = Disposition(ack=False, requeue=True, given_back=True)
     ("redeliver", "released", "released"),  # a broker without modified (RabbitMQ 3)
 ])
 def test_each_settlement_decision_is_ditto_outcome(decision: str, redelivery: str, outcome: str) -> None:
-    assert amqp10.outcome(connectivity.amqp_disposition(decision), redelivery) == outcome
+    assert amqp10.outcome(connectivity.settling(decision), redelivery) == outcome
 
 
 @pytest.mark.parametrize("redelivery", amqp10.REDELIVERY_OUTCOMES)

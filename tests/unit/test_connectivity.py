@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ackstore.rules import connectivity, errors, jsontext, limits, wire
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from tests.support.deep_json import nested, nested_array
 
 MAX = 1024 * 1024
@@ -54,32 +54,17 @@ def test_bodies_that_are_no_envelope_are_passed_on_for_the_ledger_to_answer(body
     assert connectivity.inbound_envelope(body, None, {}, includes=["twin-persisted"], max_bytes=MAX) is body
 
 
-def test_a_message_is_keyed_by_its_message_id_else_by_a_digest_of_body_and_correlation_id() -> None:
-    assert connectivity.source_message_id("m-1", b"{}", "c") == "m-1"
-    digest = connectivity.source_message_id(None, b"{}", "c")
-    assert digest.startswith("sha256:") and digest == connectivity.source_message_id("", b"{}", "c")
-    assert digest != connectivity.source_message_id(None, b"{}", "d")
-    assert digest != connectivity.source_message_id(None, b"{ }", "c")
-    assert connectivity.source_message_id(None, b"", "a\x00") != connectivity.source_message_id(None, b"\x00", "a")
-
-
-@given(st.binary(max_size=64), st.text(max_size=8), st.binary(max_size=64), st.text(max_size=8))
-def test_different_bodies_or_correlation_ids_never_share_a_digest(body1, cid1, body2, cid2) -> None:
-    same = (body1, cid1) == (body2, cid2)
-    assert (connectivity.source_message_id(None, body1, cid1) == connectivity.source_message_id(None, body2, cid2)) == same
-
-
 @pytest.mark.parametrize(
     ("decision", "disposition"),
     [
-        ("ack", Disposition(ack=True)),  # basic.ack
-        ("reject", Disposition(ack=False, requeue=False)),  # basic.nack, requeue=false
-        ("dead-letter", Disposition(ack=False, requeue=False)),  # attempts used up (A.2.10)
-        ("redeliver", Disposition(ack=False, requeue=True)),  # basic.nack, requeue=true
+        ("ack", Settling(ack=True)),  # basic.ack
+        ("reject", Settling(ack=False, requeue=False)),  # basic.nack, requeue=false
+        ("dead-letter", Settling(ack=False, requeue=False)),  # attempts used up (A.2.10)
+        ("redeliver", Settling(ack=False, requeue=True)),  # basic.nack, requeue=true
     ],
 )
-def test_b9_amqp_row(decision: str, disposition: Disposition) -> None:
-    assert connectivity.amqp_disposition(decision) == disposition
+def test_b9_amqp_rows(decision: str, disposition: Settling) -> None:
+    assert connectivity.settling(decision) == disposition
 
 
 @pytest.mark.parametrize(("confirmed", "status"), [(True, 200), (False, 503), (None, 400)])
@@ -194,8 +179,8 @@ def test_a_header_value_is_refused_exactly_where_the_door_refuses_it(choices: li
         placed = {segment: placed}
     door = jsontext.too_deep(placed, limits.MAX_JSON_DEPTH)
     if door is None:
-        assert connectivity.amqp_header_json(value, at) == value
+        assert connectivity.header_json(value, at) == value
     else:
         with pytest.raises(errors.DittoError) as raised:
-            connectivity.amqp_header_json(value, at)
+            connectivity.header_json(value, at)
         assert raised.value.to_json() == errors.json_too_deep(limits.MAX_JSON_DEPTH, door).to_json()

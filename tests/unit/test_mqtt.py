@@ -8,11 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackstore.rules import mqtt
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from ackstore.rules.enforcement import Enforcement
 from ackstore.rules.errors import DittoError
 
-PUBACK, WITHHELD = Disposition(ack=True), Disposition(ack=False, requeue=True)
+PUBACK, WITHHELD = Settling(ack=True), Settling(ack=False, requeue=True)
 
 
 @pytest.mark.parametrize(("decision", "reconnect", "disposition", "carried_out_as"), [
@@ -25,7 +25,7 @@ PUBACK, WITHHELD = Disposition(ack=True), Disposition(ack=False, requeue=True)
     ("redeliver", True, WITHHELD, None),  # no PUBACK; a reconnect makes the broker send it again
     ("redeliver", False, PUBACK, "ack"),  # Ditto's default: PUBACKed anyway, and recorded so
 ])
-def test_b9_mqtt_row(decision: str, reconnect: bool, disposition: Disposition, carried_out_as: str | None) -> None:
+def test_b9_mqtt_row(decision: str, reconnect: bool, disposition: Settling, carried_out_as: str | None) -> None:
     assert mqtt.disposition(decision, reconnect) == disposition
     assert mqtt.carried_out_as(decision, reconnect) == carried_out_as
 

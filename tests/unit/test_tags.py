@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ackstore.connectors.tags import DeliveryTags, Frame
-from ackstore.rules.connectivity import Disposition
+from ackstore.rules.connectivity import Settling
 from tests.support.dispositions import ACK, REDELIVER, REJECT
 
 
@@ -21,7 +21,7 @@ class ModelChannel:
 
     def __init__(self, delivered: int) -> None:
         self.outstanding = set(range(1, delivered + 1))
-        self.settled: dict[int, Disposition] = {}
+        self.settled: dict[int, Settling] = {}
 
     def apply(self, frame: Frame) -> None:
         assert frame.tag in self.outstanding, f"tag {frame.tag} settled twice or never delivered"
