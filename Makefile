@@ -17,7 +17,7 @@ test:  ## install, make sure PostgreSQL and RabbitMQ run and Mosquitto is instal
 	scripts/ensure-rabbitmq.sh
 	scripts/ensure-mosquitto.sh
 	.venv/bin/lint-imports
-	$(PYTHON_VENV) -m pytest -n 2 --dist loadfile
+	$(PYTHON_VENV) -m pytest -n 2 --dist loadfile --durations=25
 
 test-unit:  ## the loop for people: tests/unit, pure Python (no PostgreSQL, broker or Spark), in seconds
 	test -x $(PYTHON_VENV) || scripts/bootstrap.sh
