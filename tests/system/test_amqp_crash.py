@@ -48,12 +48,15 @@ def test_kill_9_of_the_connector_at_random_moments_loses_and_duplicates_nothing(
     kill_9(first)
     returned = [wait_for(lambda: broker.depth(queue), what="its deliveries back in the queue")]
     with PipelineLoop(run_pipeline) as pipeline:
-        for _ in range(kills - 1):
+        # At least `kills` kills, and on until a pass has run between them: on a loaded machine
+        # one pass on Spark outlasts the first few kills.
+        deadline = time.monotonic() + 300
+        while len(returned) < kills or (pipeline.check() and pipeline.runs == 0):
+            assert time.monotonic() < deadline, "the pipeline ran while connectors were killed"
             process = connector(database_url, *args)
             time.sleep(randomness.uniform(1.0, 6.0))
             kill_9(process)
             returned.append(broker.depth(queue))
-        assert pipeline.runs >= 1, "the pipeline ran while connectors were killed"
         assert sum(returned) > 0, f"the kills hit connectors holding deliveries: {returned}"
         last = connector(database_url, *args)
         wait_for(lambda: connection_count("ackstore connector crash") == 1, what="the last connector connected")

@@ -69,7 +69,8 @@ GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, bu
 GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline;
 -- The seal step (migration 0018): it numbers the facts it writes, and seals them.
 GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
-GRANT SELECT, INSERT ON seals, seal_leaves TO ackstore_pipeline;
+GRANT SELECT, INSERT ON seals TO ackstore_pipeline;
+GRANT INSERT ON seal_leaves TO ackstore_pipeline;  -- written, never read (migration 0026)
 GRANT SELECT ON fact_leaves TO ackstore_pipeline;
 GRANT EXECUTE ON FUNCTION seal_position() TO ackstore_pipeline;
 -- and adds what it sealed to the metrics' totals (migration 0021), each source's or 'other''s: the
