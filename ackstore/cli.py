@@ -234,6 +234,17 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1)")
     metrics.set_defaults(run=_with_store(_metrics))
 
+    serve = commands.add_parser(
+        "serve", help="serve Ditto's HTTP API 2 over the ledger (http://127.0.0.1:8090/api/2/…) until Ctrl-C",
+        description="Serve Ditto's HTTP API 2 over the ledger (docs/http.md): things written with requested "
+                    "acknowledgements, each request held until the ledger decided it (at most its timeout and a "
+                    "minute; then 202 with the Location of its answer), twins read, searched. Each request acts as "
+                    "the ledger login whose name and password it gives (HTTP Basic), which the ledger's PostgreSQL "
+                    "checks; the URL's own login reads the held requests' answers.")
+    serve.add_argument("--listen", default="127.0.0.1:8090", type=_listen_address, metavar="HOST:PORT",
+                       help="the address to serve on (default 127.0.0.1:8090)")
+    serve.set_defaults(run=_serve)
+
     alert_rules = commands.add_parser(
         "alert-rules", help="print Prometheus's alert rules for this deployment's settings (YAML)",
         description="Print the alert rules (deploy/prometheus/alerts.yml is this for the default settings) with "
@@ -368,10 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _permission_denied(problem: DBAPIError, url: str | None) -> errors.DittoError | None:
     """The 403 for a statement the database refused the login (SQLSTATE 42501, insufficient_privilege),
     naming the login and what it lacks as PostgreSQL says it; None for any other problem."""
-    if failures.sqlstate(problem) != failures.INSUFFICIENT_PRIVILEGE:
+    reason = failures.refused_privilege(problem)
+    if reason is None:
         return None
-    diagnostics = getattr(problem.orig, "diag", None)
-    reason = getattr(diagnostics, "message_primary", None) or str(problem.orig).splitlines()[0]
     login = DatabaseUrl.parse(url).resolved().get("user") if url else None  # None: the embedded server's
     return errors.permission_denied(login, reason)
 
@@ -621,6 +631,23 @@ def _metrics(store: AckStore, args: argparse.Namespace) -> int:
     from ackstore.reporting.metrics import serve
 
     return serve(store.engine, args.port, args.host, store.settings.metric_sources)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ackstore.doors.serve import serve
+
+    serve(DatabaseUrl.parse(resolve_url(args.database_url)), args.listen)
+    return EXIT_OK
+
+
+def _listen_address(given: str) -> str:
+    from ackstore.doors.serve import listen_address
+
+    try:
+        listen_address(given)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+    return given
 
 
 def _alert_rules(args: argparse.Namespace) -> int:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterator
 
+from ackstore.ledger.results import DECISIONS_CHANNEL
 from ackstore.ledger.schema import queue_decide, request_results, stage_results
 from ackstore import faults
 from ackstore.rules import aggregation, errors, jsontext
 from ackstore.rules.acks import ABSENT, Ack
 from jobs.settings import PipelineSettings
 from jobs.spark import map_rows, spark_ddl
+from jobs.sql import statement
 from jobs.step import Step, expect_count
 
 log = logging.getLogger("ackstore.pipeline")
@@ -61,6 +63,7 @@ def decide_common(step: Step) -> None:
             written = run_statement(name)
             step.refresh_statistics(conn, {request_results: written, queue_decide: written})
             decided += written
+        _notify(conn, decided)
         step.close_batch(conn, batch_id, decided)
     faults.checkpoint(f"{step.name}:common")
     step.stats["decided_in_sql"] = decided
@@ -86,7 +89,13 @@ def _merge(step: Step) -> None:
         expect_count("decision queue", run_statement("dequeue"), staged)
         run_statement("clear_staging")
         step.refresh_statistics(conn, {request_results: staged})
+        _notify(conn, staged)
         step.close_batch(conn, params["batch_id"], staged)
+
+
+def _notify(conn: Any, decided: int) -> None:
+    if decided:
+        conn.execute(statement(JOB, "notify_decided"), {"channel": DECISIONS_CHANNEL})
 
 
 # --- deciding, inside Spark's Python workers --------------------------------------------------

@@ -247,6 +247,14 @@ class DatabaseUrl:
     def with_database(self, dbname: str) -> "DatabaseUrl":
         return DatabaseUrl({**self.params, "dbname": dbname})
 
+    def with_login(self, user: str, password: str) -> "DatabaseUrl":
+        """The same server and database as another login, with its own password (the HTTP door's
+        caller). The password must not be empty: libpq would then take one from the environment
+        or a password file — the server's, never the caller's."""
+        if not password:
+            raise ValueError("a login's password must not be empty")
+        return DatabaseUrl({**self.params, "user": user, "password": password})
+
     @property
     def database(self) -> str | None:
         return self.params.get("dbname")

@@ -31,6 +31,15 @@ def sqlstate(problem: BaseException) -> str | None:
     return getattr(getattr(problem, "orig", None), "pgcode", None) if isinstance(problem, DBAPIError) else None
 
 
+def refused_privilege(problem: BaseException) -> str | None:
+    """PostgreSQL's reason when it refused the login a privilege (SQLSTATE 42501), naming what the
+    login lacks; None for any other problem."""
+    if sqlstate(problem) != INSUFFICIENT_PRIVILEGE:
+        return None
+    diagnostics = getattr(problem.orig, "diag", None)  # type: ignore[attr-defined]
+    return getattr(diagnostics, "message_primary", None) or str(problem.orig).splitlines()[0]  # type: ignore[attr-defined]
+
+
 def is_transient(problem: BaseException) -> bool:
     """Whether ``problem``, raised by a write, may not happen again on a retry."""
     if not isinstance(problem, DBAPIError):

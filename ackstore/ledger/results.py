@@ -12,6 +12,10 @@ from ackstore.ledger import handouts
 from ackstore.ledger.named_sql import ledger_statement
 
 
+# The sweep's NOTIFY channel: decisions were committed (jobs/sql/sweep.sql, notify_decided).
+DECISIONS_CHANNEL = "ackstore_decisions"
+
+
 def _sql(name: str) -> Any:
     return ledger_statement("results", name)
 
@@ -19,7 +23,13 @@ def _sql(name: str) -> Any:
 def latest(conn: Connection, correlation_id: str) -> Any:
     """The signal's id and the result of its current attempt (status None: undecided); None for
     an unknown correlation id."""
-    return conn.execute(_sql("latest_result"), {"correlation_id": correlation_id}).first()
+    return conn.execute(_sql("latest_result"), {"correlation_ids": [correlation_id]}).first()
+
+
+def latest_of(conn: Connection, correlation_ids: list[str]) -> dict[str, Any]:
+    """:func:`latest` of many correlation ids in one statement, by correlation id (the unknown
+    ones left out)."""
+    return {row.correlation_id: row for row in conn.execute(_sql("latest_result"), {"correlation_ids": correlation_ids})}
 
 
 # The signal statement's own columns, and the signal's fact number (which seal holds it is

@@ -91,13 +91,14 @@ def record_latest(conn: Connection, signal_ids: Iterable[int]) -> list[str]:
 
 
 class Listener:
-    """``LISTEN ackstore_settlements`` on a connection of its own; :meth:`wait` tells whether
-    the settle step notified ``source`` (the caller polls as well, in case a notification is
-    lost while it was not connected)."""
+    """``LISTEN`` on a connection of its own — by default ``ackstore_settlements``; :meth:`wait`
+    tells whether ``source`` was notified (None: anything on the channel; the caller polls as
+    well, in case a notification is lost while it was not connected)."""
 
-    def __init__(self, engine: Engine, source: str) -> None:
+    def __init__(self, engine: Engine, source: str | None, channel: str = NOTIFY_CHANNEL) -> None:
         self.engine = engine
         self.source = source
+        self.channel = channel
         self._conn = self._listen()
 
     def _listen(self) -> Any:
@@ -106,7 +107,7 @@ class Listener:
         raw.detach()  # this connection stays outside the pool, listening
         conn.set_session(autocommit=True)
         with conn.cursor() as cursor:
-            cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")  # a channel name cannot be a bind parameter
+            cursor.execute(f"LISTEN {self.channel}")  # a channel name cannot be a bind parameter: one of ours
         return conn
 
     def wait(self, timeout_s: float) -> bool:
@@ -117,7 +118,7 @@ class Listener:
         except psycopg2.Error:  # the database went away: listen again; the caller reads now
             self._reconnect()
             return True
-        notified = any(n.payload == self.source for n in self._conn.notifies)
+        notified = any(self.source is None or n.payload == self.source for n in self._conn.notifies)
         self._conn.notifies.clear()
         return notified
 

@@ -957,3 +957,33 @@ def publish_refused(reasons: dict[str, int]) -> DittoError:
         "Declare the queue (or start the connector whose source declares it) and publish the refused lines "
         "again; a line whose headers the protocol cannot carry is never sent.",
     )
+
+
+# --- the HTTP front door (issue 51) -------------------------------------------------------------
+
+
+def media_type_unsupported(given: str, allowed: str) -> DittoError:
+    """Ditto's ``UnsupportedMediaTypeException``: a ``PATCH`` that is no merge patch (B.10)."""
+    message = (f"The Media-Type <{_clip(given, 64)}> is not supported for this resource." if given.strip() else
+               f'The Content-Type header was empty or not present. Please set Content-Type header to "{allowed}" '
+               "for this resource")
+    return DittoError(415, "mediatype.unsupported", message, f"Allowed Media-Type is: <{allowed}>.")
+
+
+def method_not_allowed(method: str) -> DittoError:
+    """A method the resource has no route for. Ditto's gateway answers it from its HTTP server's
+    rejection; ours names the method in Ditto's error shape."""
+    return DittoError(405, "http.method.notallowed", f"The HTTP method <{_clip(method, 16)}> is not allowed for this "
+                      "resource.", "Check the HTTP API description for the methods of this resource.")
+
+
+def authentication_failed(message: str) -> DittoError:
+    """Ditto's ``GatewayAuthenticationFailedException``: no credentials, or ones the ledger's
+    database did not accept (decisions #134)."""
+    return DittoError(401, "gateway:authentication.failed", message, "Check if your credentials were correct.")
+
+
+def resource_not_found(path: str) -> DittoError:
+    """A path under no route of the HTTP API (Ditto's ``NotFound`` rejection)."""
+    return DittoError(404, "http.notfound", f"The requested resource <{_clip(path, 128)}> could not be found.",
+                      "Check the HTTP API description for the resources it serves.")

@@ -122,6 +122,21 @@ def entity_tag(state: ThingState, path: str = "/") -> str | None:
     return _tag(state, target, _get(state.document, target.pointer))
 
 
+def retrieve(state: ThingState, path: str = "/") -> tuple[Any, str | None]:
+    """A twin query's answer (the HTTP API's ``GET``): the addressed resource and its ETag, or
+    the 404 Ditto answers (B.10) — the same resolution a command's path gets."""
+    target = _resolve(path)
+    current = _get(state.document, target.pointer)
+    if current is ABSENT:
+        raise _not_found(state, target)
+    return current, _tag(state, target, current)
+
+
+def not_modified(state_tag: str | None, if_none_match: str | None) -> bool:
+    """Whether a read's ``If-None-Match`` matches the resource's ETag: Ditto answers 304 then."""
+    return state_tag is not None and if_none_match is not None and _tag_matches(if_none_match, state_tag)
+
+
 def document_bytes(document: Any) -> int:
     return len(jsontext.dumps(document).encode("utf-8"))
 

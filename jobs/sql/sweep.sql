@@ -212,3 +212,8 @@ WHERE x.run_id = :run_id AND q.signal_id = x.signal_id AND q.attempt = x.attempt
 -- name: clear_staging
 -- TRUNCATE is transactional and instant; the step lock means no other run uses the table.
 TRUNCATE stage_results
+
+-- name: notify_decided
+-- Wake whoever holds a request for its decision — the HTTP front door (issue 51) — once this
+-- transaction's decisions are committed (NOTIFY is delivered on COMMIT). Bind parameter: :channel.
+SELECT pg_notify(:channel, '')

@@ -217,16 +217,17 @@ def test_the_report_views_scan_no_history_table(ledger, view: str) -> None:
 
 
 # What a connector reads on every poll and every batch (ackstore/ledger/sql/{settlements,ingest}.sql),
-# and what `result` reads: an answer (request_answers) per request.
+# what `result` reads: an answer (request_answers) per request; and the HTTP API's reads of twins.
 CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("settlements", "record"),
                    ("settlements", "record_latest"), ("ingest", "already_stored"),
                    ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("ingest", "enqueue_copied"),
                    ("results", "latest_result"),
-                   ("results", "acks_of"), ("results", "timeline")]
+                   ("results", "acks_of"), ("results", "timeline"), ("things", "state"), ("things", "documents")]
 CONNECTOR_PARAMS = {"source": "amqp:bench", "skip_taken": False, "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
                     "held": True, "carried_out_as": None,
                     "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
-                    "correlation_id": "history-7", "signal_id": 7}
+                    "correlation_id": "history-7", "signal_id": 7,
+                    "thing_id": "org.acme:t-7", "thing_ids": ["org.acme:t-7", "org.acme:t-8"]}
 
 
 @pytest.mark.parametrize(("file", "name"), CONNECTOR_READS, ids=[f"{f}.{n}" for f, n in CONNECTOR_READS])

@@ -430,3 +430,38 @@ def test_every_alert_rule_has_a_runbook_section_in_operating_md() -> None:
             assert anchor in found, f"{rule['alert']}: no section #{anchor} in docs/operating.md"
             body = section(text, rule["alert"])
             assert all(part in body for part in ("*What it means.*", "*Look at*", "*Do:*")), rule["alert"]
+
+
+# docs/http.md's paths, with a sample for each placeholder: each must be a route of the door's
+# application for the methods its row names, and every route must be some row's.
+HTTP_SAMPLES = {"<thingId>": "org.acme:t-1", "<part>": "attributes/a", "<subject>": "ask", "<correlationId>": "c-1"}
+
+
+def _http_rows() -> list[tuple[set[str], str]]:
+    table = (DOCS / "http.md").read_text().split("## Paths", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for methods, path in re.findall(r"^\| ((?:`[A-Z]+` ?)+) \| `(/api/2[^`]*)`", table, re.MULTILINE):
+        for placeholder, sample in HTTP_SAMPLES.items():
+            path = path.replace(placeholder, sample)
+        rows.append((set(ticked(methods)), path))
+    return rows
+
+
+def test_http_md_states_every_route_of_the_door_and_no_other() -> None:
+    from starlette.routing import Match
+
+    from ackstore.doors.app import application
+    from ackstore.ledger.database_url import DatabaseUrl
+    from ackstore.rules.settings import Settings
+
+    routes = application(DatabaseUrl.parse("postgresql://nobody@127.0.0.1:1/none"), Settings()).routes
+    rows = _http_rows()
+    assert len(rows) >= 8, rows  # the table was read
+    used = set()
+    for methods, path in rows:
+        for method in methods:
+            scope = {"type": "http", "path": path, "method": method}
+            full = [route for route in routes if route.matches(scope)[0] is Match.FULL]
+            assert full, f"http.md: {method} {path} is no route of the door"
+            used.add(full[0].path)
+    assert used == {route.path for route in routes}, "a route of the door that http.md does not state"

@@ -4,11 +4,12 @@
 
 -- name: latest_result
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
-SELECT s.id, r.status, r.body, r.headers
+-- Of one correlation id, or of many at once (the HTTP door's held requests): :correlation_ids.
+SELECT s.id, s.correlation_id, r.status, r.body, r.headers
 FROM signals s
 JOIN current_attempts a ON a.signal_id = s.id
 LEFT JOIN request_answers r ON r.signal_id = s.id AND r.attempt = a.attempt
-WHERE s.correlation_id = :correlation_id
+WHERE s.correlation_id = ANY (CAST(:correlation_ids AS text[]))
 
 -- name: snapshot
 -- `show` reads a signal's parts in one snapshot: a checkpoint written between two reads would

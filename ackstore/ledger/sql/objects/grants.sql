@@ -35,7 +35,7 @@ END $$
 -- 0016), and the staging table of the bulk intake, all of whose columns but the batch key it may
 -- fill. It reads what those paths and `result` and `search` read.
 GRANT SELECT ON signals, attempts, acks, command_responses, subscribers, declared_labels, deliveries, settlements,
-                request_results, search_index, search_things TO ackstore_ingest;
+                request_results, search_index, search_things, things TO ackstore_ingest;  -- things: the HTTP API (0027)
 GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
               headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,

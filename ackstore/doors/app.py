@@ -1,0 +1,216 @@
+"""Ditto's HTTP API 2 over the ledger (issue 51): an ASGI application. Every answer is in Ditto's
+shape (status, JSON body, ``correlation-id``, ``etag``, ``location``); every refusal is Ditto's
+error JSON and leaves the ledger unchanged. The routes are listed in docs/http.md.
+
+A writing request (``PUT``, ``PATCH``, ``DELETE``, a message's ``POST``) is stored with the
+requests beside it (``intake``), then held until the ledger decided it (``held``) for at most its
+timeout and one minute (``http_api.hold_ms``); a hold that ends first is answered 202 with the
+``Location`` of its answer, ``GET /api/2/answers/<correlation-id>`` (decisions #134).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import AsyncIterator, Awaitable, Callable
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ackstore.doors.held import Decisions
+from ackstore.doors.intake import Intakes
+from ackstore.doors.logins import Logins
+from ackstore.ledger import failures, things
+from ackstore.ledger.database import make_engine
+from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.ledger.store import AckStore
+from ackstore.rules import errors, headers, http_api, twin
+from ackstore.rules.settings import Settings
+
+log = logging.getLogger("ackstore.doors")
+
+WRITES = ("PUT", "PATCH", "DELETE", "POST")
+
+
+class Door:
+    """What the routes share: the logins, the intake, the held requests."""
+
+    def __init__(self, url: DatabaseUrl, settings: Settings) -> None:
+        self.settings = settings
+        self.logins = Logins(url, settings)
+        self.intakes = Intakes()
+        self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
+        self.decisions = Decisions(self.engine)
+
+    def start(self) -> None:
+        self.decisions.start()
+
+    def stop(self) -> None:
+        self.decisions.stop()
+        self.logins.close()
+        self.engine.dispose()
+
+    async def store_of(self, request: Request) -> AckStore:
+        _, store = await asyncio.to_thread(self.logins.store_for, request.headers.get("authorization"))
+        return store
+
+    async def body(self, request: Request) -> bytes:
+        """The request's body, at most the ledger's message size (413 past it, read no further)."""
+        limit = self.settings.max_envelope_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise errors.message_too_large(int(declared), limit)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise errors.message_too_large(len(body), limit)
+        return bytes(body)
+
+
+def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette:
+    door = Door(url, settings or Settings.from_env())
+
+    async def things_route(request: Request) -> Response:
+        where = http_api.resource(request.path_params["thing_id"], request.path_params.get("rest", ""))
+        if request.method == "GET":
+            return await _read(door, request, where)
+        return await _write(door, request, where)
+
+    async def answers_route(request: Request) -> Response:
+        store = await door.store_of(request)
+        correlation_id = request.path_params["correlation_id"]
+        found = await asyncio.to_thread(store.result, correlation_id)
+        if found is None:
+            return _response(http_api.accepted(correlation_id, still_deciding=True))
+        if "body" not in found:  # an id no signal has (404) or could have (400)
+            return _response(http_api.HttpAnswer(found["status"], {}, found))
+        return _response(http_api.decided(found))
+
+    async def search_route(request: Request) -> Response:
+        store = await door.store_of(request)
+        namespaces = request.query_params.get("namespaces")
+        found = await asyncio.to_thread(_search, store, request.query_params.get("filter", "exists(thingId)"),
+                                        namespaces.split(",") if namespaces else None)
+        return _response(found)
+
+    async def whoami_route(request: Request) -> Response:
+        user, _ = await asyncio.to_thread(door.logins.store_for, request.headers.get("authorization"))
+        subject = f"postgres:{user}"
+        return _response(http_api.HttpAnswer(200, {}, {"defaultSubject": subject, "subjects": [subject]}))
+
+    routes = [
+        Route(f"{http_api.API}/things/{{thing_id}}", _guarded(things_route), methods=["GET", *WRITES]),
+        Route(f"{http_api.API}/things/{{thing_id}}/{{rest:path}}", _guarded(things_route), methods=["GET", *WRITES]),
+        Route(f"{http_api.API}/answers/{{correlation_id:path}}", _guarded(answers_route), methods=["GET"]),
+        Route(f"{http_api.API}/search/things", _guarded(search_route), methods=["GET"]),
+        Route(f"{http_api.API}/whoami", _guarded(whoami_route), methods=["GET"]),
+    ]
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        door.start()
+        try:
+            yield
+        finally:
+            door.stop()
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _method_not_allowed})
+    app.state.door = door
+    return app
+
+
+async def _write(door: Door, request: Request, where: http_api.Resource) -> Response:
+    store = await door.store_of(request)
+    body = await door.body(request)
+    given = http_api.ditto_headers(request.headers, request.query_params)
+    envelope = http_api.signal(request.method, where, given, body, request.headers.get("content-type"),
+                               door.settings.max_envelope_bytes)
+    asked = headers.normalize(envelope["headers"], channel="live" if where.is_message else "twin", api="http",
+                              settings=store.settings)
+    envelope["headers"] = asked.headers  # its correlation id fixed here, the one the client retries with
+    message_id = asked.correlation_id if headers.CORRELATION_ID in given else None
+    stored = await door.intakes.of(store).submit(envelope, message_id)
+    if not stored.ok:
+        return _response(http_api.HttpAnswer(stored.answer["status"], {}, stored.answer))
+    hold_ms = http_api.hold_ms(asked)
+    if hold_ms == 0:
+        return _response(http_api.accepted(asked.correlation_id, still_deciding=False))
+    if stored.retransmitted:  # a retry: its decision may be there already
+        found = await asyncio.to_thread(store.result, asked.correlation_id)
+        if found is not None and "body" in found:
+            return _response(http_api.decided(found, where))
+    decision = await door.decisions.wait(asked.correlation_id, hold_ms / 1000)
+    if decision is None:
+        return _response(http_api.accepted(asked.correlation_id, still_deciding=True))
+    return _response(http_api.decided(decision, where))
+
+
+async def _read(door: Door, request: Request, where: http_api.Resource) -> Response:
+    if where.is_message:
+        raise errors.method_not_allowed(request.method)
+    store = await door.store_of(request)
+    state = await asyncio.to_thread(_thing_state, store, where.thing_id)
+    value, etag = twin.retrieve(state, where.path)
+    if twin.not_modified(etag, request.headers.get("if-none-match")):
+        return Response(status_code=304, headers={"etag": etag} if etag else {})
+    return _response(http_api.retrieved(value, etag))
+
+
+def _thing_state(store: AckStore, thing_id: str) -> twin.ThingState:
+    with store.engine.connect() as conn:
+        return things.state(conn, thing_id)
+
+
+def _search(store: AckStore, expression: str, namespaces: list[str] | None) -> http_api.HttpAnswer:
+    found = store.search(expression, namespaces)
+    if found["status"] != 200:
+        return http_api.HttpAnswer(found["status"], {}, found)
+    with store.engine.connect() as conn:
+        documents = things.documents(conn, found["items"])
+    return http_api.HttpAnswer(200, {}, {"items": [documents[i] for i in found["items"] if i in documents]})
+
+
+def _guarded(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """Ditto's error JSON for whatever a route refuses; 503 while the ledger's database is away,
+    500 for what went wrong here (logged, never shown)."""
+
+    async def guarded(request: Request) -> Response:
+        try:
+            return await route(request)
+        except errors.DittoError as problem:
+            return _response(http_api.error(problem, request.headers.get(headers.CORRELATION_ID)))
+        except OperationalError:
+            log.warning("the ledger's database is not reachable", exc_info=True)
+            answer = http_api.error(errors.database_unavailable("behind this door", "it could not be reached"))
+            answer.headers["retry-after"] = "10"
+            return _response(answer)
+        except DBAPIError as problem:
+            reason = failures.refused_privilege(problem)  # a login of no ingest role, say: 403
+            if reason is None:
+                log.exception("a request failed")
+                return _response(http_api.error(errors.internal_error()))
+            return _response(http_api.error(errors.permission_denied(None, reason)))
+        except Exception:  # noqa: BLE001 — one request's, never the server's
+            log.exception("a request failed")
+            return _response(http_api.error(errors.internal_error()))
+
+    return guarded
+
+
+async def _not_found(request: Request, _: Exception) -> Response:
+    return _response(http_api.error(errors.resource_not_found(request.url.path)))
+
+
+async def _method_not_allowed(request: Request, _: Exception) -> Response:
+    return _response(http_api.error(errors.method_not_allowed(request.method)))
+
+
+def _response(answer: http_api.HttpAnswer) -> Response:
+    content = answer.content()
+    media = http_api.JSON if content else None
+    return Response(content, status_code=answer.status, headers=answer.headers, media_type=media)
+

@@ -1,0 +1,72 @@
+"""Concurrent requests stored together (issue 51, item 4): the requests one login makes within a
+few milliseconds are one ``AckStore.ingest`` — one transaction, one COPY for a batch — never a
+transaction each. Each request still gets its own answer (``ingest.Stored``), in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+from ackstore.ledger.ingest import Stored
+from ackstore.ledger.store import AckStore
+
+WINDOW_S = 0.002  # how long a request waits for others to share its transaction
+MAX_BATCH = 500  # a batch this large is stored at once
+SOURCE = "api"  # the HTTP API's signals are the API's: answered by their stored result, no transport to settle
+
+
+class Intake:
+    """The batches of one login's store."""
+
+    def __init__(self, store: AckStore, *, window_s: float = WINDOW_S, max_batch: int = MAX_BATCH) -> None:
+        self.store = store
+        self.window_s, self.max_batch = window_s, max_batch
+        self._pending: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def submit(self, envelope: dict[str, Any], message_id: str | None) -> Stored:
+        """Store ``envelope`` with the requests beside it; its answer. ``message_id`` None: a fresh one."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Stored] = loop.create_future()
+        self._pending.append((envelope, message_id, future))
+        if len(self._pending) >= self.max_batch:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.window_s, self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        if batch:
+            asyncio.get_running_loop().create_task(self._store(batch))
+
+    async def _store(self, batch: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]]) -> None:
+        try:
+            stored = await asyncio.to_thread(self.store.ingest, [envelope for envelope, _, _ in batch], api="http",
+                                             source=SOURCE, source_message_ids=[message for _, message, _ in batch])
+        except Exception as problem:  # noqa: BLE001 — every request of the batch is answered with it
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(problem)
+            return
+        for (_, _, future), answer in zip(batch, stored):
+            if not future.done():
+                future.set_result(answer)
+
+
+class Intakes:
+    """One :class:`Intake` per login's store, gone with the store."""
+
+    def __init__(self) -> None:
+        self._by_store: weakref.WeakKeyDictionary[AckStore, Intake] = weakref.WeakKeyDictionary()
+
+    def of(self, store: AckStore) -> Intake:
+        intake = self._by_store.get(store)
+        if intake is None:
+            intake = self._by_store[store] = Intake(store)
+        return intake

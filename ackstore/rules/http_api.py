@@ -1,0 +1,182 @@
+"""Ditto's HTTP API 2 in the ledger's terms (issue 51): a request's resource, method, headers and
+query become a Ditto Protocol signal — B.10: ``PUT`` modifies (or creates), ``PATCH`` merges,
+``DELETE`` deletes, ``POST`` to an inbox or outbox sends a live message — and what the ledger
+decided becomes the HTTP answer. Pure: the front door (``ackstore/doors``) does the I/O.
+
+A request is held until its decision for at most Ditto's HTTP request timeout (B.6: one minute);
+the ledger's own deadline is the request's ``timeout`` as ingestion fixed it (A.2.2). A hold that
+ends first is answered 202 with where to read the decision later (decisions #134).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from ackstore.rules import envelopes, errors, jsontext
+from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, RESPONSE_REQUIRED, TIMEOUT, AckRequest, Outcome
+from ackstore.rules.wire import DITTO_CONTENT_TYPE, location, thing_topic_prefix
+
+API = "/api/2"
+HOLD_MAX_MS = 60_000  # ditto.gateway.http.request-timeout: the longest a request is held (B.6)
+MESSAGE_TIMEOUT_MS = 10_000  # an HTTP live message's default timeout (B.6)
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+# The Ditto headers a request gives as HTTP headers — and, the first four, as query parameters,
+# which win (Ditto's routes read both; D13).
+QUERY_HEADERS = (REQUESTED_ACKS, TIMEOUT, RESPONSE_REQUIRED, "condition")
+DITTO_HEADERS = (CORRELATION_ID, *QUERY_HEADERS, "if-match", "if-none-match", "if-equal")
+_MESSAGE = re.compile(r"(?:features/(?P<feature>[^/]+)/)?(?P<box>inbox|outbox)/messages/(?P<subject>.+)", re.DOTALL)
+_TWIN_PARTS = ("attributes", "definition", "policyId", "features")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What a path under ``/api/2/things/<thing id>`` names: a part of the twin (``path``, a Ditto
+    Protocol pointer) or a mailbox a live message is sent to (``subject`` set)."""
+
+    thing_id: str
+    path: str
+    subject: str | None = None
+
+    @property
+    def is_message(self) -> bool:
+        return self.subject is not None
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """An HTTP response in Ditto's shape: status, headers, and a JSON body (None: no body)."""
+
+    status: int
+    headers: dict[str, str]
+    body: Any = None
+
+    def content(self) -> bytes:
+        return b"" if self.body is None else jsontext.dumps(self.body).encode("utf-8")
+
+
+def resource(thing_id: str, rest: str) -> Resource:
+    """The resource ``/api/2/things/<thing_id>/<rest>`` names, or the 400 Ditto answers."""
+    namespace, colon, name = thing_id.partition(":")
+    if not colon or not name:
+        raise errors.thing_id_invalid(thing_id)
+    rest = rest.strip("/") if rest.endswith("/") else rest.lstrip("/")
+    if not rest:
+        return Resource(thing_id, "/")
+    message = _MESSAGE.fullmatch(rest)
+    if message is not None:
+        feature = message.group("feature")
+        box = f"/{message.group('box')}/messages/{message.group('subject')}"
+        return Resource(thing_id, f"/features/{feature}{box}" if feature else box, message.group("subject"))
+    if rest.split("/", 1)[0] not in _TWIN_PARTS:
+        raise errors.unknown_path("/" + rest)
+    return Resource(thing_id, "/" + rest)
+
+
+def ditto_headers(http_headers: Mapping[str, str], query: Mapping[str, str]) -> dict[str, Any]:
+    """The Ditto headers of a request: those it gave as HTTP headers, then as query parameters."""
+    given = {name: http_headers[name] for name in DITTO_HEADERS if name in http_headers}
+    given.update({name: query[name] for name in QUERY_HEADERS if name in query})
+    return given
+
+
+def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes, content_type: str | None,
+           max_bytes: int) -> dict[str, Any]:
+    """The Ditto Protocol signal of a writing request (B.10), or the 4xx Ditto answers it. The
+    body is at most ``max_bytes`` (the door refused a longer one, 413)."""
+    if where.is_message:
+        if method != "POST":
+            raise errors.method_not_allowed(method)
+        return _envelope(where, "live", "messages", where.subject or "", message_default_timeout({
+            **headers, "content-type": content_type or "text/plain"}), _message_value(body, content_type, max_bytes))
+    if method == "PUT":
+        return _envelope(where, "twin", "commands", "modify", headers, _json_body(body, max_bytes))
+    if method == "PATCH":
+        if _media_type(content_type) != MERGE_PATCH:
+            raise errors.media_type_unsupported(content_type or "", MERGE_PATCH)
+        return _envelope(where, "twin", "commands", "merge", headers, _json_body(body, max_bytes))
+    if method == "DELETE":
+        return _envelope(where, "twin", "commands", "delete", headers, None)
+    raise errors.method_not_allowed(method)
+
+
+def hold_ms(request: AckRequest) -> int:
+    """How long to hold a stored request for its decision: not at all when Ditto answers 202 at
+    once (B.7: no response and no acks asked), else its timeout, at most one minute."""
+    if request.outcome is Outcome.ACCEPTED:
+        return 0
+    return min(request.timeout_ms, HOLD_MAX_MS)
+
+
+def message_default_timeout(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """An HTTP live message waits 10 s by default, not a command's default (B.6)."""
+    return {**headers} if TIMEOUT in headers else {**headers, TIMEOUT: f"{MESSAGE_TIMEOUT_MS}ms"}
+
+
+def decided(result: Mapping[str, Any], where: Resource | None = None) -> HttpAnswer:
+    """The ledger's decision (``AckStore.result``: status, body, headers) as the HTTP answer: a
+    plain 201 of a twin command says where the created resource is (Ditto's ``Location``)."""
+    status, stored = result["status"], result.get("headers") or {}
+    out = {name: str(stored[name]) for name in (CORRELATION_ID, "etag") if name in stored}
+    if status == 201 and where is not None and not where.is_message:
+        out["location"] = location(where.thing_id, where.path)
+    return HttpAnswer(status, out, result.get("body"))
+
+
+def accepted(correlation_id: str, still_deciding: bool) -> HttpAnswer:
+    """202: Ditto's answer to a request that asked for nothing; or ours to one whose hold ended
+    before the ledger decided it, with where its decision will be (decisions #134)."""
+    out = {CORRELATION_ID: correlation_id}
+    if still_deciding:
+        out["location"] = answer_location(correlation_id)
+    return HttpAnswer(202, out)
+
+
+def answer_location(correlation_id: str) -> str:
+    return f"{API}/answers/{quote(correlation_id, safe='')}"
+
+
+def error(problem: errors.DittoError, correlation_id: str | None = None) -> HttpAnswer:
+    out = {CORRELATION_ID: correlation_id} if correlation_id else {}
+    return HttpAnswer(problem.status, out, problem.to_json())
+
+
+def retrieved(value: Any, etag: str | None) -> HttpAnswer:
+    return HttpAnswer(200, {"etag": etag} if etag else {}, value)
+
+
+# --- the pieces ---------------------------------------------------------------------------------
+
+
+def _envelope(where: Resource, channel: str, criterion: str, action: str, headers: Mapping[str, Any],
+              value: Any) -> dict[str, Any]:
+    envelope = {"topic": f"{thing_topic_prefix(where.thing_id)}/{channel}/{criterion}/{action}",
+                "headers": dict(headers), "path": where.path}
+    if value is not None:
+        envelope["value"] = value
+    return envelope
+
+
+def _json_body(body: bytes, max_bytes: int) -> Any:
+    if not body.strip():
+        raise errors.json_invalid("The request body is empty; a JSON value was expected.")
+    return envelopes.parse_text(body, max_bytes)
+
+
+def _message_value(body: bytes, content_type: str | None, max_bytes: int) -> Any:
+    """A message's payload: JSON when it says so, else its text (the ledger stores no other bytes)."""
+    if not body:
+        return None
+    if _media_type(content_type) in (JSON, DITTO_CONTENT_TYPE):
+        return envelopes.parse_text(body, max_bytes)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        raise errors.json_invalid("A message's payload must be JSON or UTF-8 text.") from problem
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()

@@ -1,0 +1,169 @@
+"""Ditto's HTTP API 2 over the ledger (issue 51), spoken to as a client would over a real server
+(``ackstore serve``): writes held until the ledger decided them, answered in Ditto's shapes; a
+hold that ends first answered 202 with where the answer will be; reads of the twins; every
+refusal Ditto's error JSON, the ledger unchanged by it."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from typing import Any, Iterator
+
+import httpx
+import pytest
+from sqlalchemy import Engine, text
+
+from tests.support.door import DoorProcess, running_door
+from tests.support.ledger import snapshot
+from tests.support.logins import as_login, logins  # noqa: F401 — a fixture
+from tests.support.broker import wait_for
+
+pytestmark = [pytest.mark.spark]
+
+THING = "org.acme:lamp-1"
+
+
+@pytest.fixture(scope="module")
+def door(database_url: str, migrated_engine: Engine) -> Iterator[DoorProcess]:
+    with running_door(database_url) as process:
+        yield process
+
+
+@pytest.fixture
+def client(door: DoorProcess, engine: Engine, logins) -> Iterator[httpx.Client]:  # noqa: F811
+    """A client acting as an ingest login (the trust server takes any password)."""
+    with door.client(logins["ackstore_ingest"]) as http:
+        yield http
+
+
+def _count(engine: Engine, sql: str = "SELECT count(*) FROM signals") -> int:
+    with engine.connect() as conn:
+        return conn.execute(text(sql)).scalar_one()
+
+
+def _held(client: httpx.Client, method: str, path: str, engine: Engine, run_pipeline, **request: Any) -> httpx.Response:
+    """Send a request that is held for its decision, run the pipeline meanwhile, its answer."""
+    before = _count(engine)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(client.request, method, path, **request)
+        wait_for(lambda: answer.done() or _count(engine) > before, what="the request stored")
+        assert not answer.done(), answer.result()  # held: the ledger has not decided it
+        run_pipeline()
+        return answer.result(timeout=120)
+
+
+def test_a_thing_created_over_http_is_answered_by_the_ledgers_decision(client, engine, run_pipeline) -> None:
+    answer = _held(client, "PUT", f"/api/2/things/{THING}", engine, run_pipeline,
+                   json={"attributes": {"on": True}}, headers={"correlation-id": "create-1"})
+    assert answer.status_code == 201, answer.text
+    assert answer.json() == {"thingId": THING, "attributes": {"on": True}}
+    assert answer.headers["location"] == f"/api/2/things/{THING}"
+    assert answer.headers["correlation-id"] == "create-1"
+    read = client.get(f"/api/2/things/{THING}")
+    assert (read.status_code, read.json(), read.headers["etag"]) == (200, {"thingId": THING, "attributes": {"on": True}},
+                                                                      '"rev:1"')
+    assert client.get(f"/api/2/things/{THING}", headers={"if-none-match": '"rev:1"'}).status_code == 304
+    assert client.get(f"/api/2/things/{THING}/attributes/on").json() is True
+    modified = _held(client, "PUT", f"/api/2/things/{THING}/attributes/on", engine, run_pipeline, json=False)
+    assert (modified.status_code, modified.content) == (204, b"")
+    assert client.get(f"/api/2/things/{THING}").headers["etag"] == '"rev:2"'
+
+
+def test_acks_asked_over_http_are_aggregated_as_ditto_answers_them(client, engine, run_pipeline) -> None:
+    answer = _held(client, "PUT", "/api/2/things/org.acme:lamp-2?requested-acks=twin-persisted,search-persisted",
+                   engine, run_pipeline, json={"attributes": {"n": 2}}, headers={"timeout": "60s"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert set(body) == {"twin-persisted", "search-persisted"}
+    assert body["twin-persisted"]["status"] == 201
+    assert body["twin-persisted"]["headers"]["location"] == "/api/2/things/org.acme:lamp-2"
+    assert body["search-persisted"]["status"] == 204
+    found = client.get("/api/2/search/things", params={"filter": "eq(attributes/n,2)", "namespaces": "org.acme"})
+    assert found.json() == {"items": [{"thingId": "org.acme:lamp-2", "attributes": {"n": 2}}]}
+
+
+def test_a_hold_that_ends_before_the_decision_is_answered_202_with_where_the_answer_will_be(
+        client, engine, run_pipeline) -> None:
+    """A custom label nobody issues, a 1 s timeout: the hold ends with it, before any pass ran; the
+    decision the pass takes later is read at the Location — 424, both labels timed out (the thing
+    was applied after the deadline, so its twin-persisted came too late: A.2.1)."""
+    answer = client.put(f"/api/2/things/{THING}", json={}, headers={
+        "requested-acks": "twin-persisted,app:done", "timeout": "1s", "correlation-id": "late-1"})
+    assert answer.status_code == 202 and answer.content == b""
+    assert answer.headers["location"] == "/api/2/answers/late-1"
+    assert client.get("/api/2/answers/late-1").status_code == 202  # not decided yet
+    run_pipeline()
+    decided = client.get("/api/2/answers/late-1")
+    assert decided.status_code == 424, decided.text
+    assert decided.json()["twin-persisted"]["status"] == 408
+    assert decided.json()["app:done"]["status"] == 408
+    assert decided.json()["app:done"]["payload"]["error"] == "acknowledgement:request.timeout"
+    assert client.get("/api/2/answers/never-sent").status_code == 404
+
+
+def test_what_asks_for_nothing_is_answered_202_at_once(client, engine) -> None:
+    for headers in ({"response-required": "false"}, {"timeout": "0"}):
+        answer = client.put(f"/api/2/things/{THING}", json={}, headers=headers)
+        assert (answer.status_code, answer.content, "location" in answer.headers) == (202, b"", False)
+    assert _count(engine) == 2
+
+
+def test_a_retry_with_the_same_correlation_id_stores_nothing_and_gets_the_decision(client, engine, run_pipeline) -> None:
+    first = _held(client, "PUT", f"/api/2/things/{THING}", engine, run_pipeline, json={},
+                  headers={"correlation-id": "retry-1"})
+    again = client.put(f"/api/2/things/{THING}", json={}, headers={"correlation-id": "retry-1"})
+    assert (first.status_code, again.status_code, again.json()) == (201, 201, first.json())
+    assert _count(engine) == 1
+
+
+def test_merge_delete_and_a_message_are_the_commands_ditto_maps_them_to(client, engine, run_pipeline) -> None:
+    _held(client, "PUT", f"/api/2/things/{THING}", engine, run_pipeline, json={"attributes": {"a": 1}})
+    merged = _held(client, "PATCH", f"/api/2/things/{THING}", engine, run_pipeline,
+                   content=json.dumps({"attributes": {"b": 2}}), headers={"content-type": "application/merge-patch+json"})
+    assert merged.status_code == 204, merged.text
+    assert client.get(f"/api/2/things/{THING}/attributes").json() == {"a": 1, "b": 2}
+    deleted = _held(client, "DELETE", f"/api/2/things/{THING}/attributes/a", engine, run_pipeline)
+    assert deleted.status_code == 204
+    assert client.get(f"/api/2/things/{THING}/attributes/a").json()["error"] == "things:attribute.notfound"
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT kind, action, path FROM signals ORDER BY id")).all()
+    assert [tuple(row) for row in stored] == [("twin-command", "modify", "/"), ("twin-command", "merge", "/"),
+                                              ("twin-command", "delete", "/attributes/a")]
+
+
+@pytest.mark.parametrize(("method", "path", "sent", "status", "error"), [
+    ("PUT", "/api/2/things/no-namespace", {"json": {}}, 400, "things:id.invalid"),
+    ("PUT", f"/api/2/things/{THING}/nothing", {"json": {}}, 400, "things.protocol.adapter:unknown.path"),
+    ("PUT", f"/api/2/things/{THING}", {"content": b"{not json"}, 400, "json.invalid"),
+    ("PUT", f"/api/2/things/{THING}", {"content": b""}, 400, "json.invalid"),
+    ("PUT", f"/api/2/things/{THING}", {"content": b"[" * 200 + b"]" * 200}, 400, "json.invalid"),
+    ("PUT", f"/api/2/things/{THING}", {"content": b'{"a": "' + b"x" * 2_000_000 + b'"}'}, 413, "message.toolarge"),
+    ("PATCH", f"/api/2/things/{THING}", {"json": {}}, 415, "mediatype.unsupported"),
+    ("PUT", f"/api/2/things/{THING}", {"json": {}, "headers": {"timeout": "0", "response-required": "true"}},
+     400, "header.invalid"),
+    ("PUT", f"/api/2/things/{THING}", {"json": {}, "headers": {"timeout": "soon"}}, 400, "timeout.invalid"),
+    ("PUT", f"/api/2/things/{THING}", {"json": {}, "headers": {"requested-acks": "not a label!"}}, 400,
+     "header.invalid"),
+    ("GET", f"/api/2/things/{THING}/inbox/messages/ask", {}, 405, "http.method.notallowed"),
+    ("POST", f"/api/2/things/{THING}", {"json": {}}, 405, "http.method.notallowed"),
+    ("GET", "/api/2/nowhere", {}, 404, "http.notfound"),
+    ("GET", "/api/2/search/things?filter=eq(attributes/a", {}, 400, "rql.expression.invalid"),
+])
+def test_a_refused_request_gets_dittos_error_and_changes_nothing(
+        client, engine, method: str, path: str, sent: dict, status: int, error: str) -> None:
+    before = snapshot(engine)
+    answer = client.request(method, path, **sent)
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert (body["status"], body["error"]) == (status, error) and body["message"] and body["description"]
+    assert snapshot(engine) == before
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer abc", "Basic !!!", "Basic " + "bm9wYXNzd29yZA==",
+                                           "Basic " + "dXNlcjo="])  # no colon; an empty password
+def test_a_request_without_usable_credentials_is_401_and_stores_nothing(door, engine, authorization) -> None:
+    headers = {"authorization": authorization} if authorization else {}
+    answer = httpx.put(f"{door.url}/api/2/things/{THING}", json={}, headers=headers)
+    assert answer.status_code == 401
+    assert answer.json()["error"] == "gateway:authentication.failed"
+    assert _count(engine) == 0

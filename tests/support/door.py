@@ -1,0 +1,63 @@
+"""The HTTP front door as a process of its own (``ackstore serve`` on a free port), for the tests
+that speak to it as Ditto's clients do."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+from tests.support.paths import ROOT
+
+ACKSTORE = str(Path(sys.executable).parent / "ackstore")
+_RUNNING = re.compile(r"running on (http://[^ ]+)")
+
+
+@dataclass
+class DoorProcess:
+    url: str
+    process: subprocess.Popen
+    log: list[str] = field(default_factory=list)
+
+    def client(self, login: str, password: str = "any", **options) -> httpx.Client:
+        return httpx.Client(base_url=self.url, auth=(login, password), timeout=90, **options)
+
+
+@contextmanager
+def running_door(database_url: str) -> Iterator[DoorProcess]:
+    """``ackstore serve`` for ``database_url`` (the door's own login), stopped by its PID after."""
+    process = subprocess.Popen([ACKSTORE, "--database-url", database_url, "serve", "--listen", "127.0.0.1:0"],
+                               cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    log: list[str] = []
+    found: list[str] = []
+
+    def drain() -> None:
+        for line in process.stderr:
+            log.append(line)
+            match = _RUNNING.search(line)
+            if match:
+                found.append(match.group(1))
+
+    threading.Thread(target=drain, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not found:
+        assert process.poll() is None and time.monotonic() < deadline, "".join(log)
+        time.sleep(0.05)
+    try:
+        yield DoorProcess(found[0], process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        print("".join(log[-50:]), file=sys.stderr)
