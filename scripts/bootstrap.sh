@@ -35,3 +35,11 @@ command -v chromium >/dev/null || apt_install chromium "the browser test of the 
 # Debian's Prometheus (and promtool): the alert rules' unit tests and the end-to-end test that
 # scrapes a real `ackstore metrics` (tests/support/own_prometheus.py starts one of its own per test).
 command -v promtool >/dev/null || apt_install prometheus "promtool and a Prometheus for the metrics tests"
+# Eclipse Ditto's own JavaScript client, the tests' Ditto application (tests/doors/test_ditto_client.py):
+# Debian's Node.js and npm, and the client as tests/support/ditto_client/package-lock.json pins it.
+command -v npm >/dev/null || apt_install npm "Node.js and npm for Eclipse Ditto's JavaScript client"
+client=tests/support/ditto_client
+if [ ! -f "$client/node_modules/.installed" ] || [ "$client/package-lock.json" -nt "$client/node_modules/.installed" ]; then
+    echo "bootstrap: installing Eclipse Ditto's JavaScript client into $client/node_modules"
+    (cd "$client" && npm ci --no-audit --no-fund --silent) && touch "$client/node_modules/.installed"
+fi

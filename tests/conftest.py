@@ -40,7 +40,7 @@ LONGEST_FIRST = (
     "system/test_mqtt_crash.py", "system/test_cli_files.py", "system/test_shown_text.py", "ledger/test_submit_many.py",
     "system/test_ledger_page.py",
 )
-FOLDERS = ("system", "pipeline", "connectors", "ledger", "unit")
+FOLDERS = ("system", "pipeline", "connectors", "doors", "ledger", "unit")
 # Before all of them, on a worker nothing has run on yet: a file that measures the CPU of the
 # worker's own process tree (benchmarks.cpu), which a process an earlier test left behind, and
 # that leaves the tree inside its window, once made negative (-5.65 s of a 0.5 s burn).

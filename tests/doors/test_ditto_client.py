@@ -1,0 +1,93 @@
+"""A Ditto application on Eclipse Ditto's own JavaScript client (npm
+``@eclipse-ditto/ditto-javascript-client-node``, tests/support/ditto_client/) pointed at
+``ackstore serve``: it creates and modifies a thing, each write held until the pipeline decided
+it, reads and searches the twin, sends a live message a subscriber of the ledger answers, and asks
+for a thing that does not exist — asserting what the client itself surfaces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from typing import Any, Iterator
+
+import pytest
+from sqlalchemy import Engine, text
+
+from ackstore.ledger.store import AckStore
+from tests.support.broker import wait_for
+from tests.support.door import DoorProcess, running_door
+from tests.support.logins import as_login, logins  # noqa: F401 — a fixture
+from tests.support.paths import ROOT
+
+pytestmark = [pytest.mark.spark]
+
+CLIENT = ROOT / "tests" / "support" / "ditto_client"
+THING = "org.acme:js-1"
+
+
+@pytest.fixture(scope="module")
+def door(database_url: str, migrated_engine: Engine) -> Iterator[DoorProcess]:
+    with running_door(database_url) as process:
+        yield process
+
+
+class Application:
+    """The client's application as a process; its steps' lines as they come."""
+
+    def __init__(self, door: DoorProcess, login: str) -> None:
+        domain = door.url.removeprefix("http://")
+        self.process = subprocess.Popen(["node", "application.js", domain, login, "any password"], cwd=CLIENT,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.steps: dict[str, Any] = {}
+        self.output: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.output.append(line)
+            if line.startswith("{"):
+                answer = json.loads(line)
+                self.steps[answer.pop("step")] = answer
+
+    def step(self, name: str) -> dict[str, Any]:
+        return wait_for(lambda: self.steps.get(name), timeout=120, what=f"the client's step {name}: {self.output}")
+
+
+def _signals(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM signals")).scalar_one()
+
+
+def test_dittos_own_client_creates_modifies_reads_searches_and_messages_through_the_ledger(
+        door, engine, database_url, logins, run_pipeline) -> None:  # noqa: F811
+    login = logins["ackstore_ingest"]
+    with AckStore.connect(as_login(database_url, login)) as responder:
+        assert responder.declare("responder", [], channels=["live"]) == {"status": 204}
+        application = Application(door, login)
+        try:
+            for count, name in ((1, "create"), (2, "modify")):
+                wait_for(lambda: _signals(engine) == count, what=f"the client's {name} stored")
+                assert name not in application.steps, application.steps  # held for the decision
+                run_pipeline()
+                application.step(name)
+            wait_for(lambda: _signals(engine) == 3, what="the client's message stored")
+            (message,) = responder.pull("responder")
+            answer = {"topic": message["topic"], "path": message["path"].replace("/inbox/", "/outbox/"),
+                      "status": 200, "value": {"answer": 42},
+                      "headers": {"correlation-id": message["headers"]["correlation-id"],
+                                  "content-type": "application/json"}}
+            assert responder.respond("responder", answer) == {"status": 204}
+            run_pipeline()
+            steps = {name: application.step(name) for name in ("message", "not-found")}
+        finally:
+            application.process.kill()
+            application.process.wait(10)
+    assert application.steps["create"] == {"status": 201, "body": {"_thingId": THING, "_attributes": {"on": True}}}
+    assert application.steps["modify"] == {"status": 204, "body": None}
+    assert application.steps["read"]["body"] == {"_thingId": THING, "_attributes": {"on": False}}
+    assert application.steps["search"]["body"]["_items"] == [{"_thingId": THING, "_attributes": {"on": False}}]
+    assert (steps["message"]["status"], steps["message"]["body"]) == (200, {"answer": 42})
+    refused = steps["not-found"]["error"]  # the client rejects with the response: status and Ditto's error
+    assert (refused["_status"], refused["_value"]["status"], refused["_value"]["error"]) == (
+        404, 404, "things:thing.notfound")
