@@ -11,12 +11,14 @@ timeout and one minute (``http_api.hold_ms``); a hold that ends first is answere
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from typing import AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -45,6 +47,7 @@ class Door:
         self.intakes = Intakes()
         self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
         self.decisions = Decisions(self.engine)
+        self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
 
     def start(self) -> None:
         self.decisions.start()
@@ -54,22 +57,42 @@ class Door:
         self.logins.close()
         self.engine.dispose()
 
+    async def login_of(self, request: Request) -> tuple[str, AckStore]:
+        return await asyncio.to_thread(self.logins.store_for, request.headers.get("authorization"))
+
     async def store_of(self, request: Request) -> AckStore:
-        _, store = await asyncio.to_thread(self.logins.store_for, request.headers.get("authorization"))
-        return store
+        return (await self.login_of(request))[1]
 
     async def body(self, request: Request) -> bytes:
-        """The request's body, at most the ledger's message size (413 past it, read no further)."""
+        """The request's body, at most the ledger's message size (413 past it, read no further),
+        within ``BODY_READ_S`` (408: a client trickling its body holds no worker)."""
         limit = self.settings.max_envelope_bytes
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise errors.message_too_large(int(declared), limit)
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise errors.message_too_large(len(body), limit)
+        try:
+            async with asyncio.timeout(http_api.BODY_READ_S):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        raise errors.message_too_large(len(body), limit)
+        except TimeoutError:
+            raise errors.request_body_timeout(http_api.BODY_READ_S) from None
         return bytes(body)
+
+    @contextlib.contextmanager
+    def holding(self, login: str) -> Iterator[None]:
+        """Count a login's held request while it is held; 429 past its share (nothing stored yet)."""
+        if self.held[login] >= http_api.MAX_HELD_PER_LOGIN:
+            raise errors.too_many_requests("held requests", http_api.MAX_HELD_PER_LOGIN)
+        self.held[login] += 1
+        try:
+            yield
+        finally:
+            self.held[login] -= 1
+            if not self.held[login]:
+                del self.held[login]
 
 
 def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette:
@@ -99,7 +122,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         return _response(found)
 
     async def whoami_route(request: Request) -> Response:
-        user, _ = await asyncio.to_thread(door.logins.store_for, request.headers.get("authorization"))
+        user, _ = await door.login_of(request)
         subject = f"postgres:{user}"
         return _response(http_api.HttpAnswer(200, {}, {"defaultSubject": subject, "subjects": [subject]}))
 
@@ -118,13 +141,38 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         finally:
             door.stop()
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _method_not_allowed})
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _method_not_allowed},
+                    middleware=[Middleware(BoundedHead)])
     app.state.door = door
     return app
 
 
+class BoundedHead:
+    """Ditto's 414 / 431 for a request whose URI or headers are past the door's bounds, before any
+    route reads them (``http_api.check_head``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            uri = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            header_bytes = sum(len(name) + len(value) for name, value in scope.get("headers", ()))
+            try:
+                http_api.check_head(uri, header_bytes)
+            except errors.DittoError as problem:
+                await _response(http_api.error(problem))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 async def _write(door: Door, request: Request, where: http_api.Resource) -> Response:
-    store = await door.store_of(request)
+    login, store = await door.login_of(request)
+    with door.holding(login):
+        return await _write_held(door, request, where, store)
+
+
+async def _write_held(door: Door, request: Request, where: http_api.Resource, store: AckStore) -> Response:
     body = await door.body(request)
     given = http_api.ditto_headers(request.headers, request.query_params)
     envelope = http_api.signal(request.method, where, given, body, request.headers.get("content-type"),
@@ -185,9 +233,7 @@ def _guarded(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
             return _response(http_api.error(problem, request.headers.get(headers.CORRELATION_ID)))
         except OperationalError:
             log.warning("the ledger's database is not reachable", exc_info=True)
-            answer = http_api.error(errors.database_unavailable("behind this door", "it could not be reached"))
-            answer.headers["retry-after"] = "10"
-            return _response(answer)
+            return _response(http_api.error(errors.database_unavailable("behind this door", "it could not be reached")))
         except DBAPIError as problem:
             reason = failures.refused_privilege(problem)  # a login of no ingest role, say: 403
             if reason is None:

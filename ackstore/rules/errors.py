@@ -987,3 +987,27 @@ def resource_not_found(path: str) -> DittoError:
     """A path under no route of the HTTP API (Ditto's ``NotFound`` rejection)."""
     return DittoError(404, "http.notfound", f"The requested resource <{_clip(path, 128)}> could not be found.",
                       "Check the HTTP API description for the resources it serves.")
+
+
+def headers_too_large(size: int, limit: int) -> DittoError:
+    """Ditto's ``DittoHeadersTooLargeException``: a request's headers past the door's bound (431)."""
+    return DittoError(431, "headers.too.large", "The headers are too large.",
+                      f"The number of bytes exceeded the maximum allowed value <{limit}>!")
+
+
+def uri_too_long(length: int, limit: int) -> DittoError:
+    """A request's URI past the door's bound (414), as Ditto's HTTP server refuses one."""
+    return DittoError(414, "http.uri.toolong", f"URI length {java_number(length)} exceeds the configured limit of "
+                      f"{java_number(limit)} characters.", "Shorten the request's path and query.")
+
+
+def too_many_requests(what: str, limit: int) -> DittoError:
+    """Ditto's ``TooManyRequestsException`` (429): a login past its share of held requests."""
+    return DittoError(429, "too.many.requests", "You made too many requests.",
+                      f"At most {java_number(limit)} {what} of one login at once; try again soon.")
+
+
+def request_body_timeout(seconds: int) -> DittoError:
+    """A client that did not send its whole request in time (408): the door reads no slower sender."""
+    return DittoError(408, "http.request.timeout", f"The request was not received within {seconds} seconds.",
+                      "Send the request's body without pausing, and try again.")

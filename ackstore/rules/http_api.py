@@ -28,6 +28,10 @@ JSON = "application/json"
 # which win (Ditto's routes read both; D13).
 QUERY_HEADERS = (REQUESTED_ACKS, TIMEOUT, RESPONSE_REQUIRED, "condition")
 DITTO_HEADERS = (CORRELATION_ID, *QUERY_HEADERS, "if-match", "if-none-match", "if-equal")
+MAX_URI_CHARS = 8_192  # akka-http's default, which Ditto's gateway keeps
+MAX_HEADER_BYTES = 8_192  # every header's name and value together
+MAX_HELD_PER_LOGIN = 10_000  # requests one login has held at once (429 past it)
+BODY_READ_S = 30  # a request's body arrives within this, or 408
 _MESSAGE = re.compile(r"(?:features/(?P<feature>[^/]+)/)?(?P<box>inbox|outbox)/messages/(?P<subject>.+)", re.DOTALL)
 _TWIN_PARTS = ("attributes", "definition", "policyId", "features")
 
@@ -74,6 +78,14 @@ def resource(thing_id: str, rest: str) -> Resource:
     if rest.split("/", 1)[0] not in _TWIN_PARTS:
         raise errors.unknown_path("/" + rest)
     return Resource(thing_id, "/" + rest)
+
+
+def check_head(uri_chars: int, header_bytes: int) -> None:
+    """A request's URI and headers within the door's bounds, or Ditto's 414 / 431."""
+    if uri_chars > MAX_URI_CHARS:
+        raise errors.uri_too_long(uri_chars, MAX_URI_CHARS)
+    if header_bytes > MAX_HEADER_BYTES:
+        raise errors.headers_too_large(header_bytes, MAX_HEADER_BYTES)
 
 
 def ditto_headers(http_headers: Mapping[str, str], query: Mapping[str, str]) -> dict[str, Any]:
@@ -139,8 +151,13 @@ def answer_location(correlation_id: str) -> str:
     return f"{API}/answers/{quote(correlation_id, safe='')}"
 
 
+RETRY_AFTER_S = 10  # what a 429 or 503 tells the client to wait
+
+
 def error(problem: errors.DittoError, correlation_id: str | None = None) -> HttpAnswer:
     out = {CORRELATION_ID: correlation_id} if correlation_id else {}
+    if problem.status in (429, 503):
+        out["retry-after"] = str(RETRY_AFTER_S)
     return HttpAnswer(problem.status, out, problem.to_json())
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import socket
+import time
 from typing import Any, Iterator
 
 import httpx
@@ -148,6 +150,8 @@ def test_merge_delete_and_a_message_are_the_commands_ditto_maps_them_to(client, 
     ("POST", f"/api/2/things/{THING}", {"json": {}}, 405, "http.method.notallowed"),
     ("GET", "/api/2/nowhere", {}, 404, "http.notfound"),
     ("GET", "/api/2/search/things?filter=eq(attributes/a", {}, 400, "rql.expression.invalid"),
+    ("PUT", f"/api/2/things/{THING}/attributes/" + "a" * 9_000, {"json": 1}, 414, "http.uri.toolong"),
+    ("PUT", f"/api/2/things/{THING}", {"json": {}, "headers": {"x-filler": "y" * 9_000}}, 431, "headers.too.large"),
 ])
 def test_a_refused_request_gets_dittos_error_and_changes_nothing(
         client, engine, method: str, path: str, sent: dict, status: int, error: str) -> None:
@@ -166,4 +170,23 @@ def test_a_request_without_usable_credentials_is_401_and_stores_nothing(door, en
     answer = httpx.put(f"{door.url}/api/2/things/{THING}", json={}, headers=headers)
     assert answer.status_code == 401
     assert answer.json()["error"] == "gateway:authentication.failed"
+    assert _count(engine) == 0
+
+
+def test_a_client_trickling_its_body_is_answered_408_and_holds_nothing(door, engine) -> None:
+    """Headers, then one byte of a 100-byte body, then silence: the door answers 408 after its
+    read bound (http_api.BODY_READ_S), stores nothing, and serves others meanwhile."""
+    from ackstore.rules.http_api import BODY_READ_S
+
+    host, port = door.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=BODY_READ_S + 30) as slow:
+        slow.sendall(f"PUT /api/2/things/{THING} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cG9zdGdyZXM6eA==\r\n"
+                     "Content-Length: 100\r\n\r\n{".encode())
+        started = time.monotonic()
+        assert httpx.get(f"{door.url}/api/2/whoami", auth=("postgres", "x")).status_code == 200  # others served
+        answer = slow.recv(65536).decode()
+        waited = time.monotonic() - started
+    assert answer.startswith("HTTP/1.1 408"), answer
+    assert '"error":"http.request.timeout"' in answer
+    assert BODY_READ_S - 5 <= waited <= BODY_READ_S + 20
     assert _count(engine) == 0
