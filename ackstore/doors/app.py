@@ -58,7 +58,9 @@ class Door:
         self.engine.dispose()
 
     async def login_of(self, request: Request) -> tuple[str, AckStore]:
-        return await asyncio.to_thread(self.logins.store_for, request.headers.get("authorization"))
+        """Who the request acts as: a login checked lately at once, else checked by connecting (in a thread)."""
+        authorization = request.headers.get("authorization")
+        return self.logins.known(authorization) or await asyncio.to_thread(self.logins.store_for, authorization)
 
     async def store_of(self, request: Request) -> AckStore:
         return (await self.login_of(request))[1]

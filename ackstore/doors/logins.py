@@ -50,9 +50,9 @@ class Logins:
         self._logins: OrderedDict[str, _Login] = OrderedDict()
         self._lock = threading.Lock()
 
-    def store_for(self, authorization: str | None) -> tuple[str, AckStore]:
-        """The login an ``Authorization`` header names and its store, or the 401 (blocking: a new
-        or stale login is checked by connecting)."""
+    def known(self, authorization: str | None) -> tuple[str, AckStore] | None:
+        """The login and store of credentials checked within ``VERIFIED_FOR_S``, without blocking;
+        None when they must be checked (:meth:`store_for`); the 401 for unusable ones."""
         user, password = credentials(authorization)
         secret = hashlib.sha256(password.encode("utf-8")).digest()
         with self._lock:
@@ -60,6 +60,16 @@ class Logins:
             if known and hmac.compare_digest(known.secret, secret) and time.monotonic() - known.verified_at < VERIFIED_FOR_S:
                 self._logins.move_to_end(user)
                 return user, known.store
+        return None
+
+    def store_for(self, authorization: str | None) -> tuple[str, AckStore]:
+        """The login an ``Authorization`` header names and its store, or the 401 (blocking: a new
+        or stale login is checked by connecting)."""
+        known = self.known(authorization)
+        if known is not None:
+            return known
+        user, password = credentials(authorization)
+        secret = hashlib.sha256(password.encode("utf-8")).digest()
         store = self._verified(user, password)
         with self._lock:
             replaced = [self._logins.pop(user)] if user in self._logins else []
