@@ -11,10 +11,9 @@ timeout and one minute (``http_api.hold_ms``); a hold that ends first is answere
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.applications import Starlette
@@ -23,11 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ackstore.doors.held import Decisions
-from ackstore.doors.intake import Intakes
-from ackstore.doors.logins import Logins
+from ackstore.doors import consumers
+from ackstore.doors.door import Door
 from ackstore.ledger import failures, things
-from ackstore.ledger.database import make_engine
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.rules import errors, headers, http_api, twin
@@ -36,65 +33,6 @@ from ackstore.rules.settings import Settings
 log = logging.getLogger("ackstore.doors")
 
 WRITES = ("PUT", "PATCH", "DELETE", "POST")
-
-
-class Door:
-    """What the routes share: the logins, the intake, the held requests."""
-
-    def __init__(self, url: DatabaseUrl, settings: Settings) -> None:
-        self.settings = settings
-        self.logins = Logins(url, settings)
-        self.intakes = Intakes()
-        self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
-        self.decisions = Decisions(self.engine)
-        self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
-
-    def start(self) -> None:
-        self.decisions.start()
-
-    def stop(self) -> None:
-        self.decisions.stop()
-        self.logins.close()
-        self.engine.dispose()
-
-    async def login_of(self, request: Request) -> tuple[str, AckStore]:
-        """Who the request acts as: a login checked lately at once, else checked by connecting (in a thread)."""
-        authorization = request.headers.get("authorization")
-        return self.logins.known(authorization) or await asyncio.to_thread(self.logins.store_for, authorization)
-
-    async def store_of(self, request: Request) -> AckStore:
-        return (await self.login_of(request))[1]
-
-    async def body(self, request: Request) -> bytes:
-        """The request's body, at most the ledger's message size (413 past it, read no further),
-        within ``BODY_READ_S`` (408: a client trickling its body holds no worker)."""
-        limit = self.settings.max_envelope_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise errors.message_too_large(int(declared), limit)
-        body = bytearray()
-        try:
-            async with asyncio.timeout(http_api.BODY_READ_S):
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > limit:
-                        raise errors.message_too_large(len(body), limit)
-        except TimeoutError:
-            raise errors.request_body_timeout(http_api.BODY_READ_S) from None
-        return bytes(body)
-
-    @contextlib.contextmanager
-    def holding(self, login: str) -> Iterator[None]:
-        """Count a login's held request while it is held; 429 past its share (nothing stored yet)."""
-        if self.held[login] >= http_api.MAX_HELD_PER_LOGIN:
-            raise errors.too_many_requests("held requests", http_api.MAX_HELD_PER_LOGIN)
-        self.held[login] += 1
-        try:
-            yield
-        finally:
-            self.held[login] -= 1
-            if not self.held[login]:
-                del self.held[login]
 
 
 def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette:
@@ -128,7 +66,17 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         subject = f"postgres:{user}"
         return _response(http_api.HttpAnswer(200, {}, {"defaultSubject": subject, "subjects": [subject]}))
 
+    async def pull_route(request: Request) -> Response:
+        return _response(await consumers.pull(door, request))
+
+    async def acknowledge_route(request: Request) -> Response:
+        return _response(await consumers.acknowledge(door, request))
+
+    subscriber = f"{http_api.API}/subscribers/{{subscriber}}/messages"
     routes = [
+        Route(subscriber, _guarded(pull_route), methods=["POST"]),
+        Route(f"{subscriber}/{{correlation_id:path}}/acknowledgement;etag={{token}}", _guarded(acknowledge_route),
+              methods=["POST"]),
         Route(f"{http_api.API}/things/{{thing_id}}", _guarded(things_route), methods=["GET", *WRITES]),
         Route(f"{http_api.API}/things/{{thing_id}}/{{rest:path}}", _guarded(things_route), methods=["GET", *WRITES]),
         Route(f"{http_api.API}/answers/{{correlation_id:path}}", _guarded(answers_route), methods=["GET"]),

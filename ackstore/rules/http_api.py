@@ -197,3 +197,38 @@ def _message_value(body: bytes, content_type: str | None, max_bytes: int) -> Any
 
 def _media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+# --- the REST pull (A.3): a consumer resource per subscriber -------------------------------------
+
+
+def consumer_path(subscriber: str) -> str:
+    return f"{API}/subscribers/{quote(subscriber, safe='')}/messages"
+
+
+def acknowledgement_link(subscriber: str, correlation_id: str, token: str) -> str:
+    """The ``Link`` of a handed-out message: where its acknowledgement goes, its lease token in it (A.3)."""
+    target = f"{consumer_path(subscriber)}/{quote(correlation_id, safe='')}/acknowledgement;etag={quote(token, safe='')}"
+    return f"<{target}>; rel=acknowledgement"
+
+
+def handed_out(message: Mapping[str, Any], subscriber: str) -> HttpAnswer:
+    """One pulled message (a Ditto Protocol message, its hand-out's headers in it) and its ``Link``."""
+    message_headers = message.get("headers", {})
+    link = acknowledgement_link(subscriber, message_headers[CORRELATION_ID], message_headers[envelopes.ACK_TOKEN])
+    return HttpAnswer(200, {"link": link, CORRELATION_ID: message_headers[CORRELATION_ID]}, dict(message))
+
+
+def answer_at_link(body: bytes, correlation_id: str, token: str, max_bytes: int) -> dict[str, Any]:
+    """A POST to a message's acknowledgement link: its body (a Ditto Protocol ack, aggregated acks or
+    a live response) with the link's lease token; its correlation id the link's (400 if another)."""
+    answer = envelopes.parse_text(body, max_bytes) if body.strip() else None
+    if not isinstance(answer, dict):
+        raise errors.json_invalid("The acknowledgement link takes a Ditto Protocol acknowledgement or live response.")
+    given = answer.get("headers", {})
+    if not isinstance(given, Mapping):
+        raise errors.json_field_invalid("/headers", "JSON object")
+    if given.get(CORRELATION_ID, correlation_id) != correlation_id:
+        raise errors.header_invalid(f"The correlation-id of the body is not the link's <{correlation_id}>.",
+                                    "Post a message's answer to its own acknowledgement link.")
+    return {**answer, "headers": {**given, CORRELATION_ID: correlation_id, envelopes.ACK_TOKEN: token}}

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
+from ackstore.ledger.store import AckStore
 from tests.support.door import DoorProcess, running_door
 from tests.support.ledger import snapshot
 from tests.support.logins import as_login, logins  # noqa: F401 — a fixture
@@ -190,3 +191,46 @@ def test_a_client_trickling_its_body_is_answered_408_and_holds_nothing(door, eng
     assert '"error":"http.request.timeout"' in answer
     assert BODY_READ_S - 5 <= waited <= BODY_READ_S + 20
     assert _count(engine) == 0
+
+
+def _link(answer: httpx.Response) -> str:
+    link = answer.headers["link"]
+    assert link.endswith(">; rel=acknowledgement"), link
+    return link[1:link.index(">")]
+
+
+def test_the_rest_pull_hands_out_with_an_acknowledgement_link_that_counts_once(
+        client, engine, database_url, logins, run_pipeline) -> None:  # noqa: F811
+    """A subscriber of the login pulls the twin event over HTTP and posts its ack to the message's
+    link: 204, 204 again for a repeat (nothing stored twice); after a second hand-out the first
+    link is 412; the held PUT is answered by the decision the ack made (200, both labels)."""
+    with AckStore.connect(as_login(database_url, logins["ackstore_ingest"])) as own:
+        assert own.declare("checker", ["checker:done"], channels=["twin"]) == {"status": 204}
+    consumer = "/api/2/subscribers/checker/messages"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(client.put, f"/api/2/things/{THING}", json={}, headers={
+            "requested-acks": "twin-persisted,checker:done", "timeout": "60s", "correlation-id": "pulled-1"})
+        wait_for(lambda: _count(engine) == 1, what="the PUT stored")
+        assert client.post(consumer).status_code == 204  # nothing to hand out before the twin changed
+        run_pipeline()  # applied: the event is there; the request waits for checker:done
+        first = client.post(consumer, params={"lease": "1s"})
+        assert first.status_code == 200, first.text
+        assert first.json()["topic"] == "org.acme/lamp-1/things/twin/events/created"
+        assert first.headers["correlation-id"] == "pulled-1"
+        time.sleep(1.5)  # the lease ran out: handed out again, with a new token
+        second = client.post(consumer)
+        assert second.status_code == 200 and _link(second) != _link(first)
+        ack = {"topic": "org.acme/lamp-1/things/twin/acks/checker:done", "status": 200, "value": "seen",
+               "headers": {}}
+        stale = client.post(_link(first), json=ack)
+        assert (stale.status_code, stale.json()["error"]) == (412, "acknowledgement:lease.superseded")
+        assert client.post(_link(second), json=ack).status_code == 204
+        assert client.post(_link(second), json=ack).status_code == 204  # a repeat: done already
+        assert _count(engine, "SELECT count(*) FROM acks") == 1
+        run_pipeline()
+        answer = held.result(timeout=120)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["checker:done"] == {"status": 200, "payload": "seen",
+                                             "headers": {"correlation-id": "pulled-1"}}
+    wrong = client.post(_link(second), json={**ack, "headers": {"correlation-id": "another"}})
+    assert (wrong.status_code, wrong.json()["error"]) == (400, "header.invalid")

@@ -434,7 +434,8 @@ def test_every_alert_rule_has_a_runbook_section_in_operating_md() -> None:
 
 # docs/http.md's paths, with a sample for each placeholder: each must be a route of the door's
 # application for the methods its row names, and every route must be some row's.
-HTTP_SAMPLES = {"<thingId>": "org.acme:t-1", "<part>": "attributes/a", "<subject>": "ask", "<correlationId>": "c-1"}
+HTTP_SAMPLES = {"<thingId>": "org.acme:t-1", "<part>": "attributes/a", "<subject>": "ask", "<correlationId>": "c-1",
+                "<subscriber>": "checker", "<token>": "t0k3n"}
 
 
 def _http_rows() -> list[tuple[set[str], str]]:

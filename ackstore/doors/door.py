@@ -1,0 +1,80 @@
+"""What the front door's routes share (issue 51): the logins requests act as, the intake that
+stores them together, the held requests' decisions, each login's count of held requests, and the
+reading of a request's body within its bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from typing import Iterator
+
+from starlette.requests import Request
+
+from ackstore.doors.held import Decisions
+from ackstore.doors.intake import Intakes
+from ackstore.doors.logins import Logins
+from ackstore.ledger.database import make_engine
+from ackstore.ledger.database_url import DatabaseUrl
+from ackstore.ledger.store import AckStore
+from ackstore.rules import errors, http_api
+from ackstore.rules.settings import Settings
+
+
+class Door:
+    """What the routes share: the logins, the intake, the held requests."""
+
+    def __init__(self, url: DatabaseUrl, settings: Settings) -> None:
+        self.settings = settings
+        self.logins = Logins(url, settings)
+        self.intakes = Intakes()
+        self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
+        self.decisions = Decisions(self.engine)
+        self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
+
+    def start(self) -> None:
+        self.decisions.start()
+
+    def stop(self) -> None:
+        self.decisions.stop()
+        self.logins.close()
+        self.engine.dispose()
+
+    async def login_of(self, request: Request) -> tuple[str, AckStore]:
+        """Who the request acts as: a login checked lately at once, else checked by connecting (in a thread)."""
+        authorization = request.headers.get("authorization")
+        return self.logins.known(authorization) or await asyncio.to_thread(self.logins.store_for, authorization)
+
+    async def store_of(self, request: Request) -> AckStore:
+        return (await self.login_of(request))[1]
+
+    async def body(self, request: Request) -> bytes:
+        """The request's body, at most the ledger's message size (413 past it, read no further),
+        within ``BODY_READ_S`` (408: a client trickling its body holds no worker)."""
+        limit = self.settings.max_envelope_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise errors.message_too_large(int(declared), limit)
+        body = bytearray()
+        try:
+            async with asyncio.timeout(http_api.BODY_READ_S):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        raise errors.message_too_large(len(body), limit)
+        except TimeoutError:
+            raise errors.request_body_timeout(http_api.BODY_READ_S) from None
+        return bytes(body)
+
+    @contextlib.contextmanager
+    def holding(self, login: str) -> Iterator[None]:
+        """Count a login's held request while it is held; 429 past its share (nothing stored yet)."""
+        if self.held[login] >= http_api.MAX_HELD_PER_LOGIN:
+            raise errors.too_many_requests("held requests", http_api.MAX_HELD_PER_LOGIN)
+        self.held[login] += 1
+        try:
+            yield
+        finally:
+            self.held[login] -= 1
+            if not self.held[login]:
+                del self.held[login]
