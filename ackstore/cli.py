@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from sqlalchemy.exc import DBAPIError
 
 from ackstore import files
+from ackstore.doors import DEFAULT_HOST as DOORS_HOST, DEFAULT_PORT as DOORS_PORT
 from ackstore.ledger import failures
 from ackstore.ledger.database import URL_VARIABLE, make_engine, resolve_url
 from ackstore.ledger.database_url import DatabaseUrl
@@ -235,14 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.set_defaults(run=_with_store(_metrics))
 
     serve = commands.add_parser(
-        "serve", help="serve Ditto's HTTP API 2 over the ledger (http://127.0.0.1:8090/api/2/…) until Ctrl-C",
+        "serve", help=f"serve Ditto's HTTP API 2 over the ledger (http://{DOORS_HOST}:{DOORS_PORT}/api/2/…) until Ctrl-C",
         description="Serve Ditto's HTTP API 2 over the ledger (docs/http.md): things written with requested "
                     "acknowledgements, each request held until the ledger decided it (at most its timeout and a "
                     "minute; then 202 with the Location of its answer), twins read, searched. Each request acts as "
                     "the ledger login whose name and password it gives (HTTP Basic), which the ledger's PostgreSQL "
                     "checks; the URL's own login reads the held requests' answers.")
-    serve.add_argument("--listen", default="127.0.0.1:8090", type=_listen_address, metavar="HOST:PORT",
-                       help="the address to serve on (default 127.0.0.1:8090)")
+    serve.add_argument("--listen", default=f"{DOORS_HOST}:{DOORS_PORT}", type=_listen_address, metavar="HOST:PORT",
+                       help=f"the address to serve on (default {DOORS_HOST}:{DOORS_PORT})")
     serve.set_defaults(run=_serve)
 
     alert_rules = commands.add_parser(
@@ -267,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.add_argument("--metrics-port", type=int, default=9464, metavar="PORT",
                          help="serve the ledger's metrics (as `ackstore metrics` does) at http://127.0.0.1:PORT/metrics "
                               "(default 9464, where deploy/prometheus/prometheus.yml looks; 0: any free port)")
+    airflow.add_argument("--http-port", type=int, default=DOORS_PORT, metavar="PORT",
+                         help="serve Ditto's HTTP API (as `ackstore serve` does) at http://127.0.0.1:PORT/api/2/ "
+                              f"(default {DOORS_PORT}; 0: any free port)")
     airflow.add_argument("--airflow-statsd", metavar="HOST:PORT", type=_statsd_address,
                          help="turn on Airflow's own metrics, sent to the StatsD at HOST:PORT (prefix airflow.)")
     airflow.set_defaults(run=_airflow)
@@ -664,6 +668,7 @@ def _airflow(args: argparse.Namespace) -> int:
 
     local = LocalAirflow.prepare(args.database_url, home=Path(args.home) if args.home else None, port=args.port,
                                  metadata_database=args.metadata_database, metrics_port=args.metrics_port,
+                                 http_port=args.http_port,
                                  statsd=args.airflow_statsd)
     return serve(local, spark_port=args.spark_port, use_spark_connect=not args.local_spark)
 

@@ -21,9 +21,11 @@ import json
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
@@ -31,6 +33,7 @@ from sqlalchemy.pool import StaticPool
 
 from ackstore.ledger import migrate, settlements
 from ackstore.ledger.database import (
+    ackstore_home,
     embedded_data_dir,
     make_engine,
     resolve_url,
@@ -100,8 +103,10 @@ def run_demo(database_url: str | None = None) -> int:
         scenario = Scenario()
         _submit_samples(store, scenario)
         print(f"\n== undecided until the DAG ran: {store.result(scenario.cid('modified'))}")
-        if not _run_dag(url):
-            return 1
+        with _over_http(url, scenario) as held:
+            if not _run_dag(url):
+                return 1
+            held()
         _print_steps(store)
         _after_the_run(store, scenario)
         _print_audit(store, scenario)
@@ -329,6 +334,39 @@ def _connector_once(store: AckStore, broker: Broker) -> dict[str, Any]:
     code = connector.run()
     figures, carried_out = connector.metrics.figures()
     return {"exit": code, "consumed": figures["consumed"], "carried out": carried_out}
+
+
+@contextmanager
+def _over_http(url: str, scenario: Scenario) -> Iterator[Callable[[], None]]:
+    """One command over Ditto's HTTP API (``ackstore serve``, docs/http.md), sent before the DAG runs
+    and held for its decision while it does; the function given prints its answer: the decision,
+    or — the hold ended first (at most a minute) — 202 and the decision read at its Location."""
+    import httpx
+
+    from ackstore.local_airflow import http_door
+
+    params = DatabaseUrl.parse(url).resolved()
+    auth = (params.get("user") or "postgres", params.get("password") or "any")  # a trusting server takes any
+    with http_door(url, 0, ackstore_home() / "demo-http.log") as door, ThreadPoolExecutor(1) as pool:
+        if door is None:
+            yield lambda: None
+            return
+        path = "/api/2/things/org.acme:lamp-http"
+        print(f"\n== over Ditto's HTTP API ({door}): PUT {path}, held until the ledger decides it (at most a minute)")
+        print(f"   curl -u {auth[0]}:… -X PUT {door}{path} -H 'requested-acks: twin-persisted' "
+              "-d '{\"attributes\": {\"on\": true}}'")
+        held = pool.submit(httpx.put, door + path, json={"attributes": {"on": True}}, auth=auth, timeout=120,
+                           headers={"requested-acks": "twin-persisted", "correlation-id": scenario.cid("http")})
+
+        def answered() -> None:
+            answer = held.result()
+            print(f"\n== the HTTP request's answer: {answer.status_code}" + (f", {answer.text}" if answer.text else ""))
+            if answer.status_code == 202:  # the hold ended before the DAG decided it: read it where it said
+                location = answer.headers["location"]
+                decided = httpx.get(door + location, auth=auth, timeout=30)
+                print(f"   its hold ended first; GET {location}: {decided.status_code}, {decided.text}")
+
+        yield answered
 
 
 def _run_dag(url: str) -> bool:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -41,7 +42,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from sqlalchemy import create_engine, text
-from ackstore.ledger.database import ackstore_home, database_url, make_engine, resolve_url
+from ackstore.doors import DEFAULT_PORT
+from ackstore.ledger.database import URL_VARIABLE, ackstore_home, database_url, make_engine, resolve_url
 from ackstore.ledger.database_url import LEDGER_CONNECTION
 from ackstore.reporting.registry import REPORTS
 from ackstore.reporting.shown_text import json_text
@@ -59,6 +61,7 @@ MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
 STOP_GRACE_SECONDS = 90
 ADMIN_USER = "admin"
 METRICS_PORT = 9464  # the ledger's exporter, as deploy/prometheus/prometheus.yml scrapes it
+HTTP_PORT = DEFAULT_PORT  # Ditto's HTTP API over the ledger (`ackstore serve`, docs/http.md)
 STATSD_PREFIX = "airflow"
 
 
@@ -81,17 +84,19 @@ class LocalAirflow:
     port: int = 8080
     metrics_port: int = METRICS_PORT  # the ledger's exporter (0: any free port)
     statsd: tuple[str, int] | None = None  # where Airflow sends its own metrics, if anywhere
+    http_port: int = HTTP_PORT  # Ditto's HTTP API, `ackstore serve` (0: any free port)
 
     @classmethod
     def prepare(cls, ledger_url: str | None = None, *, home: Path | None = None, port: int = 8080,
                 metadata_database: str | None = None, metrics_port: int = METRICS_PORT,
-                statsd: tuple[str, int] | None = None) -> "LocalAirflow":
+                statsd: tuple[str, int] | None = None, http_port: int = HTTP_PORT) -> "LocalAirflow":
         """Resolve the ledger (starting the embedded server if nothing is configured) and make
         sure Airflow's metadata database exists on the same server (default: the ledger's
         own, :func:`metadata_database_for`)."""
         ledger = resolve_url(ledger_url)
         metadata = _ensure_database(ledger, metadata_database or metadata_database_for(ledger))
-        return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port, metrics_port, statsd)
+        return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port, metrics_port, statsd,
+                   http_port)
 
     @property
     def url(self) -> str:
@@ -223,6 +228,9 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
             print(json_text(refused.to_json()), flush=True)
             return 1
         local.migrate(env)
+        http_url = stack.enter_context(_http_door(local))
+        if http_url is None:
+            return 1
         log = stack.enter_context(open(log_path, "ab"))
         # Its own session: the terminal's Ctrl-C reaches only us, and we pass SIGINT to it alone.
         standalone = subprocess.Popen([_airflow_command(), "standalone"], env=env, stdout=log, stderr=log,
@@ -234,10 +242,11 @@ def serve(local: LocalAirflow, *, spark_port: int = 15002, use_spark_connect: bo
             print(f"ackstore airflow: starting Spark Connect on {remote} (about 20 s)", flush=True)
             stack.enter_context(connect_server(local.home / "spark", spark_port))
         _wait_until_healthy(local, standalone, stopping)
-        print(_banner(local, remote, metrics_url), flush=True)
+        print(_banner(local, remote, metrics_url, http_url), flush=True)
         while standalone.poll() is None and not stopping:
             time.sleep(1)
-        print("\nackstore airflow: stopping (Airflow first, then Spark Connect, then the metrics)", flush=True)
+        print("\nackstore airflow: stopping (Airflow first, then Spark Connect, then the HTTP API and the metrics)",
+              flush=True)
     print("ackstore airflow: stopped", flush=True)
     return 0
 
@@ -254,6 +263,48 @@ def _ledger_exporter(local: LocalAirflow) -> Iterator[str]:
             yield url
     finally:
         engine.dispose()
+
+
+@contextmanager
+def _http_door(local: LocalAirflow) -> Iterator[str | None]:
+    with http_door(local.ledger_url, local.http_port, local.home / "http.log") as url:
+        yield url
+
+
+@contextmanager
+def http_door(ledger_url: str, port: int, log_path: Path) -> Iterator[str | None]:
+    """``ackstore serve`` (Ditto's HTTP API) as a process of its own on 127.0.0.1:``port``, its URL
+    given once it listens; None (its log printed) when it could not start — a port in use, say.
+    The ledger's URL goes by the environment, never the arguments (ps shows those)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "ackstore.cli", "serve", "--listen", f"127.0.0.1:{port}"],
+                                   env={**os.environ, URL_VARIABLE: ledger_url}, stdout=log, stderr=log)
+    try:
+        url = _listening(process, log_path)
+        if url is None:
+            print(f"ackstore: the HTTP API did not start; its log, {log_path}:\n"
+                  + log_path.read_text(errors="replace")[-2000:], flush=True)
+        yield url
+    finally:
+        if process.poll() is None:
+            process.terminate()  # it answers what it holds, then stops (docs/http.md)
+            try:
+                process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(30)
+
+
+def _listening(process: subprocess.Popen, log_path: Path, seconds: float = 60) -> str | None:
+    """The URL uvicorn says it runs on, once it says so; None if the process ends first."""
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        said = re.search(r"running on (http://\S+)", log_path.read_text(errors="replace"))
+        if said:
+            return said.group(1)
+        time.sleep(0.2)
+    return None
 
 
 def _stop_on_signals() -> list[int]:
@@ -309,7 +360,7 @@ def health(url: str) -> dict[str, Any] | None:
         return None
 
 
-def _banner(local: LocalAirflow, remote: str | None, metrics_url: str) -> str:
+def _banner(local: LocalAirflow, remote: str | None, metrics_url: str, http_url: str) -> str:
     spark = f"Spark Connect at {remote}" if remote else "a local Spark session per task (slow: ~26 s each)"
     statsd = (f"  Airflow's:   StatsD to {local.statsd[0]}:{local.statsd[1]}, prefix {STATSD_PREFIX}.\n"
               if local.statsd else "")
@@ -319,10 +370,11 @@ def _banner(local: LocalAirflow, remote: str | None, metrics_url: str) -> str:
         f"  Ledger page: {local.url}/plugin/{LEDGER_ROUTE}  (the QoS-1 audit: \"Ledger\" in the navigation)\n"
         f"  DAG:         {DAG_ID} — paused at first; unpause it in the UI to run every minute\n"
         f"  Spark:       {spark}\n"
+        f"  HTTP API:    {http_url}/api/2/  (Ditto's, held until the ledger decides: docs/http.md)\n"
         f"  Metrics:     {metrics_url}  (the ledger's, for Prometheus: docs/metrics.md)\n"
         f"{statsd}"
         f"  Reports:     ackstore report {'|'.join(REPORTS)}\n"
-        f"  Stop:        Ctrl-C (stops Airflow, Spark Connect and the metrics)\n"
+        f"  Stop:        Ctrl-C (stops Airflow, Spark Connect, the HTTP API and the metrics)\n"
     )
 
 

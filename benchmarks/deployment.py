@@ -71,7 +71,8 @@ def airflow(ledger: str, server: str, home: Path, *, local_spark: bool = False,
     port = free_port()
     metadata_database = f"ackstore_airflow_bench_{os.getpid()}"
     command = [str(BIN / "ackstore"), "--database-url", ledger, "airflow", "--port", str(port),
-               "--spark-port", str(free_port()), "--home", str(home), "--metadata-database", metadata_database]
+               "--spark-port", str(free_port()), "--home", str(home), "--metadata-database", metadata_database,
+               "--http-port", str(free_port())]
     if local_spark:
         command.append("--local-spark")
     with open(home / "ackstore-airflow.log", "ab") as log:

@@ -16,6 +16,7 @@ import logging
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from sqlalchemy.exc import DBAPIError, OperationalError
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -72,16 +73,29 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
     async def acknowledge_route(request: Request) -> Response:
         return _response(await consumers.acknowledge(door, request))
 
+    async def metrics_route(_: Request) -> Response:
+        return Response(door.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    def guarded(route: str, answer: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def counted(request: Request) -> Response:
+            response = await _guarded(answer)(request)
+            door.metrics.answered(route, response.status_code)
+            return response
+
+        return counted
+
     subscriber = f"{http_api.API}/subscribers/{{subscriber}}/messages"
     routes = [
-        Route(subscriber, _guarded(pull_route), methods=["POST"]),
-        Route(f"{subscriber}/{{correlation_id:path}}/acknowledgement;etag={{token}}", _guarded(acknowledge_route),
-              methods=["POST"]),
-        Route(f"{http_api.API}/things/{{thing_id}}", _guarded(things_route), methods=["GET", *WRITES]),
-        Route(f"{http_api.API}/things/{{thing_id}}/{{rest:path}}", _guarded(things_route), methods=["GET", *WRITES]),
-        Route(f"{http_api.API}/answers/{{correlation_id:path}}", _guarded(answers_route), methods=["GET"]),
-        Route(f"{http_api.API}/search/things", _guarded(search_route), methods=["GET"]),
-        Route(f"{http_api.API}/whoami", _guarded(whoami_route), methods=["GET"]),
+        Route(subscriber, guarded("pull", pull_route), methods=["POST"]),
+        Route(f"{subscriber}/{{correlation_id:path}}/acknowledgement;etag={{token}}",
+              guarded("acknowledgement", acknowledge_route), methods=["POST"]),
+        Route(f"{http_api.API}/things/{{thing_id}}", guarded("things", things_route), methods=["GET", *WRITES]),
+        Route(f"{http_api.API}/things/{{thing_id}}/{{rest:path}}", guarded("things", things_route),
+              methods=["GET", *WRITES]),
+        Route(f"{http_api.API}/answers/{{correlation_id:path}}", guarded("answers", answers_route), methods=["GET"]),
+        Route(f"{http_api.API}/search/things", guarded("search", search_route), methods=["GET"]),
+        Route(f"{http_api.API}/whoami", guarded("whoami", whoami_route), methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -91,7 +105,15 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         finally:
             door.stop()
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _method_not_allowed},
+    async def not_found(request: Request, _: Exception) -> Response:
+        door.metrics.answered("other", 404)
+        return _response(http_api.error(errors.resource_not_found(request.url.path)))
+
+    async def method_not_allowed(request: Request, _: Exception) -> Response:
+        door.metrics.answered("other", 405)
+        return _response(http_api.error(errors.method_not_allowed(request.method)))
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: method_not_allowed},
                     middleware=[Middleware(BoundedHead)])
     app.state.door = door
     return app
@@ -143,6 +165,7 @@ async def _write_held(door: Door, request: Request, where: http_api.Resource, st
             return _response(http_api.decided(found, where))
     decision = await door.decisions.wait(asked.correlation_id, hold_ms / 1000)
     if decision is None:
+        door.metrics.hold_ended()
         return _response(http_api.accepted(asked.correlation_id, still_deciding=True))
     return _response(http_api.decided(decision, where))
 
@@ -195,14 +218,6 @@ def _guarded(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
             return _response(http_api.error(errors.internal_error()))
 
     return guarded
-
-
-async def _not_found(request: Request, _: Exception) -> Response:
-    return _response(http_api.error(errors.resource_not_found(request.url.path)))
-
-
-async def _method_not_allowed(request: Request, _: Exception) -> Response:
-    return _response(http_api.error(errors.method_not_allowed(request.method)))
 
 
 def _response(answer: http_api.HttpAnswer) -> Response:

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from ackstore.doors.held import Decisions
 from ackstore.doors.intake import Intakes
 from ackstore.doors.logins import Logins
+from ackstore.doors.metrics import DoorMetrics
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
@@ -31,6 +32,7 @@ class Door:
         self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
         self.decisions = Decisions(self.engine)
         self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
+        self.metrics = DoorMetrics(lambda: sum(self.held.values()))
 
     def start(self) -> None:
         self.decisions.start()

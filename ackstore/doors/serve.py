@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import uvicorn
 
+from ackstore.doors import DEFAULT_HOST, DEFAULT_PORT
 from ackstore.doors.app import application
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules.settings import Settings
 
-DEFAULT_LISTEN = "127.0.0.1:8090"
+DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 LIMITS = {
     "timeout_keep_alive": 5,  # an idle keep-alive connection is closed after this
     "limit_concurrency": 20_000,  # connections and requests at once; past it 503 (held requests count)

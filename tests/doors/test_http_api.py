@@ -234,3 +234,32 @@ def test_the_rest_pull_hands_out_with_an_acknowledgement_link_that_counts_once(
                                              "headers": {"correlation-id": "pulled-1"}}
     wrong = client.post(_link(second), json={**ack, "headers": {"correlation-id": "another"}})
     assert (wrong.status_code, wrong.json()["error"]) == (400, "header.invalid")
+
+
+def test_the_doors_metrics_are_the_documented_ones_and_count_what_it_answered(door, client, engine) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.support.metrics_doc import documented
+
+    def scraped() -> dict[str, dict[tuple, float]]:
+        families = text_string_to_metric_families(httpx.get(f"{door.url}/metrics").text)
+        return {family.name: {tuple(sorted(s.labels.items())): s.value for s in family.samples
+                              if not s.name.endswith("_created")} for family in families}
+
+    before = scraped()
+    assert client.put(f"/api/2/things/{THING}", json={}, headers={"response-required": "false"}).status_code == 202
+    assert client.get("/api/2/nowhere").status_code == 404
+    after = scraped()
+    served = {family: kind for family, kind in _kinds(httpx.get(f"{door.url}/metrics").text).items()
+              if not family.endswith("_created")}  # prometheus-client's, beside each counter
+    assert documented("The HTTP API's") == served
+    requests = after["ackstore_http_requests"]
+    old = before.get("ackstore_http_requests", {})
+    assert requests[(("route", "things"), ("status", "202"))] - old.get((("route", "things"), ("status", "202")), 0) == 1
+    assert requests[(("route", "other"), ("status", "404"))] - old.get((("route", "other"), ("status", "404")), 0) == 1
+    assert after["ackstore_http_held_requests"] == {(): 0.0}
+
+
+def _kinds(exposition: str) -> dict[str, str]:
+    """Each family's type, as the exposition's # TYPE lines say it."""
+    return dict(line.split()[2:4] for line in exposition.splitlines() if line.startswith("# TYPE"))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 
 from ackstore.ledger import reports
@@ -70,7 +71,7 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
         pipeline.run(spark, PipelineSettings(database_url=reference, partitions=2))
         load_workload(ledger)
 
-        port, spark_port, metrics_port = free_port(), free_port(), free_port()
+        port, spark_port, metrics_port, http_port = free_port(), free_port(), free_port(), free_port()
         statsd = StatsdListener()
         home = tmp_path / "airflow"
         # A password the machine's trust authentication ignores, to show that no log prints it.
@@ -78,7 +79,7 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
         command = [str(Path(sys.executable).parent / "ackstore"), "--database-url", secret_url, "airflow",
                    "--port", str(port), "--spark-port", str(spark_port), "--home", str(home),
                    "--metadata-database", metadata_database, "--metrics-port", str(metrics_port),
-                   "--airflow-statsd", statsd.address]
+                   "--http-port", str(http_port), "--airflow-statsd", statsd.address]
         log = open(tmp_path / "ackstore-airflow.log", "w")
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
@@ -104,6 +105,8 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
             engine.dispose()
             assert steps == list(pipeline.STEPS)  # the scheduled run's id is the pipeline's run id
             _scrape_the_ledgers_metrics(metrics_port, ledger)
+            whoami = httpx.get(f"http://127.0.0.1:{http_port}/api/2/whoami", auth=("postgres", "any"), timeout=30)
+            assert whoami.json()["defaultSubject"] == "postgres:postgres"  # Ditto's HTTP API answers
             api(url, token, f"/dags/{DAG}", {"is_paused": True}, method="PATCH")
             _look_at_the_ledger_page(url, token, ledger)
             airflow_processes = session_processes(standalone_pid)
@@ -123,17 +126,19 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
         assert {path.parent.name for path in task_logs} == {"task_id=reconcile"}
         logged = "".join(path.read_text(errors="replace") for path in task_logs)
         assert all(f"{step} run {run['dag_run_id']}" in logged for step in pipeline.STEPS)  # a line per step
-        for path in [*task_logs, home / "standalone.log", tmp_path / "ackstore-airflow.log"]:
+        for path in [*task_logs, home / "standalone.log", home / "http.log", tmp_path / "ackstore-airflow.log"]:
             shown = path.read_text(errors="replace")
             assert PASSWORD not in shown and quote(PASSWORD, safe="") not in shown, path
         printed = (tmp_path / "ackstore-airflow.log").read_text()
         assert "ackstore airflow: stopped" in printed
         assert f"Metrics:     http://127.0.0.1:{metrics_port}/metrics" in printed  # in the banner
+        assert f"HTTP API:    http://127.0.0.1:{http_port}/api/2/" in printed
         _airflows_statsd_packets(statsd.lines)
         wait_for("every Airflow process gone", 60, lambda: not session_processes(standalone_pid))
         assert health(url) is None
         assert not _listening(spark_port)  # the Spark Connect server is stopped too
         assert not _listening(metrics_port)  # and the exporter
+        assert not _listening(http_port)  # and the HTTP API
 
 
 def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:

@@ -95,6 +95,8 @@ def test_demo_runs_the_dag_through_airflow_on_the_embedded_server(tmp_path: Path
     second = output.split("== what the second requester is told (the modify, its acks in time)")[1].split("==")[0]
     assert '"status": 200' in second and all(label in second for label in ("twin-persisted", "search-persisted", "demo:audit"))
     assert '"org.acme:lamp-1"' in output.split("== search")[1]
+    over_http = output.split("== the HTTP request's answer: ")[1].split("\n==")[0]  # held, or read at its Location
+    assert over_http.startswith("201") or ("202" in over_http and ": 201, " in over_http), over_http
     refused = output.split("acknowledges as demo-auditor: refused")[1].split("==")[0]  # decisions #97
     assert '"status": 403' in refused and "acknowledgement:subscriber.forbidden" in refused
     assert "airflow dags test exited 0" in output

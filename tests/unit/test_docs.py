@@ -441,7 +441,7 @@ HTTP_SAMPLES = {"<thingId>": "org.acme:t-1", "<part>": "attributes/a", "<subject
 def _http_rows() -> list[tuple[set[str], str]]:
     table = (DOCS / "http.md").read_text().split("## Paths", 1)[1].split("\n## ", 1)[0]
     rows = []
-    for methods, path in re.findall(r"^\| ((?:`[A-Z]+` ?)+) \| `(/api/2[^`]*)`", table, re.MULTILINE):
+    for methods, path in re.findall(r"^\| ((?:`[A-Z]+` ?)+) \| `(/[^`]*)`", table, re.MULTILINE):
         for placeholder, sample in HTTP_SAMPLES.items():
             path = path.replace(placeholder, sample)
         rows.append((set(ticked(methods)), path))
