@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ackstore.doors import consumers
+from ackstore.doors import consumers, events
 from ackstore.doors.door import Door
 from ackstore.ledger import failures, things
 from ackstore.ledger.database_url import DatabaseUrl
@@ -44,6 +44,16 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         if request.method == "GET":
             return await _read(door, request, where)
         return await _write(door, request, where)
+
+    async def things_list_route(request: Request) -> Response:
+        if events.wants_events(request):
+            return await events.stream(door, request)
+        store = await door.store_of(request)
+        ids = [thing_id for thing_id in request.query_params.get("ids", "").split(",") if thing_id]
+        if not ids:
+            raise errors.json_field_missing("ids")  # Ditto's GET /things takes the ids it is to retrieve
+        found = await asyncio.to_thread(_documents, store, ids)
+        return _response(http_api.HttpAnswer(200, {}, [found[i] for i in ids if i in found]))
 
     async def answers_route(request: Request) -> Response:
         store = await door.store_of(request)
@@ -89,6 +99,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         Route(subscriber, guarded("pull", pull_route), methods=["POST"]),
         Route(f"{subscriber}/{{correlation_id:path}}/acknowledgement;etag={{token}}",
               guarded("acknowledgement", acknowledge_route), methods=["POST"]),
+        Route(f"{http_api.API}/things", guarded("things", things_list_route), methods=["GET"]),
         Route(f"{http_api.API}/things/{{thing_id}}", guarded("things", things_route), methods=["GET", *WRITES]),
         Route(f"{http_api.API}/things/{{thing_id}}/{{rest:path}}", guarded("things", things_route),
               methods=["GET", *WRITES]),
@@ -190,9 +201,13 @@ def _search(store: AckStore, expression: str, namespaces: list[str] | None) -> h
     found = store.search(expression, namespaces)
     if found["status"] != 200:
         return http_api.HttpAnswer(found["status"], {}, found)
-    with store.engine.connect() as conn:
-        documents = things.documents(conn, found["items"])
+    documents = _documents(store, found["items"])
     return http_api.HttpAnswer(200, {}, {"items": [documents[i] for i in found["items"] if i in documents]})
+
+
+def _documents(store: AckStore, thing_ids: list[str]) -> dict[str, Any]:
+    with store.engine.connect() as conn:
+        return things.documents(conn, thing_ids)
 
 
 def _guarded(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

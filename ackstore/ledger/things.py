@@ -21,3 +21,13 @@ def documents(conn: Connection, thing_ids: Sequence[str]) -> dict[str, Any]:
     """The documents of the existing things among ``thing_ids``, by id."""
     found = conn.execute(ledger_statement("things", "documents"), {"thing_ids": list(thing_ids)})
     return {row.thing_id: row.document for row in found}
+
+
+def events_after(conn: Connection, position: int, limit: int) -> list[Any]:
+    """The twin events after ``position``, oldest first, at most ``limit``."""
+    return list(conn.execute(ledger_statement("things", "events_after"), {"position": position, "limit": limit}))
+
+
+def last_event(conn: Connection) -> int:
+    """The event log's last position (0: empty)."""
+    return conn.execute(ledger_statement("things", "last_event")).scalar_one()

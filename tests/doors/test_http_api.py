@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import socket
+import threading
 import time
 from typing import Any, Iterator
 
@@ -263,3 +264,65 @@ def test_the_doors_metrics_are_the_documented_ones_and_count_what_it_answered(do
 def _kinds(exposition: str) -> dict[str, str]:
     """Each family's type, as the exposition's # TYPE lines say it."""
     return dict(line.split()[2:4] for line in exposition.splitlines() if line.startswith("# TYPE"))
+
+
+class _Stream:
+    """An SSE stream read in a thread: its events (id, data) as they come."""
+
+    def __init__(self, client: httpx.Client, **headers: str) -> None:
+        self.events: list[tuple[int, Any]] = []
+        self._context = client.stream("GET", "/api/2/things", headers={"accept": "text/event-stream", **headers},
+                                      params={"filter": "eq(attributes/on,false)", "namespaces": "org.acme"})
+        response = self._context.__enter__()
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        self._thread = threading.Thread(target=self._read, args=(response,), daemon=True)
+        self._thread.start()
+
+    def _read(self, response: httpx.Response) -> None:
+        event: dict[str, str] = {}
+        try:
+            for line in response.iter_lines():
+                if not line:
+                    if "data" in event:
+                        self.events.append((int(event["id"]), json.loads(event["data"])))
+                    event = {}
+                elif not line.startswith(":"):
+                    field, _, value = line.partition(": ")
+                    event[field] = value
+        except httpx.HTTPError:
+            pass  # closed by the test
+
+    def close(self) -> None:
+        self._context.__exit__(None, None, None)
+
+
+def test_server_sent_events_stream_the_filtered_changes_and_resume_from_last_event_id(
+        door, client, engine, run_pipeline) -> None:
+    stream = _Stream(client)
+    try:
+        for n, on in ((1, True), (2, False)):
+            client.put(f"/api/2/things/org.acme:sse-{n}", json={"attributes": {"on": on}},
+                       headers={"response-required": "false"})
+        client.put("/api/2/things/org.other:sse-3", json={"attributes": {"on": False}},
+                   headers={"response-required": "false"})  # another namespace
+        run_pipeline("apply_twin")
+        wait_for(lambda: stream.events, what="the matching event streamed")
+        time.sleep(2)  # a read of the log later: nothing else came
+        assert [data for _, data in stream.events] == [{"thingId": "org.acme:sse-2", "attributes": {"on": False}}]
+    finally:
+        stream.close()
+    (last, _), = stream.events
+    client.put("/api/2/things/org.acme:sse-4", json={"attributes": {"on": False}}, headers={"response-required": "false"})
+    run_pipeline("apply_twin")  # applied while no stream was open
+    resumed = _Stream(client, **{"last-event-id": str(last)})
+    try:
+        wait_for(lambda: resumed.events, what="the event missed while away")
+        time.sleep(2)
+        assert [data["thingId"] for _, data in resumed.events] == ["org.acme:sse-4"]
+        assert resumed.events[0][0] > last
+    finally:
+        resumed.close()
+    bad = client.get("/api/2/things", headers={"accept": "text/event-stream"}, params={"filter": "eq(attributes"})
+    assert (bad.status_code, bad.json()["error"]) == (400, "rql.expression.invalid")
+    listed = client.get("/api/2/things", params={"ids": "org.acme:sse-4,org.acme:none"})
+    assert listed.json() == [{"thingId": "org.acme:sse-4", "attributes": {"on": False}}]

@@ -132,16 +132,18 @@ def _plans_run(engine: Any, sql: str, params: dict[str, Any] | None = None, sett
 PENDING_INDEXES = {"ix_settlements_not_carried_out", "ix_deliveries_pending"}
 
 
-def _scans(plan: dict[str, Any]) -> Iterator[str]:
+def _scans(plan: dict[str, Any], first_rows: bool = False) -> Iterator[str]:
     """Tables read whole: by a sequential scan, or by an index scan with no condition (unless
-    the index holds only pending rows) — a plain one, or a bitmap's under its heap scan."""
+    the index holds only pending rows, or it is read in order under a LIMIT with nothing to
+    filter: ``max(id)``'s first row of an index) — a plain one, or a bitmap's under its heap scan."""
     node = plan.get("Node Type", "")
     whole_index = (node in ("Index Scan", "Index Only Scan") and _whole(plan)
+                   and not (first_rows and "Filter" not in plan)
                    or node == "Bitmap Heap Scan" and any(_whole(index) for index in _bitmap_indexes(plan)))
     if node == "Seq Scan" or whole_index:
         yield plan["Relation Name"]
     for child in plan.get("Plans", []):
-        yield from _scans(child)
+        yield from _scans(child, node == "Limit")
 
 
 def _whole(scan: dict[str, Any]) -> bool:
@@ -155,6 +157,14 @@ def _bitmap_indexes(heap_scan: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield child
         elif child.get("Node Type") in ("BitmapOr", "BitmapAnd"):
             yield from _bitmap_indexes(child)
+
+
+def test_the_check_catches_a_limit_over_a_filtered_index_scan(ledger) -> None:
+    """A LIMIT reads an index's first rows only when nothing filters them: a filter can read it all."""
+    engine, _ = ledger
+    assert "command_responses" not in set(_scans(_plan(engine, "SELECT max(event_id) FROM command_responses")))
+    filtered = "SELECT event_id FROM command_responses WHERE status = 599 ORDER BY event_id DESC LIMIT 1"
+    assert "command_responses" in set(_scans(_plan(engine, filtered)))
 
 
 def test_the_check_catches_an_anti_join_over_history(ledger) -> None:
@@ -222,12 +232,14 @@ CONNECTOR_READS = [("settlements", "undone"), ("settlements", "replies"), ("sett
                    ("settlements", "record_latest"), ("ingest", "already_stored"),
                    ("ingest", "lock_retransmitted"), ("ingest", "retransmitted"), ("ingest", "enqueue_copied"),
                    ("results", "latest_result"),
-                   ("results", "acks_of"), ("results", "timeline"), ("things", "state"), ("things", "documents")]
+                   ("results", "acks_of"), ("results", "timeline"), ("things", "state"), ("things", "documents"),
+                   ("things", "events_after"), ("things", "last_event")]
 CONNECTOR_PARAMS = {"source": "amqp:bench", "skip_taken": False, "signal_ids": [1, 2, 3], "attempts": [1, 1, 1],
                     "held": True, "carried_out_as": None,
                     "message_ids": ["m-1", "m-2"], "correlation_ids": ["c-1", "c-2"], "source_message_id": "m-1",
                     "correlation_id": "history-7", "signal_id": 7,
-                    "thing_id": "org.acme:t-7", "thing_ids": ["org.acme:t-7", "org.acme:t-8"]}
+                    "thing_id": "org.acme:t-7", "thing_ids": ["org.acme:t-7", "org.acme:t-8"],
+                    "position": 5, "limit": 500}
 
 
 @pytest.mark.parametrize(("file", "name"), CONNECTOR_READS, ids=[f"{f}.{n}" for f, n in CONNECTOR_READS])
