@@ -1,0 +1,131 @@
+"""Ditto's HTTP API in the ledger's terms (ackstore/rules/http_api.py): which resource a path names,
+which signal a request is, how long it is held, and what a decision is answered as."""
+
+from __future__ import annotations
+
+import pytest
+
+from ackstore.rules import errors, headers, http_api
+from ackstore.rules.settings import Settings
+
+LIMIT = 1_000_000
+
+
+@pytest.mark.parametrize(("thing_id", "rest", "expected"), [
+    ("org.acme:lamp-1", "", http_api.Resource("org.acme:lamp-1", "/")),
+    ("org.acme:lamp-1", "attributes", http_api.Resource("org.acme:lamp-1", "/attributes")),
+    ("org.acme:lamp-1", "attributes/a/b/", http_api.Resource("org.acme:lamp-1", "/attributes/a/b")),
+    ("org.acme:lamp-1", "features/f/properties/p", http_api.Resource("org.acme:lamp-1", "/features/f/properties/p")),
+    ("org.acme:lamp-1", "definition", http_api.Resource("org.acme:lamp-1", "/definition")),
+    ("org.acme:lamp-1", "inbox/messages/ask", http_api.Resource("org.acme:lamp-1", "/inbox/messages/ask", "ask")),
+    ("org.acme:lamp-1", "outbox/messages/a/b", http_api.Resource("org.acme:lamp-1", "/outbox/messages/a/b", "a/b")),
+    ("org.acme:lamp-1", "features/f/inbox/messages/x",
+     http_api.Resource("org.acme:lamp-1", "/features/f/inbox/messages/x", "x")),
+])
+def test_the_resource_a_path_names(thing_id: str, rest: str, expected: http_api.Resource) -> None:
+    assert http_api.resource(thing_id, rest) == expected
+
+
+@pytest.mark.parametrize(("thing_id", "rest", "error"), [
+    ("no-namespace", "", "things:id.invalid"),
+    ("org.acme:", "", "things:id.invalid"),
+    ("org.acme:lamp-1", "nothing", "things.protocol.adapter:unknown.path"),
+    ("org.acme:lamp-1", "inbox/things", "things.protocol.adapter:unknown.path"),
+])
+def test_a_path_no_resource_has_is_refused(thing_id: str, rest: str, error: str) -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        http_api.resource(thing_id, rest)
+    assert refused.value.error == error
+
+
+def test_a_query_parameter_wins_over_the_header_and_other_headers_are_not_ditto_headers() -> None:
+    given = http_api.ditto_headers({"timeout": "5s", "if-match": '"rev:1"', "x-other": "1", "correlation-id": "c"},
+                                   {"timeout": "10s", "requested-acks": "a:b", "fields": "thingId"})
+    assert given == {"timeout": "10s", "if-match": '"rev:1"', "correlation-id": "c", "requested-acks": "a:b"}
+
+
+@pytest.mark.parametrize(("method", "content_type", "action", "value"), [
+    ("PUT", "application/json", "modify", {"a": 1}),
+    ("PATCH", "application/merge-patch+json", "merge", {"a": 1}),
+    ("PATCH", "application/merge-patch+json; charset=utf-8", "merge", {"a": 1}),
+    ("DELETE", None, "delete", None),
+])
+def test_a_write_is_the_twin_command_ditto_maps_it_to(method: str, content_type: str | None, action: str,
+                                                      value: object) -> None:
+    where = http_api.resource("org.acme:lamp-1", "attributes")
+    body = b'{"a": 1}' if value is not None else b""
+    signal = http_api.signal(method, where, {"correlation-id": "c"}, body, content_type, LIMIT)
+    assert signal["topic"] == f"org.acme/lamp-1/things/twin/commands/{action}"
+    assert (signal["path"], signal.get("value"), signal["headers"]) == ("/attributes", value, {"correlation-id": "c"})
+
+
+@pytest.mark.parametrize(("method", "body", "content_type", "status", "error"), [
+    ("PATCH", b"{}", "application/json", 415, "mediatype.unsupported"),
+    ("PATCH", b"{}", None, 415, "mediatype.unsupported"),
+    ("PUT", b"", "application/json", 400, "json.invalid"),
+    ("PUT", b"{nope", "application/json", 400, "json.invalid"),
+    ("POST", b"{}", "application/json", 405, "http.method.notallowed"),
+])
+def test_a_write_ditto_refuses(method: str, body: bytes, content_type: str | None, status: int, error: str) -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        http_api.signal(method, http_api.resource("org.acme:lamp-1", ""), {}, body, content_type, LIMIT)
+    assert (refused.value.status, refused.value.error) == (status, error)
+
+
+def test_a_message_is_a_live_message_with_ten_seconds_by_default_and_its_payload_as_it_says() -> None:
+    where = http_api.resource("org.acme:lamp-1", "inbox/messages/ask")
+    signal = http_api.signal("POST", where, {}, b'{"q": 1}', "application/json", LIMIT)
+    assert signal["topic"] == "org.acme/lamp-1/things/live/messages/ask"
+    assert (signal["value"], signal["headers"]["timeout"]) == ({"q": 1}, "10000ms")
+    text = http_api.signal("POST", where, {"timeout": "3s"}, "grüß".encode(), "text/plain", LIMIT)
+    assert (text["value"], text["headers"]["timeout"]) == ("grüß", "3s")
+
+
+@pytest.mark.parametrize(("given", "held_ms"), [
+    ({}, 60_000),  # the ledger's deadline is 5 minutes; the request is held a minute at most
+    ({"timeout": "2s"}, 2_000),
+    ({"timeout": "10m"}, 60_000),
+    ({"response-required": "false"}, 0),  # no response, no acks: 202 at once
+    ({"timeout": "0"}, 0),
+    ({"response-required": "false", "requested-acks": "twin-persisted"}, 60_000),  # 202 once they succeed
+])
+def test_how_long_a_request_is_held(given: dict, held_ms: int) -> None:
+    asked = headers.normalize(given, channel="twin", api="http", settings=Settings())
+    assert http_api.hold_ms(asked) == held_ms
+
+
+def test_a_decision_is_answered_with_its_status_body_and_a_created_things_location() -> None:
+    where = http_api.resource("org.acme:lamp 1", "attributes/a b")
+    created = http_api.decided({"status": 201, "body": 1, "headers": {"correlation-id": "c", "other": "x"}}, where)
+    assert created == http_api.HttpAnswer(201, {"correlation-id": "c", "location":
+                                                "/api/2/things/org.acme:lamp%201/attributes/a%20b"}, 1)
+    assert http_api.decided({"status": 204, "body": None, "headers": None}, where) == http_api.HttpAnswer(204, {})
+    assert http_api.accepted("a/b c", still_deciding=True).headers == {
+        "correlation-id": "a/b c", "location": "/api/2/answers/a%2Fb%20c"}
+
+
+@pytest.mark.parametrize(("uri", "header_bytes", "status"), [
+    (8_192, 8_192, None), (8_193, 0, 414), (0, 8_193, 431)])
+def test_a_requests_head_is_bounded(uri: int, header_bytes: int, status: int | None) -> None:
+    if status is None:
+        http_api.check_head(uri, header_bytes)
+        return
+    with pytest.raises(errors.DittoError) as refused:
+        http_api.check_head(uri, header_bytes)
+    assert refused.value.status == status
+
+
+def test_an_acknowledgement_link_carries_the_lease_token_and_quotes_what_a_sender_chose() -> None:
+    link = http_api.acknowledgement_link("sub/1", "c;1/x", "5.abc")
+    assert link == "</api/2/subscribers/sub%2F1/messages/c%3B1%2Fx/acknowledgement;etag=5.abc>; rel=acknowledgement"
+
+
+def test_an_answer_at_a_link_gets_its_token_and_correlation_id_or_is_refused() -> None:
+    ack = b'{"topic": "org.acme/lamp-1/things/twin/acks/a:b", "status": 200, "headers": {}}'
+    answer = http_api.answer_at_link(ack, "c-1", "5.abc", LIMIT)
+    assert answer["headers"] == {"correlation-id": "c-1", "ack-token": "5.abc"}
+    for body, error in ((b"", "json.invalid"), (b"[1]", "json.invalid"),
+                        (b'{"topic": "t", "headers": {"correlation-id": "other"}}', "header.invalid")):
+        with pytest.raises(errors.DittoError) as refused:
+            http_api.answer_at_link(body, "c-1", "5.abc", LIMIT)
+        assert refused.value.error == error
