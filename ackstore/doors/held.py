@@ -28,8 +28,9 @@ class Decisions:
     def __init__(self, engine: Engine, *, poll_s: float = 2.0) -> None:
         self.engine = engine
         self.poll_s = poll_s
-        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]]] = {}
+        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any] | None]]]] = {}
         self._lock = threading.Lock()
+        self._released = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ackstore-decisions", daemon=True)
 
@@ -45,12 +46,26 @@ class Decisions:
         self._stop.set()
         self._thread.join(10)
 
+    def release(self) -> None:
+        """The door is stopping: every held request's hold ends now (each is answered 202 with the
+        Location of its answer, nothing lost: it is stored), and no new one is held. Safe from a
+        signal handler: it only schedules."""
+        with self._lock:
+            self._released = True
+            waiting, self._waiting = self._waiting, {}
+        for futures in waiting.values():
+            for loop, future in futures:
+                loop.call_soon_threadsafe(_resolve, future, None)
+
     async def wait(self, correlation_id: str, timeout_s: float) -> dict[str, Any] | None:
-        """The decision (``status``, ``body``, ``headers``) once committed, or None after ``timeout_s``."""
+        """The decision (``status``, ``body``, ``headers``) once committed, or None after ``timeout_s``
+        (or at once while the door stops)."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        future: asyncio.Future[dict[str, Any] | None] = loop.create_future()
         entry = (loop, future)
         with self._lock:
+            if self._released:
+                return None
             self._waiting.setdefault(correlation_id, []).append(entry)
         try:
             return await asyncio.wait_for(future, timeout_s)
@@ -100,6 +115,6 @@ class Decisions:
             loop.call_soon_threadsafe(_resolve, future, decision)
 
 
-def _resolve(future: asyncio.Future[dict[str, Any]], decision: dict[str, Any]) -> None:
+def _resolve(future: asyncio.Future[dict[str, Any] | None], decision: dict[str, Any] | None) -> None:
     if not future.done():
         future.set_result(decision)

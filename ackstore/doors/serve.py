@@ -1,12 +1,17 @@
-"""``ackstore serve``: the front doors on one address, until stopped (SIGINT / SIGTERM: uvicorn
-stops taking requests, answers those in flight, then the door stops its threads)."""
+"""``ackstore serve``: the front doors on one address, until stopped (SIGINT / SIGTERM: every hold
+ends — a held request is answered 202 with the Location of its answer, stored, nothing lost —
+uvicorn stops taking requests and answers those in flight, then the door stops its threads)."""
 
 from __future__ import annotations
+
+import socket
+from types import FrameType
 
 import uvicorn
 
 from ackstore.doors import DEFAULT_HOST, DEFAULT_PORT
 from ackstore.doors.app import application
+from ackstore.doors.door import Door
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules.settings import Settings
 
@@ -27,7 +32,27 @@ def listen_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, that ends every hold as it is told to stop: a held request is answered
+    at once (202 and the Location of its answer) rather than keeping the stop waiting a minute."""
+
+    def __init__(self, config: uvicorn.Config, door: Door) -> None:
+        super().__init__(config)
+        self.door = door
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.door.decisions.release()
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        # stopped as asked, cleanly: exit 0 (uvicorn would raise the signal again, exiting -15),
+        # as every ackstore process that stops cleanly does
+        self._captured_signals.clear()
+
+
 def serve(url: DatabaseUrl, listen: str = DEFAULT_LISTEN, settings: Settings | None = None) -> None:
     host, port = listen_address(listen)
-    uvicorn.run(application(url, settings), host=host, port=port, log_level="info", access_log=False,
-                lifespan="on", **LIMITS)
+    app = application(url, settings)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on", **LIMITS)
+    _Server(config, app.state.door).run()

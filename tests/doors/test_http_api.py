@@ -326,3 +326,22 @@ def test_server_sent_events_stream_the_filtered_changes_and_resume_from_last_eve
     assert (bad.status_code, bad.json()["error"]) == (400, "rql.expression.invalid")
     listed = client.get("/api/2/things", params={"ids": "org.acme:sse-4,org.acme:none"})
     assert listed.json() == [{"thingId": "org.acme:sse-4", "attributes": {"on": False}}]
+
+
+def test_a_stopping_door_answers_its_held_requests_at_once_and_loses_nothing(database_url, engine) -> None:
+    """SIGTERM while a request is held (timeout a minute): it is answered 202 with the Location of
+    its answer within seconds, the door exits 0, the request stays stored for the pipeline."""
+    with running_door(database_url) as own:
+        with own.client("postgres") as http, concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(http.put, f"/api/2/things/{THING}", json={},
+                               headers={"timeout": "60s", "correlation-id": "stopped-1"})
+            wait_for(lambda: _count(engine) == 1, what="the request stored")
+            time.sleep(0.5)
+            assert not held.done()
+            stopped = time.monotonic()
+            own.process.terminate()
+            answer = held.result(timeout=30)
+            assert own.process.wait(30) == 0
+    assert time.monotonic() - stopped < 15
+    assert (answer.status_code, answer.headers["location"]) == (202, "/api/2/answers/stopped-1")
+    assert _count(engine) == 1
