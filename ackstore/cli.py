@@ -244,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "checks; the URL's own login reads the held requests' answers.")
     serve.add_argument("--listen", default=f"{DOORS_HOST}:{DOORS_PORT}", type=_listen_address, metavar="HOST:PORT",
                        help=f"the address to serve on (default {DOORS_HOST}:{DOORS_PORT})")
+    serve.add_argument("--trusting-database", action="store_true",
+                       help="the ledger's PostgreSQL asks no password (the embedded default, a trust line): take "
+                            "the login a request names without proof — for one machine's development only")
     serve.set_defaults(run=_serve)
 
     alert_rules = commands.add_parser(
@@ -640,7 +643,7 @@ def _metrics(store: AckStore, args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from ackstore.doors.serve import serve
 
-    serve(DatabaseUrl.parse(resolve_url(args.database_url)), args.listen)
+    serve(DatabaseUrl.parse(resolve_url(args.database_url)), args.listen, trusting=args.trusting_database)
     return EXIT_OK
 
 

@@ -103,7 +103,7 @@ def run_demo(database_url: str | None = None) -> int:
         scenario = Scenario()
         _submit_samples(store, scenario)
         print(f"\n== undecided until the DAG ran: {store.result(scenario.cid('modified'))}")
-        with _over_http(url, scenario) as held:
+        with _over_http(url, database_url, scenario) as held:
             if not _run_dag(url):
                 return 1
             held()
@@ -337,7 +337,7 @@ def _connector_once(store: AckStore, broker: Broker) -> dict[str, Any]:
 
 
 @contextmanager
-def _over_http(url: str, scenario: Scenario) -> Iterator[Callable[[], None]]:
+def _over_http(url: str, database_url: str | None, scenario: Scenario) -> Iterator[Callable[[], None]]:
     """One command over Ditto's HTTP API (``ackstore serve``, docs/http.md), sent before the DAG runs
     and held for its decision while it does; the function given prints its answer: the decision,
     or — the hold ended first (at most a minute) — 202 and the decision read at its Location."""
@@ -347,7 +347,8 @@ def _over_http(url: str, scenario: Scenario) -> Iterator[Callable[[], None]]:
 
     params = DatabaseUrl.parse(url).resolved()
     auth = (params.get("user") or "postgres", params.get("password") or "any")  # a trusting server takes any
-    with http_door(url, 0, ackstore_home() / "demo-http.log") as door, ThreadPoolExecutor(1) as pool:
+    with http_door(url, 0, ackstore_home() / "demo-http.log", trusting=uses_embedded(database_url)) as door, \
+            ThreadPoolExecutor(1) as pool:
         if door is None:
             yield lambda: None
             return

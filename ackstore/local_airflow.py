@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from sqlalchemy import create_engine, text
-from ackstore.doors import DEFAULT_PORT
-from ackstore.ledger.database import URL_VARIABLE, ackstore_home, database_url, make_engine, resolve_url
+from ackstore.doors import DEFAULT_HOST, DEFAULT_PORT
+from ackstore.ledger.database import URL_VARIABLE, ackstore_home, database_url, make_engine, resolve_url, uses_embedded
 from ackstore.ledger.database_url import LEDGER_CONNECTION
 from ackstore.reporting.registry import REPORTS
 from ackstore.reporting.shown_text import json_text
@@ -85,6 +85,7 @@ class LocalAirflow:
     metrics_port: int = METRICS_PORT  # the ledger's exporter (0: any free port)
     statsd: tuple[str, int] | None = None  # where Airflow sends its own metrics, if anywhere
     http_port: int = HTTP_PORT  # Ditto's HTTP API, `ackstore serve` (0: any free port)
+    embedded: bool = False  # the ledger is the embedded server, which asks no password
 
     @classmethod
     def prepare(cls, ledger_url: str | None = None, *, home: Path | None = None, port: int = 8080,
@@ -96,7 +97,7 @@ class LocalAirflow:
         ledger = resolve_url(ledger_url)
         metadata = _ensure_database(ledger, metadata_database or metadata_database_for(ledger))
         return cls((home or ackstore_home() / "airflow").resolve(), ledger, metadata, port, metrics_port, statsd,
-                   http_port)
+                   http_port, uses_embedded(ledger_url))
 
     @property
     def url(self) -> str:
@@ -267,18 +268,20 @@ def _ledger_exporter(local: LocalAirflow) -> Iterator[str]:
 
 @contextmanager
 def _http_door(local: LocalAirflow) -> Iterator[str | None]:
-    with http_door(local.ledger_url, local.http_port, local.home / "http.log") as url:
+    with http_door(local.ledger_url, local.http_port, local.home / "http.log", trusting=local.embedded) as url:
         yield url
 
 
 @contextmanager
-def http_door(ledger_url: str, port: int, log_path: Path) -> Iterator[str | None]:
+def http_door(ledger_url: str, port: int, log_path: Path, *, trusting: bool = False) -> Iterator[str | None]:
     """``ackstore serve`` (Ditto's HTTP API) as a process of its own on 127.0.0.1:``port``, its URL
     given once it listens; None (its log printed) when it could not start — a port in use, say.
     The ledger's URL goes by the environment, never the arguments (ps shows those)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "ackstore.cli", "serve", "--listen", f"127.0.0.1:{port}"],
+        trust = ["--trusting-database"] if trusting else []  # the embedded server asks no password
+        process = subprocess.Popen([sys.executable, "-m", "ackstore.cli", "serve", "--listen", f"{DEFAULT_HOST}:{port}",
+                                    *trust],
                                    env={**os.environ, URL_VARIABLE: ledger_url}, stdout=log, stderr=log)
     try:
         url = _listening(process, log_path)

@@ -25,7 +25,8 @@ from starlette.routing import Route
 
 from ackstore.doors import consumers, events
 from ackstore.doors.door import Door
-from ackstore.ledger import failures, things
+from ackstore.doors.logins import Login
+from ackstore.ledger import failures, results, things
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
 from ackstore.rules import errors, headers, http_api, twin
@@ -36,8 +37,8 @@ log = logging.getLogger("ackstore.doors")
 WRITES = ("PUT", "PATCH", "DELETE", "POST")
 
 
-def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette:
-    door = Door(url, settings or Settings.from_env())
+def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting: bool = False) -> Starlette:
+    door = Door(url, settings or Settings.from_env(), trusting=trusting)
 
     async def things_route(request: Request) -> Response:
         where = http_api.resource(request.path_params["thing_id"], request.path_params.get("rest", ""))
@@ -56,14 +57,15 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         return _response(http_api.HttpAnswer(200, {}, [found[i] for i in ids if i in found]))
 
     async def answers_route(request: Request) -> Response:
-        store = await door.store_of(request)
+        login = await door.login_of(request)
         correlation_id = request.path_params["correlation_id"]
-        found = await asyncio.to_thread(store.result, correlation_id)
-        if found is None:
+        row = await asyncio.to_thread(_latest, login.store, correlation_id)
+        if row is None or not http_api.stored_by(login.name, row.source, row.source_message_id):
+            unknown = AckStore.unknown(correlation_id)  # another login's request is unknown to this one
+            return _response(http_api.HttpAnswer(unknown["status"], {}, unknown))
+        if row.status is None:
             return _response(http_api.accepted(correlation_id, still_deciding=True))
-        if "body" not in found:  # an id no signal has (404) or could have (400)
-            return _response(http_api.HttpAnswer(found["status"], {}, found))
-        return _response(http_api.decided(found))
+        return _response(http_api.decided({"status": row.status, "body": row.body, "headers": row.headers}))
 
     async def search_route(request: Request) -> Response:
         store = await door.store_of(request)
@@ -73,8 +75,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         return _response(found)
 
     async def whoami_route(request: Request) -> Response:
-        user, _ = await door.login_of(request)
-        subject = f"postgres:{user}"
+        subject = f"postgres:{(await door.login_of(request)).name}"
         return _response(http_api.HttpAnswer(200, {}, {"defaultSubject": subject, "subjects": [subject]}))
 
     async def pull_route(request: Request) -> Response:
@@ -114,7 +115,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None) -> Starlette
         try:
             yield
         finally:
-            door.stop()
+            await asyncio.to_thread(door.stop)  # joins the decisions' thread: not on the loop
 
     async def not_found(request: Request, _: Exception) -> Response:
         door.metrics.answered("other", 404)
@@ -150,12 +151,13 @@ class BoundedHead:
 
 
 async def _write(door: Door, request: Request, where: http_api.Resource) -> Response:
-    login, store = await door.login_of(request)
-    with door.holding(login):
-        return await _write_held(door, request, where, store)
+    login = await door.login_of(request)
+    with door.holding(login.name):
+        return await _write_held(door, request, where, login)
 
 
-async def _write_held(door: Door, request: Request, where: http_api.Resource, store: AckStore) -> Response:
+async def _write_held(door: Door, request: Request, where: http_api.Resource, login: Login) -> Response:
+    store = login.store
     body = await door.body(request)
     given = http_api.ditto_headers(request.headers, request.query_params)
     envelope = http_api.signal(request.method, where, given, body, request.headers.get("content-type"),
@@ -163,17 +165,17 @@ async def _write_held(door: Door, request: Request, where: http_api.Resource, st
     asked = headers.normalize(envelope["headers"], channel="live" if where.is_message else "twin", api="http",
                               settings=store.settings)
     envelope["headers"] = asked.headers  # its correlation id fixed here, the one the client retries with
-    message_id = asked.correlation_id if headers.CORRELATION_ID in given else None
-    stored = await door.intakes.of(store).submit(envelope, message_id)
+    message_id = http_api.message_id(login.name, asked.correlation_id) if headers.CORRELATION_ID in given else None
+    stored = await login.intake.submit(envelope, message_id)
     if not stored.ok:
         return _response(http_api.HttpAnswer(stored.answer["status"], {}, stored.answer))
     hold_ms = http_api.hold_ms(asked)
     if hold_ms == 0:
         return _response(http_api.accepted(asked.correlation_id, still_deciding=False))
-    if stored.retransmitted:  # a retry: its decision may be there already
-        found = await asyncio.to_thread(store.result, asked.correlation_id)
-        if found is not None and "body" in found:
-            return _response(http_api.decided(found, where))
+    if stored.retransmitted:  # a retry (of this login's own: the login is in the key): its decision may be there
+        row = await asyncio.to_thread(_latest, store, asked.correlation_id)
+        if row is not None and row.status is not None:
+            return _response(http_api.decided({"status": row.status, "body": row.body, "headers": row.headers}, where))
     decision = await door.decisions.wait(asked.correlation_id, hold_ms / 1000)
     if decision is None:
         door.metrics.hold_ended()
@@ -203,6 +205,13 @@ def _search(store: AckStore, expression: str, namespaces: list[str] | None) -> h
         return http_api.HttpAnswer(found["status"], {}, found)
     documents = _documents(store, found["items"])
     return http_api.HttpAnswer(200, {}, {"items": [documents[i] for i in found["items"] if i in documents]})
+
+
+def _latest(store: AckStore, correlation_id: str) -> Any:
+    if AckStore.unknown(correlation_id)["status"] == 400:  # no signal could have it: not looked up
+        return None
+    with store.engine.connect() as conn:
+        return results.latest_of(conn, [correlation_id]).get(correlation_id)
 
 
 def _documents(store: AckStore, thing_ids: list[str]) -> dict[str, Any]:

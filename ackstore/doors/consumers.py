@@ -9,20 +9,18 @@ link answers 204, 412 when the message was handed out again since, and 204 again
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from starlette.requests import Request
 
 from ackstore.doors.door import Door
 from ackstore.rules import connectivity, errors, http_api
 
-DEFAULT_LEASE = "30s"
-
-
 async def pull(door: Door, request: Request) -> http_api.HttpAnswer:
     store = await door.store_of(request)
     subscriber = request.path_params["subscriber"]
-    lease = request.query_params.get("lease", DEFAULT_LEASE)
-    handed = await asyncio.to_thread(store.pull, subscriber, max=1, lease=lease)
+    lease = {"lease": request.query_params["lease"]} if "lease" in request.query_params else {}  # else pull's
+    handed = await asyncio.to_thread(functools.partial(store.pull, subscriber, max=1, **lease))
     if not handed:
         return http_api.HttpAnswer(204, {})
     return http_api.handed_out(handed[0], subscriber)

@@ -12,8 +12,7 @@ from typing import Iterator
 from starlette.requests import Request
 
 from ackstore.doors.held import Decisions
-from ackstore.doors.intake import Intakes
-from ackstore.doors.logins import Logins
+from ackstore.doors.logins import Login, Logins
 from ackstore.doors.metrics import DoorMetrics
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.database_url import DatabaseUrl
@@ -25,30 +24,37 @@ from ackstore.rules.settings import Settings
 class Door:
     """What the routes share: the logins, the intake, the held requests."""
 
-    def __init__(self, url: DatabaseUrl, settings: Settings) -> None:
+    def __init__(self, url: DatabaseUrl, settings: Settings, *, trusting: bool = False) -> None:
         self.settings = settings
-        self.logins = Logins(url, settings)
-        self.intakes = Intakes()
+        self.logins = Logins(url, settings, trusting=trusting)
         self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
         self.decisions = Decisions(self.engine)
         self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
         self.metrics = DoorMetrics(lambda: sum(self.held.values()))
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
+        """In the event loop, as the application starts."""
+        self.loop = asyncio.get_running_loop()
         self.decisions.start()
+
+    def stopping(self) -> None:
+        """The process is told to stop: every hold ends (in the loop, soon). Safe in a signal handler."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.decisions.release)
 
     def stop(self) -> None:
         self.decisions.stop()
         self.logins.close()
         self.engine.dispose()
 
-    async def login_of(self, request: Request) -> tuple[str, AckStore]:
+    async def login_of(self, request: Request) -> Login:
         """Who the request acts as: a login checked lately at once, else checked by connecting (in a thread)."""
         authorization = request.headers.get("authorization")
-        return self.logins.known(authorization) or await asyncio.to_thread(self.logins.store_for, authorization)
+        return self.logins.known(authorization) or await asyncio.to_thread(self.logins.login_for, authorization)
 
     async def store_of(self, request: Request) -> AckStore:
-        return (await self.login_of(request))[1]
+        return (await self.login_of(request)).store
 
     async def body(self, request: Request) -> bytes:
         """The request's body, at most the ledger's message size (413 past it, read no further),

@@ -6,15 +6,16 @@ transaction each. Each request still gets its own answer (``ingest.Stored``), in
 from __future__ import annotations
 
 import asyncio
-import weakref
 from typing import Any
 
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
+from ackstore.rules import http_api
 
 WINDOW_S = 0.002  # how long a request waits for others to share its transaction
 MAX_BATCH = 500  # a batch this large is stored at once
-SOURCE = "api"  # the HTTP API's signals are the API's: answered by their stored result, no transport to settle
+IN_FLIGHT = 2  # batches being stored at once: one validated in Python while PostgreSQL stores the other;
+# the requests that come meanwhile wait and make the next batch larger (never a connection each)
 
 
 class Intake:
@@ -25,6 +26,8 @@ class Intake:
         self.window_s, self.max_batch = window_s, max_batch
         self._pending: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._storing = 0
+        self._tasks: set[asyncio.Task[None]] = set()  # kept until done: the loop holds tasks only weakly
 
     async def submit(self, envelope: dict[str, Any], message_id: str | None) -> Stored:
         """Store ``envelope`` with the requests beside it; its answer. ``message_id`` None: a fresh one."""
@@ -41,14 +44,25 @@ class Intake:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending = self._pending, []
-        if batch:
-            asyncio.get_running_loop().create_task(self._store(batch))
+        if self._storing >= IN_FLIGHT or not self._pending:
+            return  # a batch being stored takes these next, as it ends
+        batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+        self._storing += 1
+        task = asyncio.get_running_loop().create_task(self._store(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _store(self, batch: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]]) -> None:
         try:
+            await self._stored(batch)
+        finally:
+            self._storing -= 1
+            self._flush()
+
+    async def _stored(self, batch: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]]) -> None:
+        try:
             stored = await asyncio.to_thread(self.store.ingest, [envelope for envelope, _, _ in batch], api="http",
-                                             source=SOURCE, source_message_ids=[message for _, message, _ in batch])
+                                             source=http_api.SOURCE, source_message_ids=[message for _, message, _ in batch])
         except Exception as problem:  # noqa: BLE001 — every request of the batch is answered with it
             for _, _, future in batch:
                 if not future.done():
@@ -57,16 +71,3 @@ class Intake:
         for (_, _, future), answer in zip(batch, stored):
             if not future.done():
                 future.set_result(answer)
-
-
-class Intakes:
-    """One :class:`Intake` per login's store, gone with the store."""
-
-    def __init__(self) -> None:
-        self._by_store: weakref.WeakKeyDictionary[AckStore, Intake] = weakref.WeakKeyDictionary()
-
-    def of(self, store: AckStore) -> Intake:
-        intake = self._by_store.get(store)
-        if intake is None:
-            intake = self._by_store[store] = Intake(store)
-        return intake

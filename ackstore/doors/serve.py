@@ -4,6 +4,7 @@ uvicorn stops taking requests and answers those in flight, then the door stops i
 
 from __future__ import annotations
 
+import logging
 import socket
 from types import FrameType
 
@@ -16,7 +17,11 @@ from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules.settings import Settings
 
 DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+log = logging.getLogger("ackstore.doors")
+
 LIMITS = {
+    # h11, not httptools: h11 bounds a request's head (httptools buffers headers of any size)
+    "http": "h11",
     "timeout_keep_alive": 5,  # an idle keep-alive connection is closed after this
     "limit_concurrency": 20_000,  # connections and requests at once; past it 503 (held requests count)
     "h11_max_incomplete_event_size": 16 * 1024,  # a request line and headers at most 16 KiB (431 past it)
@@ -41,7 +46,7 @@ class _Server(uvicorn.Server):
         self.door = door
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.door.decisions.release()
+        self.door.stopping()  # only schedules: a signal handler may run while the loop holds a lock
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -51,8 +56,14 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(url: DatabaseUrl, listen: str = DEFAULT_LISTEN, settings: Settings | None = None) -> None:
+def serve(url: DatabaseUrl, listen: str = DEFAULT_LISTEN, settings: Settings | None = None, *,
+          trusting: bool = False) -> None:
+    """Serve until stopped; ``trusting``: the database asks no password (a development server),
+    and a request's login is taken unproven (decisions #134)."""
     host, port = listen_address(listen)
-    app = application(url, settings)
+    if trusting:
+        log.warning("--trusting-database: a request acts as whichever login it names, unproven; "
+                    "for one machine's development server only")
+    app = application(url, settings, trusting=trusting)
     config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on", **LIMITS)
     _Server(config, app.state.door).run()

@@ -10,6 +10,7 @@ ends first is answered 202 with where to read the decision later (decisions #134
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -32,6 +33,8 @@ MAX_URI_CHARS = 8_192  # akka-http's default, which Ditto's gateway keeps
 MAX_HEADER_BYTES = 8_192  # every header's name and value together
 MAX_HELD_PER_LOGIN = 10_000  # requests one login has held at once (429 past it)
 BODY_READ_S = 30  # a request's body arrives within this, or 408
+SOURCE = "api"  # the HTTP API's signals are the API's: answered by their stored result, no transport to settle
+_PREFIX = "http:"
 _MESSAGE = re.compile(r"(?:features/(?P<feature>[^/]+)/)?(?P<box>inbox|outbox)/messages/(?P<subject>.+)", re.DOTALL)
 _TWIN_PARTS = ("attributes", "definition", "policyId", "features")
 
@@ -115,6 +118,19 @@ def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes
     raise errors.method_not_allowed(method)
 
 
+def message_id(login: str, correlation_id: str) -> str:
+    """The stored message id of a login's request with a ``correlation-id``: a retry is its
+    retransmission (nothing stored twice), another login's request with the same id is not (A.2.9:
+    409) — the login is in the key, its length first so that no two logins' keys can meet, and the
+    correlation id by its SHA-256 (as long as a message id may be, with the login before it)."""
+    return f"{_PREFIX}{len(login)}:{login}{hashlib.sha256(correlation_id.encode('utf-8')).hexdigest()}"
+
+
+def stored_by(login: str, source: str, stored_message_id: str | None) -> bool:
+    """Whether a signal is one ``login`` sent through the HTTP API (:func:`message_id`'s)."""
+    return source == SOURCE and (stored_message_id or "").startswith(f"{_PREFIX}{len(login)}:{login}")
+
+
 def hold_ms(request: AckRequest) -> int:
     """How long to hold a stored request for its decision: not at all when Ditto answers 202 at
     once (B.7: no response and no acks asked), else its timeout, at most one minute."""
@@ -158,6 +174,8 @@ def error(problem: errors.DittoError, correlation_id: str | None = None) -> Http
     out = {CORRELATION_ID: correlation_id} if correlation_id else {}
     if problem.status in (429, 503):
         out["retry-after"] = str(RETRY_AFTER_S)
+    if problem.status == 401:
+        out["www-authenticate"] = 'Basic realm="ackstore"'  # RFC 7235: what credentials to give
     return HttpAnswer(problem.status, out, problem.to_json())
 
 

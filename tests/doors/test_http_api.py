@@ -19,7 +19,7 @@ from sqlalchemy import Engine, text
 from ackstore.ledger.store import AckStore
 from tests.support.door import DoorProcess, running_door
 from tests.support.ledger import snapshot
-from tests.support.logins import as_login, logins  # noqa: F401 — a fixture
+from tests.support.logins import as_login, logins, two_logins  # noqa: F401 — fixtures
 from tests.support.broker import wait_for
 
 pytestmark = [pytest.mark.spark]
@@ -345,3 +345,17 @@ def test_a_stopping_door_answers_its_held_requests_at_once_and_loses_nothing(dat
     assert time.monotonic() - stopped < 15
     assert (answer.status_code, answer.headers["location"]) == (202, "/api/2/answers/stopped-1")
     assert _count(engine) == 1
+
+
+def test_a_correlation_id_is_its_logins_another_login_gets_409_and_never_the_answer(
+        door, engine, two_logins) -> None:  # noqa: F811
+    alice, bob = (door.client(login) for login in two_logins)
+    with alice, bob:
+        sent = {"json": {}, "headers": {"correlation-id": "shared-1", "response-required": "false"}}
+        assert alice.put(f"/api/2/things/{THING}", **sent).status_code == 202
+        taken = bob.put(f"/api/2/things/{THING}", **sent)
+        assert (taken.status_code, taken.json()["error"]) == (409, "acknowledgement:request.duplicate.correlation-id")
+        assert alice.put(f"/api/2/things/{THING}", **sent).status_code == 202  # alice's retry: a retransmission
+        assert _count(engine) == 1
+        assert bob.get("/api/2/answers/shared-1").status_code == 404
+        assert alice.get("/api/2/answers/shared-1").status_code == 202  # hers, undecided

@@ -36,7 +36,7 @@ def server(tmp_path_factory) -> Iterator[PasswordServer]:
 
 @pytest.fixture(scope="module")
 def door(server: PasswordServer) -> Iterator[DoorProcess]:
-    with running_door(server.url(PLAIN_USER).text()) as process:
+    with running_door(server.url(PLAIN_USER).text(), trusting=False) as process:
         yield process
 
 
@@ -84,3 +84,12 @@ def test_no_password_reaches_the_doors_log(door, server) -> None:
     _put(door, (ALICE, "a-wrong-password"), "wrong")
     log = "".join(door.log)
     assert not [password for password in [*PASSWORDS.values(), "a-wrong-password"] if password in log]
+
+
+def test_a_login_the_database_did_not_ask_a_password_of_is_refused_unproven(door, server) -> None:
+    """``plain`` is trusted by the server (pg_hba's trust line): connecting proves nothing, so the
+    door — not started --trusting-database — refuses whatever password is given."""
+    refused = _put(door, (PLAIN_USER, "whatever"), "by-plain")
+    assert refused.status_code == 401
+    assert "did not ask for this login's password" in refused.json()["message"]
+    assert refused.headers["www-authenticate"] == 'Basic realm="ackstore"'

@@ -32,9 +32,11 @@ class DoorProcess:
 
 
 @contextmanager
-def running_door(database_url: str) -> Iterator[DoorProcess]:
-    """``ackstore serve`` for ``database_url`` (the door's own login), stopped by its PID after."""
-    process = subprocess.Popen([ACKSTORE, "--database-url", database_url, "serve", "--listen", "127.0.0.1:0"],
+def running_door(database_url: str, *, trusting: bool = True) -> Iterator[DoorProcess]:
+    """``ackstore serve`` for ``database_url`` (the door's own login), stopped by its PID after;
+    ``trusting`` for the machine's server, which asks no password (decisions #134)."""
+    trust = ["--trusting-database"] if trusting else []
+    process = subprocess.Popen([ACKSTORE, "--database-url", database_url, "serve", "--listen", "127.0.0.1:0", *trust],
                                cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     log: list[str] = []
     found: list[str] = []

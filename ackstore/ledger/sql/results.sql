@@ -5,7 +5,7 @@
 -- name: latest_result
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
 -- Of one correlation id, or of many at once (the HTTP door's held requests): :correlation_ids.
-SELECT s.id, s.correlation_id, r.status, r.body, r.headers
+SELECT s.id, s.correlation_id, s.source, s.source_message_id, r.status, r.body, r.headers
 FROM signals s
 JOIN current_attempts a ON a.signal_id = s.id
 LEFT JOIN request_answers r ON r.signal_id = s.id AND r.attempt = a.attempt
