@@ -70,8 +70,9 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
     async def search_route(request: Request) -> Response:
         store = await door.store_of(request)
         namespaces = request.query_params.get("namespaces")
+        size, after = http_api.search_page(request.query_params.get("option"))
         found = await asyncio.to_thread(_search, store, request.query_params.get("filter", "exists(thingId)"),
-                                        namespaces.split(",") if namespaces else None)
+                                        namespaces.split(",") if namespaces else None, size, after)
         return _response(found)
 
     async def whoami_route(request: Request) -> Response:
@@ -199,12 +200,16 @@ def _thing_state(store: AckStore, thing_id: str) -> twin.ThingState:
         return things.state(conn, thing_id)
 
 
-def _search(store: AckStore, expression: str, namespaces: list[str] | None) -> http_api.HttpAnswer:
-    found = store.search(expression, namespaces)
+def _search(store: AckStore, expression: str, namespaces: list[str] | None, size: int,
+            after: str | None) -> http_api.HttpAnswer:
+    """A page of the search: ``size`` things after ``after``, read one more to know whether a next page is."""
+    found = store.search(expression, namespaces, after=after, limit=size + 1)
     if found["status"] != 200:
         return http_api.HttpAnswer(found["status"], {}, found)
-    documents = _documents(store, found["items"])
-    return http_api.HttpAnswer(200, {}, {"items": [documents[i] for i in found["items"] if i in documents]})
+    ids = found["items"][:size]
+    documents = _documents(store, ids)
+    more = ids[-1] if len(found["items"]) > size else None
+    return http_api.HttpAnswer(200, {}, http_api.search_answer([documents[i] for i in ids if i in documents], more))
 
 
 def _latest(store: AckStore, correlation_id: str) -> Any:

@@ -24,7 +24,9 @@ LIMITS = {
     "http": "h11",
     "timeout_keep_alive": 5,  # an idle keep-alive connection is closed after this
     "limit_concurrency": 20_000,  # connections and requests at once; past it 503 (held requests count)
-    "h11_max_incomplete_event_size": 16 * 1024,  # a request line and headers at most 16 KiB (431 past it)
+    # a request line and headers at most 16 KiB: past it uvicorn's plain 400 (below it, BoundedHead's
+    # 414 / 431 in Ditto's shape, past 8 KiB)
+    "h11_max_incomplete_event_size": 16 * 1024,
     "timeout_graceful_shutdown": 70,  # a held request's hold ends within a minute
 }
 

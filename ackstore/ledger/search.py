@@ -29,14 +29,18 @@ from ackstore.rules import rql
 
 
 def search(
-    connection: Connection, expression: str, namespaces: Sequence[str] | None = None, *, now: datetime | None = None
+    connection: Connection, expression: str, namespaces: Sequence[str] | None = None, *, now: datetime | None = None,
+    after: str | None = None, limit: int | None = None,
 ) -> list[str]:
-    """Ids of indexed things matching the RQL filter, sorted; 400 ``rql.expression.invalid`` if malformed."""
+    """Ids of indexed things matching the RQL filter, sorted; 400 ``rql.expression.invalid`` if
+    malformed. A page: the first ``limit`` after the id ``after`` (the HTTP API's cursor)."""
     condition = compile_filter(rql.parse(expression), now=now)
     query = select(search_things.c.thing_id).where(search_things.c.present, condition)
     if namespaces:
         query = query.where(search_things.c.namespace.in_(list(namespaces)))
-    return list(connection.execute(query.order_by(search_things.c.thing_id)).scalars())
+    if after is not None:
+        query = query.where(search_things.c.thing_id > after)
+    return list(connection.execute(query.order_by(search_things.c.thing_id).limit(limit)).scalars())
 
 
 def compile_filter(node: rql.Node, *, now: datetime | None = None) -> ColumnElement[bool]:

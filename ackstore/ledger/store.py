@@ -306,12 +306,14 @@ class AckStore:
             return None
         return {"status": row.status, "body": row.body, "headers": row.headers}
 
-    def search(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
-        """Indexed things matching an RQL filter: 200 with their ids, or 400 for a bad filter."""
+    def search(self, expression: str, namespaces: Sequence[str] | None = None, *, after: str | None = None,
+               limit: int | None = None) -> dict[str, Any]:
+        """Indexed things matching an RQL filter: 200 with their ids (a page: at most ``limit``
+        after the id ``after``), or 400 for a bad filter."""
         try:
             declarations.check_namespaces(namespaces)
             with self.engine.connect() as conn:
-                items = search.search(conn, expression, namespaces)
+                items = search.search(conn, expression, namespaces, after=after, limit=limit)
         except errors.DittoError as error:
             return error.to_json()
         return {"status": 200, "items": items}

@@ -1011,3 +1011,10 @@ def request_body_timeout(seconds: int) -> DittoError:
     """A client that did not send its whole request in time (408): the door reads no slower sender."""
     return DittoError(408, "http.request.timeout", f"The request was not received within {seconds} seconds.",
                       "Send the request's body without pausing, and try again.")
+
+
+def search_option_invalid(option: str) -> DittoError:
+    """A search's ``option`` the HTTP API does not take (Ditto's ``thing-search:option.invalid``)."""
+    return DittoError(400, "thing-search:option.invalid", f"The option <{_clip(option, 64)}> is not valid.",
+                      "Give size(n), 1 to 200, and cursor(c) with the cursor a page answered; results are sorted by "
+                      "thing id.")

@@ -10,6 +10,7 @@ ends first is answered 202 with where to read the decision later (decisions #134
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from dataclasses import dataclass
@@ -250,3 +251,43 @@ def answer_at_link(body: bytes, correlation_id: str, token: str, max_bytes: int)
         raise errors.header_invalid(f"The correlation-id of the body is not the link's <{correlation_id}>.",
                                     "Post a message's answer to its own acknowledgement link.")
     return {**answer, "headers": {**given, CORRELATION_ID: correlation_id, envelopes.ACK_TOKEN: token}}
+
+
+# --- search (B.12): Ditto's pages ------------------------------------------------------------------
+
+PAGE_SIZE, MAX_PAGE_SIZE = 25, 200  # Ditto's search: size(n) defaults to 25, at most 200
+_OPTION = re.compile(r"(size|cursor)\(([^()]*)\)")
+
+
+def search_page(option: str | None) -> tuple[int, str | None]:
+    """``option=size(n),cursor(c)``: the page size and the thing id the page starts after; 400 for
+    any other option (sorting is by thing id only) or a cursor no page gave."""
+    size, after = PAGE_SIZE, None
+    for part in filter(None, (option or "").split(",")):
+        found = _OPTION.fullmatch(part.strip())
+        if found is None:
+            raise errors.search_option_invalid(part)
+        name, value = found.groups()
+        if name == "size":
+            if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE_SIZE:
+                raise errors.search_option_invalid(part)
+            size = int(value)
+        else:
+            after = _cursor_id(value)
+    return size, after
+
+
+def search_answer(items: list[Any], last_id: str | None) -> dict[str, Any]:
+    """A page of things; with a ``cursor`` to the next page when there is one (``last_id`` the
+    page's last thing, None when the search found no more)."""
+    page: dict[str, Any] = {"items": items}
+    if last_id is not None:
+        page["cursor"] = base64.urlsafe_b64encode(last_id.encode("utf-8")).decode("ascii").rstrip("=")
+    return page
+
+
+def _cursor_id(cursor: str) -> str:
+    try:
+        return base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise errors.search_option_invalid(f"cursor({cursor[:64]})") from None

@@ -359,3 +359,17 @@ def test_a_correlation_id_is_its_logins_another_login_gets_409_and_never_the_ans
         assert _count(engine) == 1
         assert bob.get("/api/2/answers/shared-1").status_code == 404
         assert alice.get("/api/2/answers/shared-1").status_code == 202  # hers, undecided
+
+
+def test_a_search_is_answered_a_page_at_a_time_with_a_cursor_to_the_next(client, engine, run_pipeline) -> None:
+    for n in range(3):
+        client.put(f"/api/2/things/org.acme:paged-{n}", json={"attributes": {"n": n}},
+                   headers={"response-required": "false"})
+    run_pipeline()
+    first = client.get("/api/2/search/things", params={"filter": "exists(attributes/n)", "option": "size(2)"}).json()
+    assert [thing["thingId"] for thing in first["items"]] == ["org.acme:paged-0", "org.acme:paged-1"]
+    rest = client.get("/api/2/search/things", params={"filter": "exists(attributes/n)",
+                                                      "option": f"size(2),cursor({first['cursor']})"}).json()
+    assert rest == {"items": [{"thingId": "org.acme:paged-2", "attributes": {"n": 2}}]}  # the last page: no cursor
+    refused = client.get("/api/2/search/things", params={"option": "sort(-thingId)"})
+    assert (refused.status_code, refused.json()["error"]) == (400, "thing-search:option.invalid")

@@ -105,8 +105,10 @@ def test_a_scheduled_run_through_airflow_and_its_ledger_page(tmp_path: Path, spa
             engine.dispose()
             assert steps == list(pipeline.STEPS)  # the scheduled run's id is the pipeline's run id
             _scrape_the_ledgers_metrics(metrics_port, ledger)
+            # Ditto's HTTP API answers; the machine's server asks no password, so it proves nobody (decisions #134)
             whoami = httpx.get(f"http://127.0.0.1:{http_port}/api/2/whoami", auth=("postgres", "any"), timeout=30)
-            assert whoami.json()["defaultSubject"] == "postgres:postgres"  # Ditto's HTTP API answers
+            assert (whoami.status_code, whoami.json()["error"]) == (401, "gateway:authentication.failed")
+            assert "did not ask for this login's password" in whoami.json()["message"]
             api(url, token, f"/dags/{DAG}", {"is_paused": True}, method="PATCH")
             _look_at_the_ledger_page(url, token, ledger)
             airflow_processes = session_processes(standalone_pid)

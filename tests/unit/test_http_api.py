@@ -129,3 +129,23 @@ def test_an_answer_at_a_link_gets_its_token_and_correlation_id_or_is_refused() -
         with pytest.raises(errors.DittoError) as refused:
             http_api.answer_at_link(body, "c-1", "5.abc", LIMIT)
         assert refused.value.error == error
+
+
+@pytest.mark.parametrize(("option", "page"), [
+    (None, (25, None)), ("size(200)", (200, None)), ("size(1)", (1, None)),
+    ("size(3),cursor(b3JnLmFjbWU6Yg)", (3, "org.acme:b")), (" cursor(b3JnLmFjbWU6Yg) ", (25, "org.acme:b")),
+])
+def test_a_search_page_is_its_size_and_where_it_starts(option: str | None, page: tuple) -> None:
+    assert http_api.search_page(option) == page
+
+
+@pytest.mark.parametrize("option", ["size(0)", "size(201)", "size(x)", "sort(+thingId)", "limit(1,2)", "cursor(!!)"])
+def test_a_search_option_ditto_has_not_or_we_do_not_take_is_400(option: str) -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        http_api.search_page(option)
+    assert (refused.value.status, refused.value.error) == (400, "thing-search:option.invalid")
+
+
+def test_a_page_says_where_the_next_starts_only_when_there_is_one() -> None:
+    assert http_api.search_answer([1], None) == {"items": [1]}
+    assert http_api.search_page(f"cursor({http_api.search_answer([], 'org.acme:ü/1')['cursor']})")[1] == "org.acme:ü/1"
