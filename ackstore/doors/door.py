@@ -30,6 +30,7 @@ class Door:
         self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
         self.decisions = Decisions(self.engine)
         self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
+        self.streams: collections.Counter[str] = collections.Counter()  # open event streams, by login
         self.metrics = DoorMetrics(lambda: sum(self.held.values()))
         self.loop: asyncio.AbstractEventLoop | None = None
 

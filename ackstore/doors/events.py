@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from ackstore.doors.door import Door
+from ackstore.doors.logins import VERIFIED_FOR_S, Login
 from ackstore.ledger import declarations, things
 from ackstore.ledger.store import AckStore
 from ackstore.rules import errors, jsontext, subscriptions
@@ -25,6 +26,7 @@ POLL_S = 1.0
 BATCH = 500
 KEEP_ALIVE_S = 15.0
 EVENT_STREAM = "text/event-stream"
+MAX_STREAMS_PER_LOGIN = 100  # open at once; 429 past it
 
 
 def wants_events(request: Request) -> bool:
@@ -32,7 +34,7 @@ def wants_events(request: Request) -> bool:
 
 
 async def stream(door: Door, request: Request) -> StreamingResponse:
-    store = await door.store_of(request)
+    login = await door.login_of(request)
     namespaces = request.query_params.get("namespaces")
     chosen = subscriptions.Subscriber("sse", ("twin",), tuple(namespaces.split(",")) if namespaces else None,
                                       request.query_params.get("filter"))
@@ -43,8 +45,10 @@ async def stream(door: Door, request: Request) -> StreamingResponse:
             raise parsed
     position = _resume_at(request.headers.get("last-event-id"))
     if position is None:
-        position = await asyncio.to_thread(_last_event, store)
-    return StreamingResponse(_events(request, store, chosen, position), media_type=EVENT_STREAM,
+        position = await asyncio.to_thread(_last_event, login.store)
+    if door.streams[login.name] >= MAX_STREAMS_PER_LOGIN:
+        raise errors.too_many_requests("event streams", MAX_STREAMS_PER_LOGIN)
+    return StreamingResponse(_events(door, request, login, chosen, position), media_type=EVENT_STREAM,
                              headers={"cache-control": "no-cache"})
 
 
@@ -56,10 +60,31 @@ def _resume_at(last_event_id: str | None) -> int | None:
     return int(last_event_id)
 
 
-async def _events(request: Request, store: AckStore, chosen: subscriptions.Subscriber,
+async def _events(door: Door, request: Request, login: Login, chosen: subscriptions.Subscriber,
                   position: int) -> AsyncIterator[str]:
-    said = time.monotonic()
+    """The stream, counted among its login's while it lasts; it ends when the client goes, or when
+    its credentials no longer pass (checked as a new request's are, every ``VERIFIED_FOR_S``)."""
+    door.streams[login.name] += 1
+    try:
+        async for event in _read_on(request, login, chosen, position, door):
+            yield event
+    finally:
+        door.streams[login.name] -= 1
+        if not door.streams[login.name]:
+            del door.streams[login.name]
+
+
+async def _read_on(request: Request, login: Login, chosen: subscriptions.Subscriber, position: int,
+                   door: Door) -> AsyncIterator[str]:
+    said = checked = time.monotonic()
+    store = login.store
     while not await request.is_disconnected():
+        if time.monotonic() - checked >= VERIFIED_FOR_S:
+            try:  # a dropped login, a changed password: the stream ends
+                store = (await asyncio.to_thread(door.logins.login_for, request.headers.get("authorization"))).store
+            except errors.DittoError:
+                return
+            checked = time.monotonic()
         rows = await asyncio.to_thread(_read, store, position)
         for row in rows:
             position = row.id
