@@ -36,10 +36,11 @@ from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, Un
 
 from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig
-from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Options, Session, Transport, Unencodable,
+from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Session, Transport, Unencodable,
                                      connection_name, json_payload, shown)
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
+from ackstore.connectors.options import Options
 from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.connectors.amqp_targets import AMQP_UNENCODABLE, Targets
 from ackstore.connectors.targets import targets_work
@@ -47,7 +48,7 @@ from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp, connectivity, wire
 from ackstore.rules.connectivity import Settling
 
-__all__ = ["AmqpConnector", "AmqpTransport", "Options", "send"]
+__all__ = ["AmqpConnector", "AmqpTransport", "send"]
 
 log = logging.getLogger("ackstore.connector")
 

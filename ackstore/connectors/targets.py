@@ -21,7 +21,8 @@ from typing import Any, Callable
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig, Target
-from ackstore.connectors.core import Options, shown
+from ackstore.connectors.core import shown
+from ackstore.connectors.options import Options
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, labels, wire

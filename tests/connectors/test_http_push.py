@@ -310,7 +310,7 @@ def test_a_request_failing_as_nobody_foresaw_is_logged_answered_500_and_the_next
     import logging
 
     from ackstore.connectors import config
-    from ackstore.connectors.core import Options
+    from ackstore.connectors.options import Options
     from ackstore.connectors.http_push import HttpPushTargets
     from ackstore.connectors.outage import Outage
     from ackstore.connectors.targets import Published, TargetFeed
