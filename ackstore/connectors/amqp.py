@@ -138,8 +138,7 @@ class AmqpTransport(Transport):
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         return targets_work(store, self.config, self.options, outage, answered, dropped,
-                            lambda feed: Targets(feed, interval_s=self.options.target_interval_s,
-                                                 reconnect_s=self.options.reconnect_s, stop=stop).run)
+                            Targets.maker(self.options, stop))
 
 
 class AmqpSession(Session):
