@@ -638,10 +638,11 @@ class Connector:
             except errors.DittoError as unreadable:  # what a sender nested past the bounds: poison
                 parts.append(self._reject(message, None, unreadable.to_json()))
                 continue
-            refusal = _enforcement_refusal(message, envelope)
+            topic = envelopes.topic_of(envelope)  # read once: a checked message keeps it for the ledger
+            refusal = _enforcement_refusal(message, topic)
             if refusal is not None:
                 parts.append(self._reject(message, envelope, refusal, kind="enforced"))
-            elif connectivity.is_acknowledgement(envelope):
+            elif topic is not None and topic.is_acknowledgement:
                 parts.append(self._acknowledgement(message, envelope))
             else:
                 signals.append((message, envelope))
@@ -887,16 +888,13 @@ def _answer_address(message: Message, envelope: Any) -> str | None:
     return message.source.reply_target.address_for(reply_to)
 
 
-def _enforcement_refusal(message: Message, envelope: Any) -> dict[str, Any] | None:
+def _enforcement_refusal(message: Message, topic: envelopes.Topic | None) -> dict[str, Any] | None:
     """The error refusing a message its source's enforcement does not allow; None: allowed (or
     no thing to check: the ledger answers a malformed envelope)."""
     enforcement = message.source.enforcement
-    if enforcement is None or not isinstance(envelope, dict) or not isinstance(envelope.get("topic"), str):
+    if enforcement is None or topic is None or topic.thing is None:
         return None
-    thing = envelopes.thing_of_topic(envelope["topic"])
-    if thing is None:
-        return None
-    thing_id = thing[0]
+    thing_id = topic.thing[0]
     if enforcement.allows(enforcement.input_of(message.address, message.headers), thing_id):
         return None
     return errors.enforcement_failed(thing_id).to_json()
@@ -932,8 +930,9 @@ def described(problem: BaseException) -> str:
 def error_reply(error: dict[str, Any], envelope: Any, correlation_id: str | None) -> dict[str, Any]:
     """The Ditto Protocol error message answering a refused message."""
     thing: tuple[str, str] | None = None
-    if isinstance(envelope, dict) and isinstance(envelope.get("topic"), str):
-        thing = envelopes.thing_of_topic(envelope["topic"])
+    topic = envelopes.topic_of(envelope) if isinstance(envelope, dict) else None
+    if topic is not None:
+        thing = topic.thing
         headers = envelope.get("headers")
         if isinstance(headers, dict) and isinstance(headers.get("correlation-id"), str):
             correlation_id = headers["correlation-id"]
