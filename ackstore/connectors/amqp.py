@@ -36,14 +36,16 @@ from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, Un
 
 from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig
-from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Session, Transport, Unencodable,
-                                     connection_name, json_payload, shown)
+from ackstore.connectors.core import Connector
+from ackstore.connectors.logs import shown
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.options import Options
 from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.connectors.amqp_targets import AMQP_UNENCODABLE, Targets
 from ackstore.connectors.targets import targets_work
+from ackstore.connectors.transport import (GIVE_BACK, Message, Session, Transport, Unencodable, connection_name,
+                                          json_payload)
 from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp, connectivity, wire
 from ackstore.rules.connectivity import Settling

@@ -49,12 +49,12 @@ from proton.reactor import Container, SenderOption
 
 from ackstore import faults
 from ackstore.connectors.config import Amqp10Settings, ConnectionConfig, Target
-from ackstore.connectors.core import (Connector, Message, Session, Transport, Unencodable, connection_name,
-                                     json_payload, shown)
+from ackstore.connectors.core import Connector
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.options import Options
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, TargetPublisher, targets_work
+from ackstore.connectors.transport import Message, Session, Transport, Unencodable, connection_name, json_payload
 from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp10, connectivity, errors, wire
 from ackstore.rules.connectivity import Settling

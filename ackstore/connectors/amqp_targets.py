@@ -20,8 +20,8 @@ from pika.exceptions import ShortStringTooLong, UnsupportedAMQPFieldException
 from pika.spec import Basic
 
 from ackstore.connectors.config import Target
-from ackstore.connectors.core import Unencodable, json_payload
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, TargetPublisher
+from ackstore.connectors.transport import Unencodable, json_payload
 from ackstore.rules import amqp, wire
 
 log = logging.getLogger("ackstore.connector")

@@ -54,12 +54,13 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ackstore import faults
 from ackstore.connectors.config import MQTT5, ConnectionConfig, MqttSettings, Source, Target
-from ackstore.connectors.core import (Connector, Message, Session, Transport, Unencodable, json_payload,
-                                     shown)
+from ackstore.connectors.core import Connector
+from ackstore.connectors.logs import shown
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
 from ackstore.connectors.options import Options
 from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, TargetPublisher, targets_work
+from ackstore.connectors.transport import Message, Session, Transport, Unencodable, json_payload
 from ackstore.ledger.store import AckStore
 from ackstore.rules import mqtt
 from ackstore.rules.connectivity import Settling

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig, Target
-from ackstore.connectors.core import shown
+from ackstore.connectors.logs import shown
 from ackstore.connectors.options import Options
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
