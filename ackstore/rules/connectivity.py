@@ -257,3 +257,10 @@ def consumer_timeout_warning(max_timeout_ms: int, interval_ms: int, consumer_tim
         "held that long may be closed and redelivered by the broker before it is settled"
     )
 
+
+def is_acknowledgement(envelope: object) -> bool:
+    """Whether a consumed envelope is an acknowledgement rather than a signal (a connection's
+    source, or a door, may carry its subscribers' acks): its topic read once
+    (:attr:`ackstore.rules.envelopes.Topic.is_acknowledgement`, the rule's one place)."""
+    topic = envelopes.topic_of(envelope)
+    return topic is not None and topic.is_acknowledgement

@@ -95,6 +95,7 @@ def test_a_consumer_timeout_too_close_to_the_maximum_timeout_warns(
 )
 def test_acknowledgements_are_told_from_signals(topic: str, is_ack: bool) -> None:
     assert envelopes.read_topic(topic).is_acknowledgement is is_ack
+    assert connectivity.is_acknowledgement({"topic": topic}) is is_ack
 
 
 # --- the merged envelope measured once, by its reader (issue 51) ------------------------------------
