@@ -328,7 +328,7 @@ def _stored(store: AckStore, broker: Broker, held: str) -> Broker:
 
 def _connector_once(store: AckStore, broker: Broker) -> dict[str, Any]:
     """The broker's connector, run once: it takes what is there, settles what is decided, exits."""
-    from ackstore.connectors.core import Options
+    from ackstore.connectors.options import Options
 
     connector = broker.connector(store, broker.connection, Options(once=True, poll_s=0.5))
     code = connector.run()

@@ -36,18 +36,21 @@ from pika.exceptions import AMQPChannelError, AMQPConnectionError, NackError, Un
 
 from ackstore import faults
 from ackstore.connectors.config import ConnectionConfig
-from ackstore.connectors.core import (GIVE_BACK, Connector, Message, Options, Session, Transport, Unencodable,
-                                     connection_name, json_payload, shown)
+from ackstore.connectors.core import Connector
+from ackstore.connectors.logs import shown
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
+from ackstore.connectors.options import Options
 from ackstore.connectors.tags import DeliveryTags, Frame
 from ackstore.connectors.amqp_targets import AMQP_UNENCODABLE, Targets
 from ackstore.connectors.targets import targets_work
+from ackstore.connectors.transport import (GIVE_BACK, Message, Session, Transport, Unencodable, connection_name,
+                                          json_payload)
 from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp, connectivity, wire
 from ackstore.rules.connectivity import Settling
 
-__all__ = ["AmqpConnector", "AmqpTransport", "Options", "send"]
+__all__ = ["AmqpConnector", "AmqpTransport", "send"]
 
 log = logging.getLogger("ackstore.connector")
 
@@ -137,8 +140,7 @@ class AmqpTransport(Transport):
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         return targets_work(store, self.config, self.options, outage, answered, dropped,
-                            lambda feed: Targets(feed, interval_s=self.options.target_interval_s,
-                                                 reconnect_s=self.options.reconnect_s, stop=stop).run)
+                            Targets.maker(self.options, stop))
 
 
 class AmqpSession(Session):

@@ -49,11 +49,12 @@ from proton.reactor import Container, SenderOption
 
 from ackstore import faults
 from ackstore.connectors.config import Amqp10Settings, ConnectionConfig, Target
-from ackstore.connectors.core import (Connector, Message, Options, Session, Transport, Unencodable, connection_name,
-                                     json_payload, shown)
+from ackstore.connectors.core import Connector
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
-from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
+from ackstore.connectors.options import Options
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, TargetPublisher, targets_work
+from ackstore.connectors.transport import Message, Session, Transport, Unencodable, connection_name, json_payload
 from ackstore.ledger.store import AckStore
 from ackstore.rules import amqp10, connectivity, errors, wire
 from ackstore.rules.connectivity import Settling
@@ -117,8 +118,7 @@ class Amqp10Transport(Transport):
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         return targets_work(store, self.config, self.options, outage, answered, dropped,
-                            lambda feed: Amqp10Targets(feed, interval_s=self.options.target_interval_s,
-                                                       reconnect_s=self.options.reconnect_s, stop=stop).run)
+                            Amqp10Targets.maker(self.options, stop))
 
 
 class _Capability(SenderOption):
@@ -493,16 +493,12 @@ def message_for(message: dict[str, Any], message_id: str | None = None) -> Proto
     return outbound
 
 
-class Amqp10Targets:
+class Amqp10Targets(TargetPublisher):
     """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss),
     each message unsettled until the broker's outcome issues the target's label."""
 
     def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
-        self.feed = feed
-        self.config = feed.config
-        self.interval_s = interval_s
-        self.reconnect_s = reconnect_s
-        self.stop = stop
+        super().__init__(feed, interval_s=interval_s, reconnect_s=reconnect_s, stop=stop)
         self._unanswered: dict[Any, Published] = {}  # proton's delivery -> what it carried
         self._answers: dict[bool, list[Published]] = {True: [], False: []}
 

@@ -20,8 +20,8 @@ from pika.exceptions import ShortStringTooLong, UnsupportedAMQPFieldException
 from pika.spec import Basic
 
 from ackstore.connectors.config import Target
-from ackstore.connectors.core import Unencodable, json_payload
-from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, TargetPublisher
+from ackstore.connectors.transport import Unencodable, json_payload
 from ackstore.rules import amqp, wire
 
 log = logging.getLogger("ackstore.connector")
@@ -31,15 +31,11 @@ DITTO_JSON = wire.DITTO_CONTENT_TYPE
 AMQP_UNENCODABLE = (Unencodable, ValueError, struct.error, ShortStringTooLong, UnsupportedAMQPFieldException)
 
 
-class Targets:
+class Targets(TargetPublisher):
     """Publish to the targets of ``config`` until ``stop`` is set (reconnecting after a loss)."""
 
     def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
-        self.feed = feed
-        self.config = feed.config
-        self.interval_s = interval_s
-        self.reconnect_s = reconnect_s
-        self.stop = stop
+        super().__init__(feed, interval_s=interval_s, reconnect_s=reconnect_s, stop=stop)
         self._connection: pika.SelectConnection | None = None
         self._channel: Any = None
         self._unconfirmed: dict[int, Published] = {}  # publish sequence number -> what it carried

@@ -33,10 +33,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Mapping
 
 from ackstore.connectors.config import ConnectionConfig, HttpPushSettings, Target
-from ackstore.connectors.core import Connector, Message, Options, Session, Transport, Unencodable, json_payload, shown
+from ackstore.connectors.core import Connector
+from ackstore.connectors.logs import shown
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
+from ackstore.connectors.options import Options
 from ackstore.connectors.targets import Published, TargetFeed, targets_work
+from ackstore.connectors.transport import Message, Session, Transport, Unencodable, json_payload
 from ackstore.ledger.store import AckStore
 from ackstore.rules import http_push, labels, wire
 from ackstore.rules.connectivity import Settling

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from ackstore.rules import credentials
+from ackstore.rules import credentials, errors
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -57,3 +57,18 @@ def configure(secrets: Iterable[str] = (), level: int = logging.INFO) -> Guarded
 def secrets_of(uris: Iterable[str | None]) -> list[str]:
     """The secrets the URIs a process connects with would give away in a log line."""
     return [secret for uri in uris if uri for secret in credentials.secrets_of(uri)]
+
+
+def shown(text: str, limit: int = 100) -> str:
+    """Sender-chosen text as a log line may show it: clipped, quoted, and every character a
+    terminal acts on (or no UTF-8 can hold) written as its escape (``\\x1b``, ``\\u202e``, ``\\ud800``)."""
+    return repr(errors.shown(text, limit))
+
+
+
+def described(problem: BaseException) -> str:
+    """A failure as a log line may show it: its type and first line (no statement, no values)."""
+    cause = getattr(problem, "orig", None) or problem
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {first[:200]}" if first else type(cause).__name__
+

@@ -54,11 +54,13 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ackstore import faults
 from ackstore.connectors.config import MQTT5, ConnectionConfig, MqttSettings, Source, Target
-from ackstore.connectors.core import (Connector, Message, Options, Session, Transport, Unencodable, json_payload,
-                                     shown)
+from ackstore.connectors.core import Connector
+from ackstore.connectors.logs import shown
 from ackstore.connectors.metrics import ConnectorMetrics
 from ackstore.connectors.outage import Outage
-from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, targets_work
+from ackstore.connectors.options import Options
+from ackstore.connectors.targets import UNCONFIRMED_MAX, Published, TargetFeed, TargetPublisher, targets_work
+from ackstore.connectors.transport import Message, Session, Transport, Unencodable, json_payload
 from ackstore.ledger.store import AckStore
 from ackstore.rules import mqtt
 from ackstore.rules.connectivity import Settling
@@ -138,8 +140,7 @@ class MqttTransport(Transport):
     def targets(self, store: AckStore, outage: Outage, stop: threading.Event, answered: Callable[[int, bool], None],
                 dropped: Callable[[str, BaseException], None]) -> Callable[[], None] | None:
         return targets_work(store, self.config, self.options, outage, answered, dropped,
-                            lambda feed: MqttTargets(feed, interval_s=self.options.target_interval_s,
-                                                     reconnect_s=self.options.reconnect_s, stop=stop).run)
+                            MqttTargets.maker(self.options, stop))
 
 
 def client_for(uri: str, client_id: str, *, version5: bool, persistent: bool, manual_ack: bool) -> paho.Client:
@@ -365,17 +366,13 @@ class MqttSession(Session):
         _disconnect(self.client)
 
 
-class MqttTargets:
+class MqttTargets(TargetPublisher):
     """Publish to the targets of ``config`` until ``stop`` is set, on a client of its own."""
 
     def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
         assert feed.config.mqtt is not None
-        self.feed = feed
-        self.config = feed.config
+        super().__init__(feed, interval_s=interval_s, reconnect_s=reconnect_s, stop=stop)
         self.settings: MqttSettings = feed.config.mqtt
-        self.interval_s = interval_s
-        self.reconnect_s = reconnect_s
-        self.stop = stop
         self._unconfirmed: dict[int, Published] = {}  # packet id -> what it carried
         self._maximum_packet_size: int | None = None  # the broker's, as its CONNACK says
 

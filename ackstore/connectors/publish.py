@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import pika
 from pika.exceptions import NackError, UnroutableError
 
-from ackstore.connectors.core import Unencodable
+from ackstore.connectors.transport import Unencodable
 from ackstore.rules import amqp, errors, wire
 
 PUBACK_WAIT_S = 60.0

@@ -2,7 +2,8 @@
 subscribes to, pulled from the ledger under a lease (:class:`TargetFeed`); each transport
 publishes them as its protocol can (:mod:`ackstore.connectors.amqp_targets`, and the targets of
 :mod:`~ackstore.connectors.mqtt`, :mod:`~ackstore.connectors.amqp10`,
-:mod:`~ackstore.connectors.http_push`), on a thread of its own (:func:`targets_work`).
+:mod:`~ackstore.connectors.http_push`), on a thread of its own (:func:`targets_work`); the
+publishers that reconnect after a loss share their constructor (:class:`TargetPublisher`).
 
 Each target is a subscriber of the connection's label group (decisions #36); when the broker
 confirms a publish, the target's ``issuedAcknowledgementLabel`` is acknowledged 200, when it
@@ -14,14 +15,17 @@ redelivered, never pulled again.
 
 from __future__ import annotations
 
+import abc
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.connectors.config import ConnectionConfig, Target
-from ackstore.connectors.core import Options, shown
+from ackstore.connectors.logs import shown
+from ackstore.connectors.options import Options
 from ackstore.connectors.outage import Outage
 from ackstore.ledger.store import AckStore
 from ackstore.rules import connectivity, envelopes, labels, wire
@@ -108,6 +112,28 @@ class TargetFeed:
         except DBAPIError as problem:
             self.outage.failed(type(problem.orig).__name__)
             return None
+
+
+class TargetPublisher(abc.ABC):
+    """A transport's publisher of what its targets pull, run on the targets' thread until ``stop``
+    is set: what every one is given, spelled once (its transport adds its connection's state)."""
+
+    def __init__(self, feed: TargetFeed, *, interval_s: float, reconnect_s: float, stop: threading.Event) -> None:
+        self.feed = feed
+        self.config = feed.config
+        self.interval_s = interval_s  # how often it pulls new signals
+        self.reconnect_s = reconnect_s  # the wait before connecting again after a loss
+        self.stop = stop
+
+    @classmethod
+    def maker(cls, options: Options, stop: threading.Event) -> Callable[[TargetFeed], Callable[[], None]]:
+        """What :func:`targets_work` makes of a feed: such a publisher's :meth:`run`, with the connector's options."""
+        return lambda feed: cls(feed, interval_s=options.target_interval_s, reconnect_s=options.reconnect_s,
+                                stop=stop).run
+
+    @abc.abstractmethod
+    def run(self) -> None:
+        """Publish what the feed pulls until ``stop`` is set, reconnecting after a loss."""
 
 
 def targets_work(store: AckStore, config: ConnectionConfig, options: Options, outage: Outage,

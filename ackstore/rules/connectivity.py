@@ -72,30 +72,48 @@ def inbound_envelope(
     if len(body) > max_bytes:
         return body
     try:
-        envelope = envelopes.parse_text(body, max_bytes)  # msgspec's fast path for a plain body
+        envelope, body_bound = envelopes.read_text(body, max_bytes)  # msgspec's fast path for a plain body
     except errors.DittoError:
         return body
     if not isinstance(envelope, dict) or not isinstance(envelope.get("headers", {}), dict):
         return body
-    headers = {str(name).lower(): value for name, value in envelope.get("headers", {}).items()}
+    body_headers = envelope.get("headers", {})
+    headers = {str(name).lower(): value for name, value in body_headers.items()}
+    added: dict[str, Any] = {}  # what this adds to (or changes in) the body's headers
     nested = False  # whether a header added here may nest: the body's depth does not bound it
     for name, value in (amqp_headers or {}).items():
         key = str(name).lower()
         if key in headers:
             continue  # the body's own header wins: the one it shadows is not read
-        headers[key] = header_json(value, f"/headers/{escape_key(key)}")
+        headers[key] = added[key] = header_json(value, f"/headers/{escape_key(key)}")
         nested = nested or isinstance(value, (Mapping, list, tuple))
     for prop, name in PROPERTY_HEADERS:
-        if properties.get(prop):
-            headers.setdefault(name, properties[prop])
+        if properties.get(prop) and name not in headers:
+            headers[name] = added[name] = properties[prop]
     with_includes = requested_with_includes(headers.get(REQUESTED_ACKS), includes)
     if with_includes is not None:
-        headers[REQUESTED_ACKS] = with_includes  # the body's labels, then labels: no level added
+        headers[REQUESTED_ACKS] = added[REQUESTED_ACKS] = with_includes  # the body's labels, then labels: no level added
     if nested:
         return {**envelope, "headers": headers}
     checked = envelopes.CheckedMessage(envelope)
     checked["headers"] = headers
+    checked.size_bound = _size_bound(body_bound, body_headers, added)
     return checked
+
+
+_HEADERS_MEMBER = len(',"headers":')  # what giving a body without headers its headers adds
+
+
+def _size_bound(body_bound: int | None, body_headers: Mapping[str, Any], added: Mapping[str, Any]) -> int | None:
+    """A bound of the merged envelope's JSON text (``envelopes.CheckedMessage.size_bound``), so
+    that the ledger need not encode it again to measure it: the body's bound (the fast path read
+    it), plus a bound of what was added, plus the member that holds them. None when it is not
+    known: a body the full parse read, a header name lowering may lengthen (not ASCII), or an
+    added value the bound is not sure of — the ledger's full measure answers those, with its exact words."""
+    if body_bound is None or not all(name.isascii() for name in body_headers):
+        return None
+    added_bound = envelopes.canonical_size_bound(added)
+    return None if added_bound is None else body_bound + added_bound + _HEADERS_MEMBER
 
 
 class Unread:
@@ -241,9 +259,8 @@ def consumer_timeout_warning(max_timeout_ms: int, interval_ms: int, consumer_tim
 
 
 def is_acknowledgement(envelope: object) -> bool:
-    """Whether a consumed envelope is an acknowledgement (``…/things/<channel>/acks[/<label>]``)
-    rather than a signal: a connection's source may carry its subscribers' acks."""
-    if not isinstance(envelope, dict) or not isinstance(envelope.get("topic"), str):
-        return False
-    parts = envelope["topic"].split("/")
-    return len(parts) >= 5 and parts[2] == "things" and parts[4] == "acks"
+    """Whether a consumed envelope is an acknowledgement rather than a signal (a connection's
+    source, or a door, may carry its subscribers' acks): its topic read once
+    (:attr:`ackstore.rules.envelopes.Topic.is_acknowledgement`, the rule's one place)."""
+    topic = envelopes.topic_of(envelope)
+    return topic is not None and topic.is_acknowledgement

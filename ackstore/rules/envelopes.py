@@ -90,9 +90,19 @@ class CheckedMessage(dict):
     """A message a reader made from a sender's text after :func:`parse_text` checked its depth —
     a broker's body with headers merged in that add no level (``connectivity.inbound_envelope``):
     :func:`load_envelope` does not check its depth again. Only such a reader makes one; a dict a
-    caller gives is always checked."""
+    caller gives is always checked.
 
-    __slots__ = ()
+    Two more things are known of it once, so that nothing on the inbound path reads them again:
+    its topic (:func:`topic_of` reads it on the first ask and keeps it; its reader never changes
+    it after) and, when its reader proved it, ``size_bound``: :func:`canonical_json` takes it and
+    its text is at most that long — :func:`load_envelope` then encodes nothing to measure it."""
+
+    __slots__ = ("_topic", "size_bound")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._topic: Topic | None = None
+        self.size_bound: int | None = None
 
 
 def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
@@ -107,6 +117,8 @@ def load_envelope(envelope: object, max_bytes: int) -> dict[str, Any]:
         if plain is not None:
             return plain
         envelope = _parsed(envelope)  # its depth checked on its text
+    elif type(envelope) is CheckedMessage and envelope.size_bound is not None and envelope.size_bound <= max_bytes:
+        return envelope  # its reader proved it JSON within the limit: nothing to measure (or answer)
     text = canonical_json(envelope)
     size = len(text.encode("utf-8"))
     if size > max_bytes:
@@ -125,9 +137,17 @@ def parse_text(text: str | bytes, max_bytes: int) -> Any:
     ``json.invalid`` with its exact reasons (``errors.parse_json_text``) — nesting past
     limits.MAX_JSON_DEPTH too (``limits.check_text_depth``). For a reader that merges more into
     the value before it is stored (a connector's message: its headers)."""
+    return read_text(text, max_bytes)[0]
+
+
+def read_text(text: str | bytes, max_bytes: int) -> tuple[Any, int | None]:
+    """:func:`parse_text`'s value, and — when the fast path read it — a bound its
+    :func:`canonical_json` text is known to keep within, and to be taken by (``None``: not known)."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     plain = _plain_json_object(text, size, max_bytes)
-    return plain if plain is not None else _parsed(text)
+    if plain is not None:
+        return plain, size * _MAX_EXPANSION
+    return _parsed(text), None
 
 
 def _parsed(text: str | bytes) -> Any:
@@ -198,6 +218,35 @@ def canonical_json(value: object) -> str:
     return text
 
 
+_SHORT_INTEGER = 10 ** 18  # an integer within this is no digit run canonical_json looks at twice
+
+
+def canonical_size_bound(value: object) -> int | None:
+    """A bound of :func:`canonical_json`'s text of ``value`` (in bytes) when it surely takes it —
+    text holding neither U+0000 nor a lone surrogate (at most six bytes a character, escaped), a
+    short integer, a boolean, null, or an object or array of them; ``None`` when it is not sure
+    (the full encoding decides). Cheaper than encoding a few header values only to measure them."""
+    if value is None or isinstance(value, bool):
+        return 5
+    if isinstance(value, str):
+        if "\x00" in value or not value.isascii() and _has_surrogate(value):
+            return None
+        return 6 * len(value) + 2
+    if isinstance(value, int):
+        return 20 if -_SHORT_INTEGER < value < _SHORT_INTEGER else None
+    if isinstance(value, (dict, list)):
+        items = value.items() if isinstance(value, dict) else ((None, item) for item in value)
+        total = 2
+        for key, item in items:  # each member: its key, ':', its value and ','
+            key_bound = 0 if key is None else canonical_size_bound(key)
+            item_bound = canonical_size_bound(item)
+            if key_bound is None or item_bound is None:
+                return None
+            total += key_bound + item_bound + 2
+        return total
+    return None
+
+
 def _contains_nul(value: object) -> bool:
     stack = [value]
     while stack:
@@ -215,7 +264,7 @@ def _contains_nul(value: object) -> bool:
 
 def parse_signal(envelope: Mapping[str, Any]) -> Signal:
     """A twin command, live command or live message, or 400 for anything else."""
-    topic = _required(envelope, "topic", str, "String")
+    topic = _topic(envelope)
     thing_id, channel, criterion, action = _split_thing_topic(topic)
     if criterion == "commands" and channel == "twin" and action in TWIN_ACTIONS:
         kind: SignalKind = "twin-command"
@@ -225,12 +274,12 @@ def parse_signal(envelope: Mapping[str, Any]) -> Signal:
         kind = "live-message"
     elif criterion == "commands" and channel == "twin" and action == "retrieve":
         raise errors.unknown_topic(
-            topic,
+            topic.text,
             "Twin queries request no acknowledgements and are not stored in the ledger; "
             "read the twin instead.",
         )
     else:
-        raise errors.unknown_topic(topic)
+        raise errors.unknown_topic(topic.text)
     path = _required(envelope, "path", str, "String")
     if not (path == "" or path.startswith("/")):
         raise errors.json_field_invalid("/path", "JSON pointer")
@@ -241,15 +290,15 @@ def parse_signal(envelope: Mapping[str, Any]) -> Signal:
     raw_headers = envelope.get("headers", {})
     if not isinstance(raw_headers, Mapping):
         raise errors.json_field_invalid("/headers", "JSON object")
-    return Signal(thing_id, channel, kind, action, topic, path or "/", value, raw_headers)
+    return Signal(thing_id, channel, kind, action, topic.text, path or "/", value, raw_headers)
 
 
 def parse_acknowledgement(envelope: Mapping[str, Any]) -> IncomingAcks:
     """A single (``…/acks/<label>``) or aggregated (``…/acks``) acknowledgement (B.4.1, B.4.2)."""
-    topic = _required(envelope, "topic", str, "String")
+    topic = _topic(envelope)
     thing_id, channel, criterion, label = _split_thing_topic(topic)
     if criterion != "acks":
-        raise errors.unknown_topic(topic, "An acknowledgement's topic ends in /acks or /acks/<label>.")
+        raise errors.unknown_topic(topic.text, "An acknowledgement's topic ends in /acks or /acks/<label>.")
     headers, correlation_id, token = _answer_headers(envelope)
     if label:
         status = _status(envelope.get("status"), "/status")
@@ -263,10 +312,10 @@ def parse_acknowledgement(envelope: Mapping[str, Any]) -> IncomingAcks:
 def parse_live_response(envelope: Mapping[str, Any]) -> LiveResponse:
     """A live command response or message response: ``…/things/live/commands/<action>`` or
     ``…/things/live/messages/<subject>``, the answered signal's correlation id and a status."""
-    topic = _required(envelope, "topic", str, "String")
+    topic = _topic(envelope)
     thing_id, channel, criterion, action = _split_thing_topic(topic)
     if channel != "live" or criterion not in ("commands", "messages"):
-        raise errors.unknown_topic(topic, "A live response's topic is the live command's or live message's topic.")
+        raise errors.unknown_topic(topic.text, "A live response's topic is the live command's or live message's topic.")
     headers, correlation_id, token = _answer_headers(envelope)
     status = _status(envelope.get("status"), "/status")
     path = envelope.get("path", "/")
@@ -319,27 +368,70 @@ def _status(value: object, pointer: str) -> int:
     return value
 
 
+class Topic(NamedTuple):
+    """A message's topic, read once (:func:`read_topic`): whatever the inbound path asks of it —
+    whose thing, an acknowledgement or not, the signal it spells — it asks this value, never
+    the text again."""
+
+    text: str
+    segments: list[str]  # the text split at every "/"
+    thing: tuple[str, labels.Channel] | None  # :func:`thing_of_topic`'s answer
+
+    @property
+    def is_acknowledgement(self) -> bool:
+        """Whether it is an acknowledgement's (``…/things/<channel>/acks[/<label>]``) rather than
+        a signal's: a connection's source may carry its subscribers' acks."""
+        segments = self.segments
+        return len(segments) >= 5 and segments[2] == "things" and segments[4] == "acks"
+
+
+def read_topic(text: str) -> Topic:
+    """A topic's text as the :class:`Topic` every later question is asked of."""
+    match = _THING_TOPIC.fullmatch(text)
+    segments = text.split("/")
+    thing: tuple[str, labels.Channel] | None = None
+    if match is not None:  # namespace and name hold no "/": they are the first two segments
+        thing = f"{segments[0]}:{segments[1]}", "live" if segments[3] == "live" else "twin"
+    return Topic(text, segments, thing)
+
+
+def topic_of(envelope: object) -> Topic | None:
+    """The topic of a message whose ``topic`` is text, read once for a :class:`CheckedMessage`
+    (it keeps it); ``None`` for anything else (the ledger answers a malformed message)."""
+    if type(envelope) is CheckedMessage:
+        if envelope._topic is None and isinstance(envelope.get("topic"), str):
+            envelope._topic = read_topic(envelope["topic"])
+        return envelope._topic
+    if isinstance(envelope, Mapping) and isinstance(envelope.get("topic"), str):
+        return read_topic(envelope["topic"])
+    return None
+
+
 def thing_of_topic(topic: str) -> tuple[str, labels.Channel] | None:
     """``(<ns>:<name>, channel)`` of a topic that names a thing, ``None`` otherwise; the channel
     is ``twin`` unless the topic says ``live`` (an error about a bad topic goes to the twin's)."""
-    match = _THING_TOPIC.fullmatch(topic)
-    if match is None:
-        return None
-    channel: labels.Channel = "live" if match.group("rest").partition("/")[0] == "live" else "twin"
-    return f"{match.group('ns')}:{match.group('name')}", channel
+    return read_topic(topic).thing
 
 
-def _split_thing_topic(topic: str) -> tuple[str, labels.Channel, str, str]:
+def _topic(envelope: Mapping[str, Any]) -> Topic:
+    """The topic a signal, ack or live response must have (400 without one)."""
+    _required(envelope, "topic", str, "String")
+    topic = topic_of(envelope)
+    assert topic is not None  # its text was just required
+    return topic
+
+
+def _split_thing_topic(topic: Topic) -> tuple[str, labels.Channel, str, str]:
     """``<ns>/<name>/things/<channel>/<criterion>[/<rest>]`` → (thing id, channel, criterion, rest)."""
-    match = _THING_TOPIC.fullmatch(topic)
-    if match is None:
-        raise errors.unknown_topic(topic)
-    channel, _, rest = match.group("rest").partition("/")
-    criterion, _, action = rest.partition("/")
+    if topic.thing is None:
+        raise errors.unknown_topic(topic.text)
+    segments = topic.segments
+    channel = segments[3]
+    criterion = segments[4] if len(segments) > 4 else ""
     if channel not in ("twin", "live") or not criterion:
-        raise errors.unknown_topic(topic)
-    thing_id = limits.check_thing_id(f"{match.group('ns')}:{match.group('name')}")
-    return thing_id, channel, criterion, action  # type: ignore[return-value]
+        raise errors.unknown_topic(topic.text)
+    thing_id = limits.check_thing_id(topic.thing[0])
+    return thing_id, channel, criterion, "/".join(segments[5:])  # type: ignore[return-value]
 
 
 def _required(envelope: Mapping[str, Any], name: str, kind: type | tuple[type, ...], kind_name: str) -> Any:

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, text
 
 from ackstore.connectors import config
 from ackstore.connectors.amqp10 import Amqp10Lost, Amqp10Session
-from ackstore.connectors.core import GIVE_BACK, Message
+from ackstore.connectors.transport import GIVE_BACK, Message
 from ackstore.rules import errors
 from tests.support.amqp10_clients import AmqpValue, address, amqp10_connector, bodies, receive, send
 from tests.support.amqp10_peer import Amqp10Peer
@@ -401,7 +401,7 @@ def test_an_answer_amqp10_cannot_carry_is_refused_before_proton_and_the_session_
     """Issue 37's rule on the third transport: a reply-to or a correlation id holding a lone
     surrogate is :class:`Unencodable` at once (proton would fail inside its event loop), and the
     next answer goes out."""
-    from ackstore.connectors.core import Unencodable
+    from ackstore.connectors.transport import Unencodable
 
     replies = broker.queue("replies")
     session, _ = _session(own_amqp10.amqp10_url, broker.queue("commands"))

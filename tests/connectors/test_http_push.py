@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from sqlalchemy import Engine, text
@@ -56,6 +56,27 @@ def _twin_target(address: str, label: str) -> dict[str, Any]:
     return {"address": address, "topics": ["_/_/things/twin/events"], "issuedAcknowledgementLabel": f"push:{label}"}
 
 
+def _push_acks(engine: Engine, database_url: str, config_path: str, answers: dict[str, Any],
+               submit: Callable[[list[str]], dict[str, Any]]) -> tuple[dict[str, tuple[int, Any]], str]:
+    """Run the connector of ``config_path``, whose targets issue ``push:<label>`` for each label of
+    ``answers``; once they are declared, ``submit`` a signal requesting every one of them (accepted:
+    202) and wait for each ack. What each label was issued (label -> (status, value)), and the connector's log."""
+    process = _connector(database_url, config_path)
+    try:
+        wait_for(lambda: count(engine, "SELECT count(*) FROM subscribers WHERE id LIKE 'push/target-%'")
+                 == len(answers), what="the targets declared")
+        assert submit([f"push:{label}" for label in answers])["status"] == 202
+        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label LIKE 'push:%'") == len(answers),
+                 timeout=60, what="every target's ack")
+    finally:
+        code, log = stop(process)
+    assert code == 0, log
+    with engine.connect() as conn:
+        acks = {row.label: (row.status, row.payload) for row in conn.execute(text(
+            "SELECT label, status, payload FROM acks WHERE label LIKE 'push:%'"))}
+    return acks, log
+
+
 ISSUED = {  # label -> target address, the status and value its ack gets
     "ok": ("POST:/ok", 200, {"seen": True}),
     "created": ("PUT:/created", 201, "stored it"),
@@ -70,21 +91,13 @@ def test_each_target_issues_its_label_from_the_endpoint_response(
     tmp_path, engine: Engine, database_url: str, store, run_pipeline, endpoint: Endpoint
 ) -> None:
     targets = [_twin_target(address, label) for label, (address, _, _) in ISSUED.items()]
-    process = _connector(database_url, _connection(tmp_path, endpoint.url, targets))
-    try:
-        wait_for(lambda: count(engine, "SELECT count(*) FROM subscribers WHERE id LIKE 'push/target-%'") == len(ISSUED),
-                 what="the targets declared")
-        requested = [f"push:{label}" for label in ISSUED]
-        assert store.submit(thing_modify(1, requested_acks=requested))["status"] == 202
+
+    def submit(requested: list[str]) -> dict[str, Any]:
+        answer = store.submit(thing_modify(1, requested_acks=requested))
         run_pipeline("apply_twin")
-        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label LIKE 'push:%'") == len(ISSUED),
-                 what="every target's ack")
-    finally:
-        code, log = stop(process)
-    assert code == 0, log
-    with engine.connect() as conn:
-        acks = {row.label: (row.status, row.payload) for row in conn.execute(text(
-            "SELECT label, status, payload FROM acks WHERE label LIKE 'push:%'"))}
+        return answer
+
+    acks, log = _push_acks(engine, database_url, _connection(tmp_path, endpoint.url, targets), ISSUED, submit)
     assert acks == {f"push:{label}": (status, value) for label, (_, status, value) in ISSUED.items()}
     sent = {r["path"]: r for r in endpoint.requests}
     assert {path: r["method"] for path, r in sent.items()} == {"/ok": "POST", "/created": "PUT", "/refuse": "POST",
@@ -256,20 +269,9 @@ def test_every_endpoint_answer_issues_a_label_and_a_trickling_one_is_cut_off_at_
     ``idleTimeout`` (1 s), each cut off as 408 — and each status with no final meaning is 503 with
     Ditto's error as its value, said in the log."""
     targets = [_live_target(address, label) for label, (address, _, _) in ENDPOINT_ANSWERS.items()]
-    process = _connector(database_url, _connection(tmp_path, endpoint.url, targets, parallelism="1"))
-    try:
-        wait_for(lambda: count(engine, "SELECT count(*) FROM subscribers WHERE id LIKE 'push/target-%'")
-                 == len(targets), what="the targets declared")
-        requested = [f"push:{label}" for label in ENDPOINT_ANSWERS]
-        assert store.submit(live_message("asked", requested_acks=requested, timeout="120s"))["status"] == 202
-        wait_for(lambda: count(engine, "SELECT count(*) FROM acks WHERE label LIKE 'push:%'") == len(targets),
-                 timeout=60, what="every target's ack")
-    finally:
-        code, log = stop(process)
-    assert code == 0, log
-    with engine.connect() as conn:
-        acks = {row.label: (row.status, row.payload) for row in conn.execute(text(
-            "SELECT label, status, payload FROM acks WHERE label LIKE 'push:%'"))}
+    acks, log = _push_acks(
+        engine, database_url, _connection(tmp_path, endpoint.url, targets, parallelism="1"), ENDPOINT_ANSWERS,
+        lambda requested: store.submit(live_message("asked", requested_acks=requested, timeout="120s")))
     for label, (_, status, value) in ENDPOINT_ANSWERS.items():
         issued, payload = acks[f"push:{label}"]
         assert issued == status, (label, acks)
@@ -310,7 +312,7 @@ def test_a_request_failing_as_nobody_foresaw_is_logged_answered_500_and_the_next
     import logging
 
     from ackstore.connectors import config
-    from ackstore.connectors.core import Options
+    from ackstore.connectors.options import Options
     from ackstore.connectors.http_push import HttpPushTargets
     from ackstore.connectors.outage import Outage
     from ackstore.connectors.targets import Published, TargetFeed

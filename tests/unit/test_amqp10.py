@@ -89,7 +89,7 @@ def test_a_message_either_encodes_or_is_unencodable_never_a_failure_of_the_libra
     """What a sender chose (its correlation id, any text in its envelope) never reaches proton's
     encoder unchecked: the message encodes, or message_for says it cannot be carried."""
     from ackstore.connectors.amqp10 import message_for
-    from ackstore.connectors.core import Unencodable
+    from ackstore.connectors.transport import Unencodable
 
     envelope = {"topic": "org.acme/t/things/twin/events/modified", "path": "/", "value": value,
                 "headers": {"correlation-id": correlation, "ack-token": token}}

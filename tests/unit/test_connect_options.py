@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from ackstore.cli import build_parser, connector_options
-from ackstore.connectors.core import Options
+from ackstore.connectors.options import Options
 
 CONSUMING = ("amqp", "mqtt", "amqp10")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ackstore.rules import connectivity, errors, jsontext, limits, wire
+from ackstore.rules import connectivity, envelopes, errors, jsontext, limits, wire
 from ackstore.rules.connectivity import Settling
 from tests.support.deep_json import nested, nested_array
 
@@ -94,7 +94,63 @@ def test_a_consumer_timeout_too_close_to_the_maximum_timeout_warns(
      ("o/t/things/twin/commands/modify", False), ("nonsense", False)],
 )
 def test_acknowledgements_are_told_from_signals(topic: str, is_ack: bool) -> None:
+    assert envelopes.read_topic(topic).is_acknowledgement is is_ack
     assert connectivity.is_acknowledgement({"topic": topic}) is is_ack
+
+
+# --- the merged envelope measured once, by its reader (issue 51) ------------------------------------
+
+_texts = st.one_of(st.text(max_size=30), st.sampled_from(["c\x00", "\ud800", "é" * 40, "\x1b[2J", "1e16"]))
+_numbers = st.one_of(st.integers(), st.floats(), st.sampled_from([1e16, 1e-7, 10 ** 30, -(2 ** 63)]))
+_bodies = st.builds(
+    lambda topic, headers, value: json.dumps({"topic": topic, "headers": headers, "path": "/attributes/x",
+                                              "value": value}, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+    st.sampled_from(["org.acme/t/things/twin/commands/modify", "org.acme/t/things/live/acks/a:b"]),
+    st.dictionaries(st.sampled_from(["correlation-id", "Reply-To", "İ-x", "requested-acks"]), _texts | _numbers,
+                    max_size=3),
+    st.one_of(_texts, _numbers, st.lists(_texts | _numbers, max_size=30)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=_bodies, transport_headers=st.dictionaries(st.sampled_from(["X-A", "reply-to", "x-b"]),
+                                                       _texts | _numbers | st.binary(max_size=8), max_size=3),
+       properties=st.dictionaries(st.sampled_from(["correlation_id", "reply_to", "message_id"]), _texts, max_size=3),
+       includes=st.sampled_from([(), ("twin-persisted",)]), max_bytes=st.integers(60, 3000))
+def test_a_brokers_envelope_measured_by_its_reader_is_answered_as_the_ledger_measures_it(
+    body: bytes, transport_headers: dict, properties: dict, includes: tuple, max_bytes: int
+) -> None:
+    """``inbound_envelope`` bounds the merged envelope's text (``size_bound``) so that the ledger
+    need not encode it again to measure it: the bound holds (the ledger's encoding takes it and is
+    no longer), and the ledger answers the envelope — 413 with its size, 400, or accepted —
+    exactly as it answers the same dict, measured whole."""
+    try:
+        envelope = connectivity.inbound_envelope(body, transport_headers, properties, includes=includes,
+                                                 max_bytes=max_bytes)
+    except errors.DittoError:
+        return  # a header the door refuses: answered by the reader
+    if type(envelope) is not envelopes.CheckedMessage:
+        return
+    if envelope.size_bound is not None:
+        assert len(envelopes.canonical_json(envelope).encode()) <= envelope.size_bound
+
+    def answer(message: object) -> object:
+        try:
+            return envelopes.load_envelope(message, max_bytes)
+        except errors.DittoError as error:
+            return error.to_json()
+
+    assert answer(envelope) == answer(dict(envelope))
+
+
+def test_a_plain_brokers_envelope_is_not_encoded_again_to_be_measured() -> None:
+    """The common message (a plain body, the transport's properties) carries its bound."""
+    body = json.dumps({"topic": "org.acme/t/things/twin/commands/modify", "headers": {"correlation-id": "c"},
+                       "path": "/attributes/x", "value": 1}).encode()
+    envelope = connectivity.inbound_envelope(body, {"x-a": "v"}, {"message_id": "m-1"}, includes=("twin-persisted",),
+                                             max_bytes=MAX)
+    assert type(envelope) is envelopes.CheckedMessage and envelope.size_bound is not None
+    assert len(envelopes.canonical_json(envelope).encode()) <= envelope.size_bound <= MAX
+    assert envelopes.load_envelope(envelope, MAX) is envelope
 
 
 def test_the_error_published_to_reply_to_is_a_ditto_protocol_error() -> None:

@@ -216,3 +216,12 @@ def test_a_senders_text_parses_to_what_the_full_parse_gives_or_fails_as_it_does(
     except DittoError as error:
         got = error.to_json()
     assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+@given(value=json_values | st.sampled_from(["\x00", "a\ud800", "é☃\U0001f600\x1b", 10 ** 17, 10 ** 400, ["\ud800"]]))
+def test_a_canonical_size_bound_holds_and_is_given_only_for_what_canonical_json_takes(value: object) -> None:
+    """What a connector's reader adds to a message is bounded, not encoded (issue 51): when
+    envelopes.canonical_size_bound gives a bound, the full encoding takes the value within it."""
+    bound = envelopes.canonical_size_bound(value)
+    if bound is not None:
+        assert len(envelopes.canonical_json(value).encode()) <= bound
