@@ -1,6 +1,7 @@
 """Ditto's HTTP API 2 over the ledger (issue 51): an ASGI application. Every answer is in Ditto's
 shape (status, JSON body, ``correlation-id``, ``etag``, ``location``); every refusal is Ditto's
-error JSON and leaves the ledger unchanged. The routes are listed in docs/http.md.
+error JSON and leaves the ledger unchanged. The routes are listed in docs/http.md. Ditto's
+WebSocket, ``/ws/2``, is ``socket``'s.
 
 A writing request (``PUT``, ``PATCH``, ``DELETE``, a message's ``POST``) is stored with the
 requests beside it (``intake``), then held until the ledger decided it (``held``) for at most its
@@ -21,15 +22,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from ackstore.doors import consumers, events
 from ackstore.doors.door import Door
 from ackstore.doors.logins import Login
+from ackstore.doors.socket import serve as serve_socket
 from ackstore.ledger import failures, results, things
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
-from ackstore.rules import errors, headers, http_api, twin
+from ackstore.rules import errors, headers, http_api, twin, ws_protocol
 from ackstore.rules.settings import Settings
 
 log = logging.getLogger("ackstore.doors")
@@ -85,6 +88,9 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
     async def acknowledge_route(request: Request) -> Response:
         return _response(await consumers.acknowledge(door, request))
 
+    async def socket_route(websocket: WebSocket) -> None:
+        await serve_socket(door, websocket)
+
     async def metrics_route(_: Request) -> Response:
         return Response(door.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
@@ -109,6 +115,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
         Route(f"{http_api.API}/search/things", guarded("search", search_route), methods=["GET"]),
         Route(f"{http_api.API}/whoami", guarded("whoami", whoami_route), methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
+        WebSocketRoute(ws_protocol.PATH, socket_route),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -1,6 +1,6 @@
 """What the front door's routes share (issue 51): the logins requests act as, the intake that
-stores them together, the held requests' decisions, each login's count of held requests, and the
-reading of a request's body within its bounds."""
+stores them together, the held requests' decisions, each login's count of held requests and of
+open sockets, and the reading of a request's body within its bounds."""
 
 from __future__ import annotations
 
@@ -21,8 +21,32 @@ from ackstore.rules import errors, http_api
 from ackstore.rules.settings import Settings
 
 
+class Sockets:
+    """How many WebSockets each login has open in this door: its labels are given back with its last
+    (``socket``)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, int] = {}
+
+    @property
+    def open(self) -> int:
+        return sum(self._open.values())
+
+    def opened(self, login: str) -> None:
+        self._open[login] = self._open.get(login, 0) + 1
+
+    def closed(self, login: str) -> bool:
+        """Note a socket closed; whether it was the login's last."""
+        left = self._open.get(login, 1) - 1
+        if left:
+            self._open[login] = left
+        else:
+            self._open.pop(login, None)
+        return not left
+
+
 class Door:
-    """What the routes share: the logins, the intake, the held requests."""
+    """What the routes share: the logins, the intake, the held requests, the open sockets."""
 
     def __init__(self, url: DatabaseUrl, settings: Settings, *, trusting: bool = False) -> None:
         self.settings = settings
@@ -31,7 +55,8 @@ class Door:
         self.decisions = Decisions(self.engine)
         self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
         self.streams: collections.Counter[str] = collections.Counter()  # open event streams, by login
-        self.metrics = DoorMetrics(lambda: sum(self.held.values()))
+        self.sockets = Sockets()
+        self.metrics = DoorMetrics(lambda: sum(self.held.values()), lambda: self.sockets.open)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:

@@ -58,8 +58,8 @@ class Decisions:
                 loop.call_soon_threadsafe(_resolve, future, None)
 
     async def wait(self, correlation_id: str, timeout_s: float) -> dict[str, Any] | None:
-        """The decision (``status``, ``body``, ``headers``) once committed, or None after ``timeout_s``
-        (or at once while the door stops)."""
+        """The decision (``status``, ``body``, ``headers``; its ``cause`` and ``ack_statuses`` for a
+        socket's answer) once committed, or None after ``timeout_s`` (or at once while the door stops)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any] | None] = loop.create_future()
         entry = (loop, future)
@@ -106,7 +106,8 @@ class Decisions:
                 found = results.latest_of(conn, waiting[start:start + LOOKUP_CHUNK])
             for correlation_id, row in found.items():
                 if row.status is not None:
-                    self._tell(correlation_id, {"status": row.status, "body": row.body, "headers": row.headers})
+                    self._tell(correlation_id, {"status": row.status, "body": row.body, "headers": row.headers,
+                                                "cause": row.cause, "ack_statuses": row.ack_statuses})
 
     def _tell(self, correlation_id: str, decision: dict[str, Any]) -> None:
         with self._lock:

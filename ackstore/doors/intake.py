@@ -1,6 +1,7 @@
 """Concurrent requests stored together (issue 51, item 4): the requests one login makes within a
 few milliseconds are one ``AckStore.ingest`` — one transaction, one COPY for a batch — never a
-transaction each. Each request still gets its own answer (``ingest.Stored``), in order.
+transaction each. Each request still gets its own answer (``ingest.Stored``), in order. A batch is
+of one API (B.7's table its signals are answered by): the HTTP API's or the WebSocket's.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from ackstore.ledger.ingest import Stored
 from ackstore.ledger.store import AckStore
 from ackstore.rules import http_api
+from ackstore.rules.headers import Api
 
 WINDOW_S = 0.002  # how long a request waits for others to share its transaction
 MAX_BATCH = 500  # a batch this large is stored at once
@@ -19,10 +21,11 @@ IN_FLIGHT = 2  # batches being stored at once: one validated in Python while Pos
 
 
 class Intake:
-    """The batches of one login's store."""
+    """The batches of one login's store, for one API."""
 
-    def __init__(self, store: AckStore, *, window_s: float = WINDOW_S, max_batch: int = MAX_BATCH) -> None:
-        self.store = store
+    def __init__(self, store: AckStore, api: Api, *, window_s: float = WINDOW_S,
+                 max_batch: int = MAX_BATCH) -> None:
+        self.store, self.api = store, api
         self.window_s, self.max_batch = window_s, max_batch
         self._pending: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -61,7 +64,7 @@ class Intake:
 
     async def _stored(self, batch: list[tuple[dict[str, Any], str | None, asyncio.Future[Stored]]]) -> None:
         try:
-            stored = await asyncio.to_thread(self.store.ingest, [envelope for envelope, _, _ in batch], api="http",
+            stored = await asyncio.to_thread(self.store.ingest, [envelope for envelope, _, _ in batch], api=self.api,
                                              source=http_api.SOURCE, source_message_ids=[message for _, message, _ in batch])
         except Exception as problem:  # noqa: BLE001 — every request of the batch is answered with it
             for _, _, future in batch:

@@ -46,16 +46,19 @@ UNPROVEN = ("The ledger's database did not ask for this login's password, so not
 
 @dataclass
 class Login:
-    """A ledger login requests act as: its store and the intake that batches its writes."""
+    """A ledger login requests act as: its store and the intakes that batch its writes, its HTTP
+    requests' and its WebSocket commands' (each API's signals answered by its own table, B.7)."""
 
     name: str
     store: AckStore
     intake: Intake = field(init=False)
+    socket_intake: Intake = field(init=False)
     secret: bytes = b""
     verified_at: float = 0.0
 
     def __post_init__(self) -> None:
-        self.intake = Intake(self.store)
+        self.intake = Intake(self.store, "http")
+        self.socket_intake = Intake(self.store, "websocket")
 
 
 class Logins:

@@ -39,6 +39,12 @@ def listen_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def ws_max_size(settings: Settings) -> int:
+    """The longest WebSocket frame read: twice the ledger's message size, so that a frame a little
+    past it is answered Ditto's 413 on the socket; a longer one closes the socket (1009) unread."""
+    return 2 * settings.max_envelope_bytes
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, that ends every hold as it is told to stop: a held request is answered
     at once (202 and the Location of its answer) rather than keeping the stop waiting a minute."""
@@ -67,5 +73,6 @@ def serve(url: DatabaseUrl, listen: str = DEFAULT_LISTEN, settings: Settings | N
         log.warning("--trusting-database: a request acts as whichever login it names, unproven; "
                     "for one machine's development server only")
     app = application(url, settings, trusting=trusting)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on", **LIMITS)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on",
+                            ws_max_size=ws_max_size(app.state.door.settings), **LIMITS)
     _Server(config, app.state.door).run()

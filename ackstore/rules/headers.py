@@ -286,15 +286,16 @@ def _requested_acks(value: object) -> tuple[str, ...] | None:
     return tuple(parsed)
 
 
-def requested_acks_text_items(text: str) -> list[Any]:
-    """The items of ``requested-acks`` given as text: a JSON array, or comma-separated labels."""
+def requested_acks_text_items(text: str, name: str = REQUESTED_ACKS) -> list[Any]:
+    """The items of ``requested-acks`` (or of ``name``, a WebSocket's ``declared-acks``: B.3) given
+    as text: a JSON array, or comma-separated labels."""
     if text.lstrip().startswith("["):
         try:
             value = json.loads(text, parse_int=numbers.parse_int)
         except (ValueError, RecursionError):  # not JSON, a number out of range, nesting too deep
             value = None
         if not isinstance(value, list):
-            raise errors.header_invalid_type(REQUESTED_ACKS, text, "JSON array")
+            raise errors.header_invalid_type(name, text, "JSON array")
         return value
     return [part.strip() for part in text.split(",") if part.strip()]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
-from ackstore.rules import errors, labels
+from ackstore.rules import envelopes, errors, labels
 from ackstore.rules.acks import ABSENT, Ack
 from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, WEAK_ACK
 
@@ -117,6 +117,19 @@ def error_message(error: Mapping[str, Any], *, thing_id: str | None, channel: st
         headers[CORRELATION_ID] = correlation_id
     return {"topic": f"{prefix}/{channel}/errors", "headers": headers, "path": "/",
             "value": dict(error), "status": error["status"]}
+
+
+def error_reply(error: Mapping[str, Any], envelope: object, correlation_id: str | None = None) -> dict[str, Any]:
+    """:func:`error_message` answering a refused message: on its thing's channel and with its
+    correlation id when it named them (``correlation_id`` otherwise)."""
+    thing: tuple[str, labels.Channel] | None = None
+    if isinstance(envelope, Mapping) and isinstance(envelope.get("topic"), str):
+        thing = envelopes.thing_of_topic(envelope["topic"])
+        given = envelope.get("headers")
+        if isinstance(given, Mapping) and isinstance(given.get(CORRELATION_ID), str):
+            correlation_id = given[CORRELATION_ID]
+    thing_id, channel = thing or (None, "twin")
+    return error_message(error, thing_id=thing_id, channel=channel, correlation_id=correlation_id)
 
 
 def result_message(

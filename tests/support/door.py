@@ -3,6 +3,7 @@ that speak to it as Ditto's clients do."""
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
+from websockets.sync.client import ClientConnection, connect
 
 from tests.support.paths import ROOT
 
@@ -29,6 +31,13 @@ class DoorProcess:
 
     def client(self, login: str, password: str = "any", **options) -> httpx.Client:
         return httpx.Client(base_url=self.url, auth=(login, password), timeout=90, **options)
+
+    def socket(self, login: str | None, password: str = "any", query: str = "", **options) -> ClientConnection:
+        """A WebSocket to ``/ws/2`` (``?query``), with ``login``'s Basic credentials (None: none)."""
+        given = {} if login is None else {
+            "authorization": "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode()}
+        url = self.url.replace("http://", "ws://", 1) + "/ws/2" + (f"?{query}" if query else "")
+        return connect(url, additional_headers=given, open_timeout=30, **options)
 
 
 @contextmanager

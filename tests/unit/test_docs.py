@@ -433,7 +433,8 @@ def test_every_alert_rule_has_a_runbook_section_in_operating_md() -> None:
 
 
 # docs/http.md's paths, with a sample for each placeholder: each must be a route of the door's
-# application for the methods its row names, and every route must be some row's.
+# application for the methods its row names (the WebSocket's, its upgrade's GET), and every route
+# must be some row's.
 HTTP_SAMPLES = {"<thingId>": "org.acme:t-1", "<part>": "attributes/a", "<subject>": "ask", "<correlationId>": "c-1",
                 "<subscriber>": "checker", "<token>": "t0k3n"}
 
@@ -461,7 +462,7 @@ def test_http_md_states_every_route_of_the_door_and_no_other() -> None:
     used = set()
     for methods, path in rows:
         for method in methods:
-            scope = {"type": "http", "path": path, "method": method}
+            scope = {"type": "websocket" if path.startswith("/ws/") else "http", "path": path, "method": method}
             full = [route for route in routes if route.matches(scope)[0] is Match.FULL]
             assert full, f"http.md: {method} {path} is no route of the door"
             used.add(full[0].path)

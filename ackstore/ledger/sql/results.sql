@@ -4,8 +4,9 @@
 
 -- name: latest_result
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
--- Of one correlation id, or of many at once (the HTTP door's held requests): :correlation_ids.
-SELECT s.id, s.correlation_id, s.source, s.source_message_id, r.status, r.body, r.headers
+-- Of one correlation id, or of many at once (the doors' held requests): :correlation_ids. Its
+-- cause and acks' statuses are what a socket's answer is made of (wire.result_message).
+SELECT s.id, s.correlation_id, s.source, s.source_message_id, r.status, r.body, r.headers, r.cause, r.ack_statuses
 FROM signals s
 JOIN current_attempts a ON a.signal_id = s.id
 LEFT JOIN request_answers r ON r.signal_id = s.id AND r.attempt = a.attempt

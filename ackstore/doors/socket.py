@@ -1,0 +1,261 @@
+"""Ditto's WebSocket, ``/ws/2`` (issue 51, decisions #136): Ditto Protocol messages in text frames.
+
+A socket acts as the ledger login whose Basic credentials its upgrade request gave (refused 401
+before it is accepted), and as that login's subscriber (``ws_protocol.subscriber_of``): the labels
+of ``declared-acks`` are declared at connect — the socket is told Ditto's error and closed when
+another subscriber holds one — and released when the login's last socket closes. A command is
+stored with the commands beside it (``intake``, ``api="websocket"``) and answered on the socket
+once the ledger decided it (``held``), as B.7's WebSocket column says; an acknowledgement is
+stored as the subscriber's. After ``START-SEND-EVENTS`` the socket pushes what the subscriber's
+pulls hand out, each under a lease (beyond Ditto: one unacknowledged when the socket drops is
+handed out again). Whatever a frame gets wrong is answered with Ditto's error message,
+and the socket serves on. What the socket sends waits in a bounded queue: a client that does not
+read is closed, not buffered for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.responses import Response
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ackstore.doors.door import Door
+from ackstore.doors.logins import Login
+from ackstore.ledger import failures
+from ackstore.rules import envelopes, errors, headers, http_api, jsontext, ws_protocol
+
+log = logging.getLogger("ackstore.doors")
+
+OUTGOING_MAX = 1_000  # frames a socket may have waiting to be sent; past it the client is not reading
+EVENTS_BATCH = 100  # events a pull hands out at most
+EVENTS_POLL_S = 0.5  # how often a socket that asked for events pulls when the last pull was not full
+# An event pushed is a hand-out under this lease (A.3): unacknowledged when it ends — the socket
+# dropped, say — it is handed out again, to the login's next socket.
+EVENTS_LEASE = "30s"
+CLOSE_POLICY = 1008  # RFC 6455: a message that violates the endpoint's policy
+CLOSE_OVERLOADED = 1013  # RFC 6455: try again later
+
+
+async def serve(door: Door, websocket: WebSocket) -> None:
+    """One socket, from its upgrade request to its close."""
+    try:
+        authorization = websocket.headers.get("authorization")
+        login = door.logins.known(authorization) or await asyncio.to_thread(door.logins.login_for, authorization)
+        declared = ws_protocol.declared_labels(websocket.query_params.get(ws_protocol.DECLARED_ACKS)
+                                               or websocket.headers.get(ws_protocol.DECLARED_ACKS))
+    except errors.DittoError as problem:  # refused before the upgrade: the HTTP answer Ditto gives
+        await websocket.send_denial_response(_http(http_api.error(problem)))
+        return
+    await websocket.accept()
+    socket = Socket(door, websocket, login)
+    door.sockets.opened(login.name)
+    try:
+        await socket.run(declared)
+    finally:
+        if door.sockets.closed(login.name) and declared:
+            await socket.release()
+
+
+class Socket:
+    """One accepted socket: what it receives, handled; what it sends, queued."""
+
+    def __init__(self, door: Door, websocket: WebSocket, login: Login) -> None:
+        self.door, self.websocket, self.login, self.store = door, websocket, login, login.store
+        self.subscriber = ws_protocol.subscriber_of(login.name)
+        self.outgoing: asyncio.Queue[str] = asyncio.Queue(OUTGOING_MAX)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.declared: list[Any] = []
+        self.events: asyncio.Task[None] | None = None
+        self.closing = False
+
+    async def run(self, declared: list[Any]) -> None:
+        self.declared = declared
+        sender = asyncio.create_task(self._send_all())
+        try:
+            if declared and not await self._declare(declared):
+                await self._drain_then_close(CLOSE_POLICY, "declared acknowledgement labels refused")
+                return
+            while not self.closing:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                text = message.get("text")
+                if text is None:  # Ditto Protocol is text; a binary frame is no message of it
+                    self._send_error(errors.json_invalid("A Ditto Protocol message must be sent as a text frame."))
+                    continue
+                self._handle(text)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self.closing = True
+            for task in self.tasks | {sender, self.events} - {None}:
+                task.cancel()
+
+    async def release(self) -> None:
+        """Give the login's labels back when its last socket closed (Ditto frees a socket's labels)."""
+        try:
+            await asyncio.to_thread(self.store.declare, self.subscriber, [], channels=["twin"])
+        except Exception:  # noqa: BLE001 — the next socket's declaration replaces them anyway
+            log.warning("releasing the labels of %s failed", self.subscriber, exc_info=True)
+
+    # --- what a frame is ------------------------------------------------------------------------
+
+    def _handle(self, text: str) -> None:
+        try:
+            control = ws_protocol.control(text)
+            if control is not None and control.stream == "EVENTS":
+                self._spawn(self._events(control), None)
+                return
+            if control is not None:
+                self._send(control.acknowledged)  # messages and live signals are not sent yet: decisions #136
+                return
+            envelope = envelopes.load_envelope(text, self.door.settings.max_envelope_bytes)
+            kind = ws_protocol.kind(envelope)
+            if kind == "response":
+                raise errors.unknown_topic(str(envelope.get("topic")), "Live responses are not taken over the "
+                                           "WebSocket yet; a command, an event or an acknowledgement is.")
+        except errors.DittoError as problem:
+            self._send_error(problem)
+            return
+        self._spawn(self._acknowledge(envelope) if kind == "ack" else self._command(envelope), envelope)
+
+    def _spawn(self, work: Any, envelope: dict[str, Any] | None) -> None:
+        task = asyncio.create_task(self._guarded(work, envelope))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _command(self, envelope: dict[str, Any]) -> None:
+        signal = envelopes.parse_signal(envelope)
+        asked = headers.normalize(signal.raw_headers, channel=signal.channel, api="websocket",
+                                  settings=self.store.settings)
+        envelope["headers"] = asked.headers  # its correlation id fixed here: the one the answer carries
+        given = headers.correlation_id_given(signal.raw_headers) is not None
+        message_id = http_api.message_id(self.login.name, asked.correlation_id) if given else None
+        if not ws_protocol.answers(asked):
+            await self._store(envelope, message_id)
+            return
+        with self.door.holding(self.login.name):  # a login's held commands count with its held requests (429)
+            if not await self._store(envelope, message_id):
+                return
+            decision = await self.door.decisions.wait(asked.correlation_id, ws_protocol.wait_ms(asked) / 1000)
+        if decision is None:  # undecided past its deadline and two passes: GET /api/2/answers/<id> has it later
+            log.warning("no decision for %s within its deadline and two passes", asked.correlation_id)
+            return
+        self._send(ws_protocol.answer(signal, asked, decision))
+
+    async def _store(self, envelope: dict[str, Any], message_id: str | None) -> bool:
+        """Store a command with the commands beside it; whether it was (else its refusal is sent)."""
+        stored = await self.login.socket_intake.submit(envelope, message_id)
+        if not stored.ok:
+            self._send(ws_protocol.refused(stored.answer, envelope))
+        return stored.ok
+
+    async def _acknowledge(self, envelope: dict[str, Any]) -> None:
+        answered = await asyncio.to_thread(self.store.acknowledge, self.subscriber, envelope)
+        if answered["status"] >= 400:  # a stored ack gets no answer, as in Ditto
+            self._send(ws_protocol.refused(answered, envelope))
+
+    async def _events(self, control: ws_protocol.Control) -> None:
+        """START-SEND-EVENTS: the subscriber declared again with the frame's filter and namespaces
+        (its labels kept), then pushed what its pulls hand out; STOP-SEND-EVENTS stops pulling."""
+        if not control.start:
+            if self.events is not None:
+                self.events.cancel()
+                self.events = None
+            self._send(control.acknowledged)
+            return
+        answered = await asyncio.to_thread(
+            self.store.declare, self.subscriber, self.declared, filter=control.filter,
+            namespaces=list(control.namespaces) if control.namespaces else None, channels=["twin"])
+        if answered["status"] >= 400:
+            self._send(ws_protocol.refused(answered))
+            return
+        if self.events is None:
+            self.events = asyncio.create_task(self._guarded(self._push_events(), None))
+        self._send(control.acknowledged)
+
+    async def _push_events(self) -> None:
+        """Pull and push, never more than the outgoing queue has room for: what cannot be sent yet
+        is not handed out yet."""
+        while not self.closing:
+            room = OUTGOING_MAX - self.outgoing.qsize() - 1
+            handed = []
+            if room > 0:
+                handed = await asyncio.to_thread(self.store.pull, self.subscriber, max=min(room, EVENTS_BATCH),
+                                                 lease=EVENTS_LEASE)
+            for message in handed:
+                self._send(message)
+            if len(handed) < EVENTS_BATCH:
+                await asyncio.sleep(EVENTS_POLL_S)
+
+    async def _declare(self, declared: list[Any]) -> bool:
+        answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared, channels=["twin"])
+        if answered["status"] < 400:
+            return True
+        self._send(ws_protocol.refused(answered))
+        return False
+
+    async def _guarded(self, work: Any, envelope: dict[str, Any] | None) -> None:
+        """Ditto's error for what one frame's work refused; 503 while the database is away, 500
+        (logged, never shown) for what went wrong here. The socket serves on."""
+        try:
+            await work
+        except errors.DittoError as problem:
+            self._send(ws_protocol.refused(problem.to_json(), envelope))
+        except OperationalError:
+            log.warning("the ledger's database is not reachable", exc_info=True)
+            problem = errors.database_unavailable("behind this door", "it could not be reached")
+            self._send(ws_protocol.refused(problem.to_json(), envelope))
+        except DBAPIError as problem:
+            reason = failures.refused_privilege(problem)
+            if reason is None:
+                log.exception("a socket's frame failed")
+            refusal = errors.internal_error() if reason is None else errors.permission_denied(None, reason)
+            self._send(ws_protocol.refused(refusal.to_json(), envelope))
+        except Exception:  # noqa: BLE001 — one frame's, never the socket's
+            log.exception("a socket's frame failed")
+            self._send(ws_protocol.refused(errors.internal_error().to_json(), envelope))
+
+    # --- what the socket sends ------------------------------------------------------------------
+
+    def _send_error(self, problem: errors.DittoError) -> None:
+        self._send(ws_protocol.refused(problem.to_json()))
+
+    def _send(self, message: dict[str, Any] | str) -> None:
+        """Queue a frame; a client that let the queue fill is not reading: it is closed."""
+        if self.closing:
+            return
+        try:
+            self.outgoing.put_nowait(message if isinstance(message, str) else jsontext.dumps(message))
+        except asyncio.QueueFull:
+            log.warning("closing a socket of %s: it does not read what it is sent", self.subscriber)
+            self.closing = True
+            asyncio.create_task(self._close(CLOSE_OVERLOADED, "the client does not read what it is sent"))
+
+    async def _send_all(self) -> None:
+        while True:
+            text = await self.outgoing.get()
+            await self.websocket.send_text(text)
+            self.outgoing.task_done()
+
+    async def _drain_then_close(self, code: int, reason: str) -> None:
+        try:
+            await asyncio.wait_for(self.outgoing.join(), 5)
+        except TimeoutError:
+            pass
+        self.closing = True
+        await self._close(code, reason)
+
+    async def _close(self, code: int, reason: str) -> None:
+        try:
+            await self.websocket.close(code, reason)
+        except Exception:  # noqa: BLE001 — closed by the client meanwhile
+            pass
+
+
+def _http(answer: http_api.HttpAnswer) -> Response:
+    return Response(answer.content(), status_code=answer.status, headers=answer.headers, media_type=http_api.JSON)

@@ -1,0 +1,120 @@
+"""Ditto's WebSocket protocol binding (``/ws/2``, issue 51) in the ledger's terms: the text frames
+that are no Ditto Protocol message (``START-SEND-EVENTS?filter=…``, ``STOP-SEND-…``, answered
+``…:ACK``), the ``declared-acks`` a socket gives at connect (B.3), what kind of message a frame is,
+and what the socket answers a command with (A.2.3: the WebSocket outcome table, ``api="websocket"``).
+Pure: the door (``ackstore/doors/socket.py``) does the I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Mapping, NamedTuple
+from urllib.parse import parse_qsl
+
+from ackstore.rules import envelopes, limits, rql, wire
+from ackstore.rules.connectivity import is_acknowledgement
+from ackstore.rules.headers import AckRequest, Outcome, requested_acks_text_items
+
+PATH = "/ws/2"
+DECLARED_ACKS = "declared-acks"
+STREAMS = ("EVENTS", "MESSAGES", "LIVE_COMMANDS", "LIVE_EVENTS")
+# A decision comes at the latest with the first pass after the request's deadline (A.2.1; a pass a
+# minute): the socket waits that long and two passes more for it (decisions #136).
+DECISION_MARGIN_MS = 120_000
+_CONTROL = re.compile(r"(?P<verb>START|STOP)-SEND-(?P<stream>EVENTS|MESSAGES|LIVE-COMMANDS|LIVE-EVENTS)"
+                      r"(?:\?(?P<query>.*))?", re.DOTALL)
+
+FrameKind = Literal["ack", "response", "signal"]
+
+
+class Control(NamedTuple):
+    """A ``START-SEND-*`` / ``STOP-SEND-*`` frame with its parameters (Ditto's names)."""
+
+    start: bool
+    stream: str  # EVENTS, MESSAGES, LIVE_COMMANDS or LIVE_EVENTS
+    filter: str | None = None
+    namespaces: tuple[str, ...] | None = None
+    extra_fields: str | None = None
+
+    @property
+    def text(self) -> str:
+        return f"{'START' if self.start else 'STOP'}-SEND-{self.stream.replace('_', '-')}"
+
+    @property
+    def acknowledged(self) -> str:
+        """What Ditto answers a control frame it took: the frame's name and ``:ACK``."""
+        return f"{self.text}:ACK"
+
+
+def control(text: str) -> Control | None:
+    """The control frame ``text`` is, None when it is none (then it must be a Ditto Protocol
+    message), or the 400 for a bad ``filter`` or ``namespaces``. Parameters are URL-encoded, as
+    Ditto's clients send them; one Ditto does not know is ignored, as Ditto ignores it."""
+    match = _CONTROL.fullmatch(text)
+    if match is None:
+        return None
+    start = match.group("verb") == "START"
+    stream = match.group("stream").replace("-", "_")
+    if not start:
+        return Control(False, stream)  # Ditto's STOP takes no parameters
+    params = dict(parse_qsl(match.group("query") or "", keep_blank_values=True))
+    expression = params.get("filter") or None
+    if expression is not None:
+        limits.check_text("filter", expression)
+        rql.parse_sent(expression)  # 400 rql.expression.invalid, where it went wrong
+    namespaces = None
+    if params.get("namespaces"):
+        namespaces = tuple(part.strip() for part in params["namespaces"].split(",") if part.strip())
+        for namespace in namespaces:
+            limits.check_text("namespace", namespace)
+    return Control(True, stream, expression, namespaces, params.get("extraFields") or None)
+
+
+def declared_labels(given: str | None) -> list[Any]:
+    """The labels a socket declares at connect (``declared-acks``: comma-separated or a JSON
+    array, B.3), as given: the ledger's declaration checks each (400) and their uniqueness (409)."""
+    if given is None or not given.strip():
+        return []
+    return requested_acks_text_items(given, DECLARED_ACKS)
+
+
+def subscriber_of(login: str) -> str:
+    """The subscriber a login's sockets act as: one per login, so that a socket that reconnects
+    is the same subscriber (its declared labels, its hand-outs), and another login declaring one
+    of its labels is refused (B.3's uniqueness, decisions #136)."""
+    return f"websocket:{login}"
+
+
+def kind(envelope: Mapping[str, Any]) -> FrameKind:
+    """What a Ditto Protocol message sent over a socket is: an acknowledgement (``…/acks[/label]``),
+    a response (it has a ``status``: a live response), or a signal to store."""
+    if is_acknowledgement(envelope):
+        return "ack"
+    return "response" if "status" in envelope else "signal"
+
+
+def answers(request: AckRequest) -> bool:
+    """Whether the socket answers a stored command (B.7's WebSocket column): not when it asked
+    for no response and no acks."""
+    return request.outcome is not Outcome.NO_RESPONSE
+
+
+def wait_ms(request: AckRequest) -> int:
+    """How long the socket waits for a command's decision: its deadline and two passes."""
+    return request.timeout_ms + DECISION_MARGIN_MS
+
+
+def answer(signal: envelopes.Signal, request: AckRequest, decision: Mapping[str, Any]) -> dict[str, Any]:
+    """The ledger's decision of a command sent over a socket as the Ditto Protocol message Ditto
+    sends back: the aggregated acks, the command's response, or the error (wire.result_message,
+    as a connection publishes it)."""
+    return wire.result_message(
+        thing_id=signal.thing_id, channel=signal.channel, topic=signal.topic, path=signal.path,
+        correlation_id=request.correlation_id, cause=decision.get("cause") or "", status=decision["status"],
+        body=decision.get("body"), ack_statuses=decision.get("ack_statuses") or {})
+
+
+def refused(error: Mapping[str, Any], envelope: object = None) -> dict[str, Any]:
+    """Ditto's error message (``error``: a DittoError's JSON, or the ledger's refusal) answering a
+    frame: on its thing's channel with its correlation id when it named them (wire.error_reply)."""
+    return wire.error_reply(error, envelope)

@@ -1,0 +1,116 @@
+"""Ditto's WebSocket binding in the ledger's terms (rules/ws_protocol.py): control frames and their
+``:ACK``, ``declared-acks``, what a frame is, and what a command is answered on the socket."""
+
+from __future__ import annotations
+
+import pytest
+
+from ackstore.rules import errors, headers, wire, ws_protocol
+from ackstore.rules.envelopes import parse_signal
+
+
+@pytest.mark.parametrize(("text", "acked"), [
+    ("START-SEND-EVENTS", "START-SEND-EVENTS:ACK"),
+    ("STOP-SEND-EVENTS", "STOP-SEND-EVENTS:ACK"),
+    ("START-SEND-MESSAGES", "START-SEND-MESSAGES:ACK"),
+    ("START-SEND-LIVE-COMMANDS", "START-SEND-LIVE-COMMANDS:ACK"),
+    ("STOP-SEND-LIVE-EVENTS", "STOP-SEND-LIVE-EVENTS:ACK"),
+    ("START-SEND-EVENTS?filter=eq(attributes%2Fon%2Ctrue)&namespaces=org.acme", "START-SEND-EVENTS:ACK"),
+])
+def test_a_control_frame_is_acknowledged_with_its_name_and_ack(text: str, acked: str) -> None:
+    control = ws_protocol.control(text)
+    assert control is not None and control.acknowledged == acked
+
+
+def test_a_control_frames_parameters_are_url_decoded() -> None:
+    control = ws_protocol.control("START-SEND-EVENTS?filter=eq(attributes%2Fon%2Ctrue)&namespaces=org.acme,org.b"
+                                  "&extraFields=attributes&unknown=1")
+    assert control == ws_protocol.Control(True, "EVENTS", "eq(attributes/on,true)", ("org.acme", "org.b"), "attributes")
+
+
+@pytest.mark.parametrize("text", ['{"topic": "x"}', "START-SEND-NOTHING", "start-send-events", " START-SEND-EVENTS",
+                                  "START-SEND-EVENTS:ACK", ""])
+def test_what_is_no_control_frame_is_left_for_the_json_parser(text: str) -> None:
+    assert ws_protocol.control(text) is None
+
+
+def test_a_bad_filter_is_dittos_rql_error() -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        ws_protocol.control("START-SEND-EVENTS?filter=eq(attributes%2Fon")
+    assert (refused.value.status, refused.value.error) == (400, "rql.expression.invalid")
+
+
+@pytest.mark.parametrize(("given", "labels"), [
+    (None, []), ("", []), ("app:done", ["app:done"]), ("app:a, app:b", ["app:a", "app:b"]),
+    ('["app:a","app:b"]', ["app:a", "app:b"]),
+])
+def test_declared_acks_are_comma_separated_or_a_json_array(given, labels) -> None:
+    assert ws_protocol.declared_labels(given) == labels
+
+
+def test_declared_acks_that_are_no_json_array_are_refused_by_their_name() -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        ws_protocol.declared_labels('["app:a"')
+    assert refused.value.error == "header.invalid" and "declared-acks" in refused.value.message
+
+
+@pytest.mark.parametrize(("envelope", "kind"), [
+    ({"topic": "org.acme/lamp/things/twin/acks/app:done", "status": 200}, "ack"),
+    ({"topic": "org.acme/lamp/things/twin/acks", "value": {}}, "ack"),
+    ({"topic": "org.acme/lamp/things/live/commands/modify", "status": 204}, "response"),
+    ({"topic": "org.acme/lamp/things/twin/commands/modify", "path": "/", "value": {}}, "signal"),
+])
+def test_a_frame_is_an_ack_a_response_or_a_signal(envelope, kind) -> None:
+    assert ws_protocol.kind(envelope) == kind
+
+
+def _asked(**given) -> tuple:
+    envelope = {"topic": "org.acme/lamp/things/twin/commands/modify", "path": "/", "value": {},
+                "headers": {"correlation-id": "c-1", **given}}
+    signal = parse_signal(envelope)
+    return signal, headers.normalize(signal.raw_headers, channel="twin", api="websocket")
+
+
+def test_a_command_that_asks_for_nothing_gets_no_answer_on_the_socket() -> None:
+    assert not ws_protocol.answers(_asked(**{"response-required": False})[1])
+    assert ws_protocol.answers(_asked()[1])
+    with pytest.raises(errors.DittoError) as refused:  # B.7: acks without a response, refused on a socket
+        _asked(**{"response-required": False, "requested-acks": ["app:done"]})
+    assert "WebSocket" in refused.value.message
+
+
+def test_the_socket_waits_for_the_deadline_and_two_passes() -> None:
+    assert ws_protocol.wait_ms(_asked(timeout="10s")[1]) == 10_000 + ws_protocol.DECISION_MARGIN_MS
+
+
+def test_a_decision_is_answered_as_a_connection_publishes_it() -> None:
+    signal, asked = _asked(**{"requested-acks": ["twin-persisted", "app:done"]})
+    body = {"twin-persisted": {"status": 204}, "app:done": {"status": 200}}
+    decision = {"status": 200, "body": body, "cause": "acks", "ack_statuses": {"twin-persisted": 204, "app:done": 200}}
+    message = ws_protocol.answer(signal, asked, decision)
+    assert message == wire.result_message(thing_id="org.acme:lamp", channel="twin", topic=signal.topic, path="/",
+                                          correlation_id="c-1", cause="acks", status=200, body=body,
+                                          ack_statuses=decision["ack_statuses"])
+    assert (message["topic"], message["status"], message["value"]) == ("org.acme/lamp/things/twin/acks", 200, body)
+
+
+def test_a_plain_response_keeps_the_commands_topic() -> None:
+    signal, asked = _asked()
+    message = ws_protocol.answer(signal, asked, {"status": 201, "body": {"thingId": "org.acme:lamp"},
+                                                 "cause": "response", "ack_statuses": None})
+    assert (message["topic"], message["status"], message["value"]) == (signal.topic, 201, {"thingId": "org.acme:lamp"})
+    assert message["headers"]["correlation-id"] == "c-1"
+
+
+def test_a_refusal_is_dittos_error_message_on_the_frames_thing_and_correlation_id() -> None:
+    problem = errors.json_invalid("no").to_json()
+    named = ws_protocol.refused(problem, {"topic": "org.acme/lamp/things/live/commands/modify",
+                                          "headers": {"correlation-id": "c-9"}})
+    assert (named["topic"], named["headers"]["correlation-id"], named["status"], named["value"]) == (
+        "org.acme/lamp/things/live/errors", "c-9", 400, problem)
+    anonymous = ws_protocol.refused(problem)
+    assert anonymous["topic"] == "_/_/things/twin/errors" and "correlation-id" not in anonymous["headers"]
+
+
+def test_a_login_is_one_subscriber() -> None:
+    assert ws_protocol.subscriber_of("alice") == ws_protocol.subscriber_of("alice") != ws_protocol.subscriber_of("bob")
