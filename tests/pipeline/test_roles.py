@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from ackstore.ledger import connection_log, migrate, objects, reports, settlements, verify
+from ackstore.ledger import connection_log, migrate, objects, reports, settlements, things, verify
 from ackstore.ledger import metrics as ledger_metrics
 from ackstore.ledger.database import drop_database, make_engine
 from ackstore.ledger.database_url import DatabaseUrl
@@ -447,6 +447,8 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
             answer["headers"]["ack-token"] = handed["c1"]["headers"]["ack-token"]
             assert store.acknowledge("app", answer) == {"status": 204}
             assert store.search("exists(thingId)", ["org.acme"])["items"]
+            with store.engine.connect() as conn:  # the HTTP API's read of a twin (ackstore serve, migration 0027)
+                assert things.state(conn, "org.acme:c1").exists
             store.submit(twin_command("modify", path="/attributes/n", value=1, correlation_id="t2"))  # changes a thing
             with store.engine.begin() as conn:
                 settlements.record_latest(conn, {again.signal_id})
