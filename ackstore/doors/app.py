@@ -68,7 +68,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
             return _response(http_api.HttpAnswer(unknown["status"], {}, unknown))
         if row.status is None:
             return _response(http_api.accepted(correlation_id, still_deciding=True))
-        return _response(http_api.decided({"status": row.status, "body": row.body, "headers": row.headers}))
+        return _response(http_api.decided(results.answer(row)))
 
     async def search_route(request: Request) -> Response:
         store = await door.store_of(request)
@@ -95,8 +95,10 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
         return Response(door.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     def guarded(route: str, answer: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        refusing = _guarded(answer)  # wrapped once, not on every request
+
         async def counted(request: Request) -> Response:
-            response = await _guarded(answer)(request)
+            response = await refusing(request)
             door.metrics.answered(route, response.status_code)
             return response
 
@@ -183,7 +185,7 @@ async def _write_held(door: Door, request: Request, where: http_api.Resource, lo
     if stored.retransmitted:  # a retry (of this login's own: the login is in the key): its decision may be there
         row = await asyncio.to_thread(_latest, store, asked.correlation_id)
         if row is not None and row.status is not None:
-            return _response(http_api.decided({"status": row.status, "body": row.body, "headers": row.headers}, where))
+            return _response(http_api.decided(results.answer(row), where))
     decision = await door.decisions.wait(asked.correlation_id, hold_ms / 1000)
     if decision is None:
         door.metrics.hold_ended()

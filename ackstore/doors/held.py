@@ -106,8 +106,8 @@ class Decisions:
                 found = results.latest_of(conn, waiting[start:start + LOOKUP_CHUNK])
             for correlation_id, row in found.items():
                 if row.status is not None:
-                    self._tell(correlation_id, {"status": row.status, "body": row.body, "headers": row.headers,
-                                                "cause": row.cause, "ack_statuses": row.ack_statuses})
+                    self._tell(correlation_id, {**results.answer(row), "cause": row.cause,
+                                                "ack_statuses": row.ack_statuses})
 
     def _tell(self, correlation_id: str, decision: dict[str, Any]) -> None:
         with self._lock:

@@ -26,6 +26,11 @@ def latest(conn: Connection, correlation_id: str) -> Any:
     return conn.execute(_sql("latest_result"), {"correlation_ids": [correlation_id]}).first()
 
 
+def answer(row: Any) -> dict[str, Any]:
+    """What the requester is told, from a decided :func:`latest` row: its status, body and headers."""
+    return {"status": row.status, "body": row.body, "headers": row.headers}
+
+
 def latest_of(conn: Connection, correlation_ids: list[str]) -> dict[str, Any]:
     """:func:`latest` of many correlation ids in one statement, by correlation id (the unknown
     ones left out)."""

@@ -304,7 +304,7 @@ class AckStore:
             return self.unknown(correlation_id)
         if row.status is None:
             return None
-        return {"status": row.status, "body": row.body, "headers": row.headers}
+        return results.answer(row)
 
     def search(self, expression: str, namespaces: Sequence[str] | None = None, *, after: str | None = None,
                limit: int | None = None) -> dict[str, Any]:
