@@ -65,7 +65,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
         row = await asyncio.to_thread(_latest, login.store, correlation_id)
         if row is None or not http_api.stored_by(login.name, row.source, row.source_message_id):
             unknown = AckStore.unknown(correlation_id)  # another login's request is unknown to this one
-            return _response(http_api.HttpAnswer(unknown["status"], {}, unknown))
+            return _response(http_api.refused(unknown))
         if row.status is None:
             return _response(http_api.accepted(correlation_id, still_deciding=True))
         return _response(http_api.decided(results.answer(row)))
@@ -178,7 +178,7 @@ async def _write_held(door: Door, request: Request, where: http_api.Resource, lo
     message_id = http_api.message_id(login.name, asked.correlation_id) if headers.CORRELATION_ID in given else None
     stored = await login.intake.submit(envelope, message_id)
     if not stored.ok:
-        return _response(http_api.HttpAnswer(stored.answer["status"], {}, stored.answer))
+        return _response(http_api.refused(stored.answer))
     hold_ms = http_api.hold_ms(asked)
     if hold_ms == 0:
         return _response(http_api.accepted(asked.correlation_id, still_deciding=False))
@@ -214,7 +214,7 @@ def _search(store: AckStore, expression: str, namespaces: list[str] | None, size
     """A page of the search: ``size`` things after ``after``, read one more to know whether a next page is."""
     found = store.search(expression, namespaces, after=after, limit=size + 1)
     if found["status"] != 200:
-        return http_api.HttpAnswer(found["status"], {}, found)
+        return http_api.refused(found)
     ids = found["items"][:size]
     documents = _documents(store, ids)
     more = ids[-1] if len(found["items"]) > size else None

@@ -180,6 +180,11 @@ def error(problem: errors.DittoError, correlation_id: str | None = None) -> Http
     return HttpAnswer(problem.status, out, problem.to_json())
 
 
+def refused(answer: Mapping[str, Any]) -> HttpAnswer:
+    """An error the store answered (Ditto's error JSON, its ``status`` in it) as the HTTP answer."""
+    return HttpAnswer(answer["status"], {}, dict(answer))
+
+
 def retrieved(value: Any, etag: str | None) -> HttpAnswer:
     return HttpAnswer(200, {"etag": etag} if etag else {}, value)
 
