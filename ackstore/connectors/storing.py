@@ -228,7 +228,7 @@ class Storing:
                                None))
         log.info("connector %s: rejected message %r: %s %r", self.config.id,
                  message.properties.get("message_id") or "(no id)", error.get("error"), error.get("message"))
-        self._outbox.put(Reply(_answer_address(message, envelope), error_reply(error, envelope, message.correlation_id)))
+        self._outbox.put(Reply(_answer_address(message, envelope), wire.error_reply(error, envelope, message.correlation_id)))
         return _SettledNow({message.tag: connectivity.CLIENT_ERROR}, rejected=1)
 
     def _acknowledgement(self, message: Message, envelope: dict[str, Any]) -> _SettledNow:
@@ -277,18 +277,4 @@ def _enforcement_refusal(message: Message, topic: envelopes.Topic | None) -> dic
     if enforcement.allows(enforcement.input_of(message.address, message.headers), thing_id):
         return None
     return errors.enforcement_failed(thing_id).to_json()
-
-
-
-def error_reply(error: dict[str, Any], envelope: Any, correlation_id: str | None) -> dict[str, Any]:
-    """The Ditto Protocol error message answering a refused message."""
-    thing: tuple[str, str] | None = None
-    topic = envelopes.topic_of(envelope) if isinstance(envelope, dict) else None
-    if topic is not None:
-        thing = topic.thing
-        headers = envelope.get("headers")
-        if isinstance(headers, dict) and isinstance(headers.get("correlation-id"), str):
-            correlation_id = headers["correlation-id"]
-    thing_id, channel = thing or (None, "twin")
-    return wire.error_message(error, thing_id=thing_id, channel=channel, correlation_id=correlation_id)
 

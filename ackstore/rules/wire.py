@@ -123,9 +123,10 @@ def error_reply(error: Mapping[str, Any], envelope: object, correlation_id: str 
     """:func:`error_message` answering a refused message: on its thing's channel and with its
     correlation id when it named them (``correlation_id`` otherwise)."""
     thing: tuple[str, labels.Channel] | None = None
-    if isinstance(envelope, Mapping) and isinstance(envelope.get("topic"), str):
-        thing = envelopes.thing_of_topic(envelope["topic"])
-        given = envelope.get("headers")
+    topic = envelopes.topic_of(envelope)  # read once for a connector's checked message (it keeps it)
+    if topic is not None:
+        thing = topic.thing
+        given = envelope.get("headers")  # type: ignore[union-attr]  # a Mapping: it had a topic
         if isinstance(given, Mapping) and isinstance(given.get(CORRELATION_ID), str):
             correlation_id = given[CORRELATION_ID]
     thing_id, channel = thing or (None, "twin")
