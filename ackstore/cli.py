@@ -241,13 +241,28 @@ def build_parser() -> argparse.ArgumentParser:
                     "acknowledgements, each request held until the ledger decided it (at most its timeout and a "
                     "minute; then 202 with the Location of its answer), twins read, searched. Each request acts as "
                     "the ledger login whose name and password it gives (HTTP Basic), which the ledger's PostgreSQL "
-                    "checks; the URL's own login reads the held requests' answers.")
+                    "checks, or that a Bearer token signed with --token-key names (the URL's own login switching "
+                    "into it, as granted: docs/http.md); the URL's own login reads the held requests' answers.")
     serve.add_argument("--listen", default=f"{DOORS_HOST}:{DOORS_PORT}", type=_listen_address, metavar="HOST:PORT",
                        help=f"the address to serve on (default {DOORS_HOST}:{DOORS_PORT})")
     serve.add_argument("--trusting-database", action="store_true",
                        help="the ledger's PostgreSQL asks no password (the embedded default, a trust line): take "
                             "the login a request names without proof — for one machine's development only")
+    serve.add_argument("--token-key", metavar="FILE",
+                       help="take Bearer tokens signed with the key in FILE (at least 32 bytes; `ackstore token` issues "
+                            "them): a request acts as the login its token names, which the URL's login must be granted")
     serve.set_defaults(run=_serve)
+
+    token = commands.add_parser(
+        "token", help="issue a Bearer token for the HTTP API and WebSocket (`serve --token-key`)",
+        description="Print a token (a JWT signed HS256 with the key in --key) that `ackstore serve --token-key` "
+                    "takes for LOGIN until it expires. Whoever holds the key may issue tokens for any login the "
+                    "door's login is granted: keep it as secret as their passwords. Needs no database.")
+    token.add_argument("--login", required=True, help="the ledger login the token acts as")
+    token.add_argument("--key", required=True, metavar="FILE", help="the door's token key file")
+    token.add_argument("--lifetime", type=int, default=3600, metavar="SECONDS",
+                       help="how long the token is valid (default 3600)")
+    token.set_defaults(run=_token)
 
     alert_rules = commands.add_parser(
         "alert-rules", help="print Prometheus's alert rules for this deployment's settings (YAML)",
@@ -643,7 +658,21 @@ def _metrics(store: AckStore, args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from ackstore.doors.serve import serve
 
-    serve(DatabaseUrl.parse(resolve_url(args.database_url)), args.listen, trusting=args.trusting_database)
+    from ackstore.doors.tokens import read_key
+
+    key = read_key(args.token_key) if args.token_key is not None else None
+    serve(DatabaseUrl.parse(resolve_url(args.database_url)), args.listen, trusting=args.trusting_database,
+          token_key=key)
+    return EXIT_OK
+
+
+def _token(args: argparse.Namespace) -> int:
+    from ackstore.doors import tokens
+    from ackstore.rules import http_api
+
+    if not http_api.login_name(args.login):
+        return _answer(errors.login_name_invalid(args.login).to_json())
+    print(tokens.issue(tokens.read_key(args.key), args.login, args.lifetime))
     return EXIT_OK
 
 

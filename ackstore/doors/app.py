@@ -40,8 +40,9 @@ log = logging.getLogger("ackstore.doors")
 WRITES = ("PUT", "PATCH", "DELETE", "POST")
 
 
-def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting: bool = False) -> Starlette:
-    door = Door(url, settings or Settings.from_env(), trusting=trusting)
+def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting: bool = False,
+                token_key: bytes | None = None) -> Starlette:
+    door = Door(url, settings or Settings.from_env(), trusting=trusting, token_key=token_key)
 
     async def things_route(request: Request) -> Response:
         where = http_api.resource(request.path_params["thing_id"], request.path_params.get("rest", ""))

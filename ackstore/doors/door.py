@@ -9,7 +9,7 @@ import collections
 import contextlib
 from typing import Iterator
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from ackstore.doors.held import Decisions
 from ackstore.doors.logins import Login, Logins
@@ -48,9 +48,10 @@ class Sockets:
 class Door:
     """What the routes share: the logins, the intake, the held requests, the open sockets."""
 
-    def __init__(self, url: DatabaseUrl, settings: Settings, *, trusting: bool = False) -> None:
+    def __init__(self, url: DatabaseUrl, settings: Settings, *, trusting: bool = False,
+                 token_key: bytes | None = None) -> None:
         self.settings = settings
-        self.logins = Logins(url, settings, trusting=trusting)
+        self.logins = Logins(url, settings, trusting=trusting, token_key=token_key)
         self.engine = make_engine(url, pool_size=2, max_overflow=2)  # the door's own login: held requests' answers
         self.decisions = Decisions(self.engine)
         self.held: collections.Counter[str] = collections.Counter()  # held requests, by login
@@ -74,8 +75,9 @@ class Door:
         self.logins.close()
         self.engine.dispose()
 
-    async def login_of(self, request: Request) -> Login:
-        """Who the request acts as: a login checked lately at once, else checked by connecting (in a thread)."""
+    async def login_of(self, request: HTTPConnection) -> Login:
+        """Who a request or a socket acts as: a login checked lately at once, else checked by
+        connecting (in a thread)."""
         authorization = request.headers.get("authorization")
         return self.logins.known(authorization) or await asyncio.to_thread(self.logins.login_for, authorization)
 

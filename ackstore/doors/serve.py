@@ -65,14 +65,15 @@ class _Server(uvicorn.Server):
 
 
 def serve(url: DatabaseUrl, listen: str = DEFAULT_LISTEN, settings: Settings | None = None, *,
-          trusting: bool = False) -> None:
+          trusting: bool = False, token_key: bytes | None = None) -> None:
     """Serve until stopped; ``trusting``: the database asks no password (a development server),
-    and a request's login is taken unproven (decisions #134)."""
+    and a request's login is taken unproven (decisions #134); ``token_key``: Bearer tokens signed
+    with it are taken too, the door's own login switching into theirs (decisions #137)."""
     host, port = listen_address(listen)
     if trusting:
         log.warning("--trusting-database: a request acts as whichever login it names, unproven; "
                     "for one machine's development server only")
-    app = application(url, settings, trusting=trusting)
+    app = application(url, settings, trusting=trusting, token_key=token_key)
     config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on",
                             ws_max_size=ws_max_size(app.state.door.settings), **LIMITS)
     _Server(config, app.state.door).run()

@@ -43,8 +43,7 @@ CLOSE_OVERLOADED = 1013  # RFC 6455: try again later
 async def serve(door: Door, websocket: WebSocket) -> None:
     """One socket, from its upgrade request to its close."""
     try:
-        authorization = websocket.headers.get("authorization")
-        login = door.logins.known(authorization) or await asyncio.to_thread(door.logins.login_for, authorization)
+        login = await door.login_of(websocket)
         declared = ws_protocol.declared_labels(websocket.query_params.get(ws_protocol.DECLARED_ACKS)
                                                or websocket.headers.get(ws_protocol.DECLARED_ACKS))
     except errors.DittoError as problem:  # refused before the upgrade: the HTTP answer Ditto gives

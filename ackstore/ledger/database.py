@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.rules import jsontext, limits
@@ -133,6 +133,27 @@ def make_engine(url: str | DatabaseUrl, **options: Any) -> Engine:
     """An engine for the ledger at ``url``; ``options`` go to SQLAlchemy (``pool_size``, …)."""
     return create_engine(database_url(url).sqlalchemy(), json_serializer=_json_serializer,
                          json_deserializer=_json_deserializer, pool_pre_ping=True, **options)
+
+
+def acting_as(engine: Engine, login: str) -> Engine:
+    """``engine``, each of whose connections switches into ``login`` as it opens (``SET ROLE``,
+    committed, so that no rollback undoes it): a front door acting as the login a request proved
+    (decisions #137). PostgreSQL refuses the switch (42501) unless the engine's own login was
+    granted ``login``; the write functions then take ``login`` for the caller (``caller_login``)."""
+
+    @event.listens_for(engine, "connect")
+    def switch(driver_connection: Any, _record: Any) -> None:
+        with driver_connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('role', %s, false)", (login,))  # SET ROLE, as a bound value
+        driver_connection.commit()
+
+    return engine
+
+
+def caller_login(conn: Connection) -> str:
+    """Who the write functions take this connection's caller for (its login, or the one it switched
+    into); 42501 when it switched into a role that cannot log in."""
+    return conn.execute(text("SELECT caller_login()")).scalar_one()
 
 
 @contextmanager

@@ -983,6 +983,28 @@ def authentication_failed(message: str) -> DittoError:
     return DittoError(401, "gateway:authentication.failed", message, "Check if your credentials were correct.")
 
 
+def jwt_invalid(why: str) -> DittoError:
+    """Ditto's ``GatewayJwtInvalidException``: a Bearer token this door cannot take (decisions #137);
+    ``why`` never holds the token."""
+    return DittoError(401, "gateway:jwt.invalid", f"The JWT was invalid: {why}.",
+                      "Check if your JWT was correct: issued with this door's key (`ackstore token`) and not expired.")
+
+
+def login_name_invalid(name: str) -> DittoError:
+    return DittoError(400, "ackstore:login.invalid", f"'{shown(name)}' is no ledger login's name.",
+                      "Give the name of a PostgreSQL login: 1 to 63 bytes, no NUL.")
+
+
+def token_key_invalid(path: str, why: str) -> DittoError:
+    return DittoError(400, "ackstore:token.key.invalid", f"The token key file '{shown(path)}' cannot be used: {why}.",
+                      "Give a file of at least 32 random bytes, readable only by the door and whoever issues tokens.")
+
+
+def token_lifetime_invalid(seconds: int, most: int) -> DittoError:
+    return DittoError(400, "ackstore:token.lifetime.invalid", f"A token's lifetime of {seconds} seconds is not taken.",
+                      f"Give a lifetime between 1 and {most} seconds.")
+
+
 def resource_not_found(path: str) -> DittoError:
     """A path under no route of the HTTP API (Ditto's ``NotFound`` rejection)."""
     return DittoError(404, "http.notfound", f"The requested resource <{_clip(path, 128)}> could not be found.",

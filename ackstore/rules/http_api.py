@@ -119,6 +119,14 @@ def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes
     raise errors.method_not_allowed(method)
 
 
+MAX_LOGIN_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
+
+
+def login_name(name: object) -> bool:
+    """Whether ``name`` may name a ledger login: what Basic credentials and a token's subject give."""
+    return isinstance(name, str) and bool(name) and "\0" not in name and len(name.encode("utf-8")) <= MAX_LOGIN_BYTES
+
+
 def message_id(login: str, correlation_id: str) -> str:
     """The stored message id of a login's request with a ``correlation-id``: a retry is its
     retransmission (nothing stored twice), another login's request with the same id is not (A.2.9:
@@ -175,8 +183,9 @@ def error(problem: errors.DittoError, correlation_id: str | None = None) -> Http
     out = {CORRELATION_ID: correlation_id} if correlation_id else {}
     if problem.status in (429, 503):
         out["retry-after"] = str(RETRY_AFTER_S)
-    if problem.status == 401:
-        out["www-authenticate"] = 'Basic realm="ackstore"'  # RFC 7235: what credentials to give
+    if problem.status == 401:  # RFC 7235: what credentials to give; RFC 6750 3.1 for a token refused
+        out["www-authenticate"] = ('Bearer realm="ackstore", error="invalid_token"' if problem.error == "gateway:jwt.invalid"
+                                   else 'Basic realm="ackstore"')
     return HttpAnswer(problem.status, out, problem.to_json())
 
 

@@ -1,21 +1,35 @@
-"""Who a request acts as (decisions #134), on a PostgreSQL that checks passwords (SCRAM): the login
-whose Basic credentials the server accepted, and no other; refused credentials are 401 and store
-nothing; a login without the ingest role's privileges is 403; no password reaches the door's log."""
+"""Who a request acts as (decisions #134, #137), on a PostgreSQL that checks passwords (SCRAM): the
+login whose Basic credentials the server accepted, or that a Bearer token signed with the door's key
+names and the door's login was granted, and no other; refused credentials are 401 and store
+nothing; a login without the ingest role's privileges is 403; no password or token reaches the
+door's log."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+import subprocess
+import time
+
 import httpx
+import jwt
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import ProgrammingError
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from ackstore.doors import tokens
+from ackstore.ledger.database import acting_as, caller_login
 
 from tests.support import password_server
-from tests.support.door import DoorProcess, running_door
+from tests.support.door import ACKSTORE, DoorProcess, running_door
 from tests.support.password_server import PLAIN_USER, PasswordServer
 
-ALICE, BOB, NOBODY = "alice", "bob", "nobody"
-PASSWORDS = {ALICE: "alice-s3cret", BOB: "bob-s3cret", NOBODY: "nobody-s3cret"}
+ALICE, BOB, NOBODY, DOOR = "alice", "bob", "nobody", "door"
+PASSWORDS = {ALICE: "alice-s3cret", BOB: "bob-s3cret", NOBODY: "nobody-s3cret", DOOR: "door-s3cret"}
+GROUPS = {ALICE: " IN ROLE ackstore_ingest", BOB: " IN ROLE ackstore_ingest", NOBODY: "",
+          DOOR: " IN ROLE ackstore_reporter"}  # the door's own login reads the held requests' answers
 THING = "org.acme:lamp-1"
 
 
@@ -27,8 +41,8 @@ def server(tmp_path_factory) -> Iterator[PasswordServer]:
     with admin.connect() as conn:
         conn.execute(text("SET password_encryption = 'scram-sha-256'"))
         for login, password in PASSWORDS.items():  # names and passwords of this module, never input
-            groups = " IN ROLE ackstore_ingest" if login != NOBODY else ""
-            conn.execute(text(f"CREATE ROLE {login} LOGIN PASSWORD '{password}'{groups}"))
+            conn.execute(text(f"CREATE ROLE {login} LOGIN PASSWORD '{password}'{GROUPS[login]}"))
+        conn.execute(text(f"GRANT {ALICE} TO {DOOR}"))  # the door may act as alice, not as bob
     admin.dispose()
     yield server
     password_server.stop(folder)
@@ -93,3 +107,151 @@ def test_a_login_the_database_did_not_ask_a_password_of_is_refused_unproven(door
     assert refused.status_code == 401
     assert "did not ask for this login's password" in refused.json()["message"]
     assert refused.headers["www-authenticate"] == 'Basic realm="ackstore"'
+
+
+# Bearer tokens (decisions #137): the door connects as its own login and switches into the token's.
+
+KEY = b"k" * 16 + b"this module's token key, 48 bytes"
+
+
+@pytest.fixture(scope="module")
+def key_file(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("token-key") / "door.key"
+    path.write_bytes(KEY + b"\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def token_door(server: PasswordServer, key_file: str) -> Iterator[DoorProcess]:
+    with running_door(server.url(DOOR).text(), trusting=False, arguments=["--token-key", key_file],
+                      environment={"PGPASSWORD": PASSWORDS[DOOR]}) as process:
+        yield process
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def _put_with(door: DoorProcess, headers: dict[str, str], correlation_id: str) -> httpx.Response:
+    return httpx.put(f"{door.url}/api/2/things/{THING}", json={}, timeout=30,
+                     headers={**headers, "correlation-id": correlation_id, "response-required": "false"})
+
+
+def _issued(key_file: str, login: str) -> str:
+    """A token as an operator issues one: ``ackstore token``."""
+    done = subprocess.run([ACKSTORE, "token", "--login", login, "--key", key_file, "--lifetime", "600"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.strip()
+
+
+def test_a_token_acts_as_its_login_when_the_door_was_granted_it(token_door, server, key_file) -> None:
+    before = _signals(server)
+    token = _issued(key_file, ALICE)
+    assert _put_with(token_door, _bearer(token), "alice-by-token").status_code == 202
+    whoami = httpx.get(f"{token_door.url}/api/2/whoami", headers=_bearer(token), timeout=30)
+    assert whoami.json() == {"defaultSubject": f"postgres:{ALICE}", "subjects": [f"postgres:{ALICE}"]}
+    assert _signals(server) == [*before, ("alice-by-token", "api")]
+    # the same request again with Basic credentials is alice's retry: nothing stored twice
+    assert _put(token_door, (ALICE, PASSWORDS[ALICE]), "alice-by-token").status_code == 202
+    assert _signals(server) == [*before, ("alice-by-token", "api")]
+
+
+@pytest.mark.parametrize("login", [BOB, "ackstore_ingest", "mallory", DOOR + "x"])
+def test_a_token_for_a_login_the_door_was_not_granted_is_refused_and_stores_nothing(token_door, server,
+                                                                                     login) -> None:
+    """bob is a login of the ingest role but not granted to the door; ackstore_ingest is a group role
+    the door could switch into (through alice) but no login; mallory is nobody."""
+    before = _signals(server)
+    refused = _put_with(token_door, _bearer(tokens.issue(KEY, login, 600)), f"as-{login}")
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"] == "gateway:authentication.failed"
+    assert f"may not act as the login '{login}'" in refused.json()["message"]
+    assert _signals(server) == before
+
+
+def _forged(**changes) -> str:
+    now = int(time.time())
+    claims = {"sub": ALICE, "aud": tokens.AUDIENCE, "iat": now, "exp": now + 600}
+    key, algorithm = changes.pop("key", KEY), changes.pop("algorithm", "HS256")
+    claims.update(changes)
+    return jwt.encode({name: value for name, value in claims.items() if value is not None}, key, algorithm)
+
+
+UNTAKEN_TOKENS = {
+    "another key": (lambda: _forged(key=b"x" * 48), "signature is not this door's key's"),
+    "expired": (lambda: _forged(iat=int(time.time()) - 700, exp=int(time.time()) - 100), "expired"),
+    "no expiry": (lambda: _forged(exp=None), "exp"),
+    "no audience": (lambda: _forged(aud=None), "aud"),
+    "another audience": (lambda: _forged(aud="ditto"), "Audience"),
+    "alg none": (lambda: jwt.encode({"sub": ALICE, "aud": tokens.AUDIENCE, "exp": int(time.time()) + 600}, None,
+                                    algorithm="none"), "alg value is not allowed"),
+    "HS512": (lambda: _forged(algorithm="HS512"), "alg value is not allowed"),
+    "subject not text": (lambda: _forged(sub=42), "Subject must be a string"),
+    "empty subject": (lambda: _forged(sub=""), "login name"),
+    "subject past 63 bytes": (lambda: _forged(sub="a" * 64), "login name"),
+    "not a JWT": (lambda: "abc", "Not enough segments"),
+    "past 4096 characters": (lambda: "a" * 5000, "longer than 4096"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNTAKEN_TOKENS))
+def test_a_token_the_door_cannot_take_is_401_and_says_why(token_door, server, name) -> None:
+    make, why = UNTAKEN_TOKENS[name]
+    before = _signals(server)
+    token = make()
+    refused = _put_with(token_door, _bearer(token), f"forged-{name}")
+    assert refused.status_code == 401, refused.text
+    body = refused.json()
+    assert body["error"] == "gateway:jwt.invalid" and why in body["message"], body
+    assert token not in body["message"] or len(token) < 4
+    assert refused.headers["www-authenticate"] == 'Bearer realm="ackstore", error="invalid_token"'
+    assert _signals(server) == before
+
+
+def test_a_door_without_a_key_takes_no_token(door) -> None:
+    refused = _put_with(door, _bearer(tokens.issue(KEY, ALICE, 600)), "no-key")
+    assert refused.status_code == 401 and "Only HTTP Basic credentials are accepted" in refused.json()["message"]
+
+
+def test_a_switched_session_acts_as_the_login_it_switched_into_never_a_group(server) -> None:
+    """caller_login (migration 0028): what the write functions take the caller for."""
+    engine = acting_as(create_engine(server.url(DOOR, PASSWORDS[DOOR]).sqlalchemy()), ALICE)
+    with engine.begin() as conn:
+        assert caller_login(conn) == ALICE
+        assert conn.execute(text("SELECT declare_subscriber('alice-app', NULL, NULL, NULL, ARRAY['twin'], "
+                                 "ARRAY['alice:done'])")).scalar_one() is True
+        assert conn.execute(text("SELECT owner_login FROM subscribers WHERE id = 'alice-app'")).scalar_one() == ALICE
+    engine.dispose()
+    engine = create_engine(server.url(DOOR, PASSWORDS[DOOR]).sqlalchemy())
+    with engine.connect() as conn:
+        assert caller_login(conn) == DOOR
+        conn.execute(text("SET ROLE ackstore_ingest"))  # the door may, through alice: an identity of no one
+        with pytest.raises(ProgrammingError, match="which is no login"):
+            conn.execute(text("SELECT declare_subscriber('group-app', NULL, NULL, NULL, ARRAY['twin'], ARRAY['g:done'])"))
+    engine.dispose()
+
+
+def test_no_token_reaches_the_doors_log(token_door, key_file) -> None:
+    given = [tokens.issue(KEY, ALICE, 600), tokens.issue(KEY, BOB, 600), _forged(key=b"y" * 48)]
+    for number, token in enumerate(given):
+        _put_with(token_door, _bearer(token), f"logged-{number}")
+    log = "".join(token_door.log)
+    assert not [token for token in given if token in log or token.split(".")[2] in log]
+    assert PASSWORDS[DOOR] not in log
+
+
+def test_a_socket_with_a_token_declares_its_labels_as_the_tokens_login(token_door, server) -> None:
+    url = token_door.url.replace("http://", "ws://", 1) + "/ws/2?declared-acks=alice:socket"
+    with connect(url, additional_headers=_bearer(tokens.issue(KEY, ALICE, 600)), open_timeout=30) as socket:
+        socket.send("START-SEND-EVENTS")
+        assert socket.recv(timeout=30) == "START-SEND-EVENTS:ACK"
+        engine = create_engine(server.url(PLAIN_USER).sqlalchemy())
+        with engine.connect() as conn:
+            owners = conn.execute(text("SELECT u.owner_login FROM subscribers u JOIN declared_labels d "
+                                       "ON d.holder = u.holder WHERE d.label = 'alice:socket'")).scalars().all()
+        engine.dispose()
+    assert owners and set(owners) == {ALICE}
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, additional_headers=_bearer(tokens.issue(KEY, BOB, 600)), open_timeout=30)
+    assert refused.value.response.status_code == 401

@@ -4,6 +4,7 @@ that speak to it as Ditto's clients do."""
 from __future__ import annotations
 
 import base64
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import httpx
 from websockets.sync.client import ClientConnection, connect
@@ -41,12 +42,15 @@ class DoorProcess:
 
 
 @contextmanager
-def running_door(database_url: str, *, trusting: bool = True) -> Iterator[DoorProcess]:
+def running_door(database_url: str, *, trusting: bool = True, arguments: Sequence[str] = (),
+                 environment: Mapping[str, str] | None = None) -> Iterator[DoorProcess]:
     """``ackstore serve`` for ``database_url`` (the door's own login), stopped by its PID after;
-    ``trusting`` for the machine's server, which asks no password (decisions #134)."""
+    ``trusting`` for the machine's server, which asks no password (decisions #134); ``arguments``
+    more of serve's, ``environment`` added to the process's."""
     trust = ["--trusting-database"] if trusting else []
-    process = subprocess.Popen([ACKSTORE, "--database-url", database_url, "serve", "--listen", "127.0.0.1:0", *trust],
-                               cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen([ACKSTORE, "--database-url", database_url, "serve", "--listen", "127.0.0.1:0", *trust,
+                                *arguments], cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                               env={**os.environ, **(environment or {})})
     log: list[str] = []
     found: list[str] = []
 

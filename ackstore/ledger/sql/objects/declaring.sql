@@ -6,10 +6,33 @@
 -- Who a subscriber is (decisions #97): the database login that declared it first owns it
 -- (subscribers.owner_login), and only that login may declare, pull, ack or respond as it. The
 -- login proves who it is to PostgreSQL (a password from ~/.pgpass or PGPASSWORD, a client
--- certificate); session_user is that login inside a SECURITY DEFINER function too. A subscriber
+-- certificate), or to a front door that switched into it (caller_login). A subscriber
 -- declared before migration 0016 has no owner until an admin gives it one. A connection is owned
 -- the same way (connections.owner_login, issue 37): its subscribers, its signals and their
 -- settlements are its login's alone.
+
+-- name: caller_login
+-- Who this session acts as (issue 51, decisions #137): the login it connected as — session_user,
+-- which stays that login inside a SECURITY DEFINER function — or the login a front door switched
+-- into (SET ROLE) after the request proved it is that login's (a signed token): PostgreSQL lets a
+-- door's login switch only into the logins granted to it. A role switched into that cannot log in
+-- — a group role, which each of its members could switch into — is nobody's identity: refused, so
+-- that no two logins ever act as one.
+-- version: 0028
+CREATE OR REPLACE FUNCTION caller_login() RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = public, pg_temp AS $$
+DECLARE
+  switched text := current_setting('role');
+BEGIN
+  IF switched = 'none' THEN
+    RETURN session_user;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.rolname = switched AND r.rolcanlogin) THEN
+    RAISE EXCEPTION 'ackstore: this session switched into %, which is no login: a writer acts as a login', switched
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN switched;
+END $$;
 
 -- name: may_act_for_connection
 -- Whether this session's login is the connection's (issue 37): it claimed it first (declaring
@@ -18,11 +41,11 @@
 -- it one (as such subscribers, decisions #97). False for a connection nobody claimed: what a
 -- connection's login alone may do — record its settlements carried out, open its signals' next
 -- attempts — needs one claimed.
--- version: 0020
+-- version: 0028
 CREATE OR REPLACE FUNCTION may_act_for_connection(connection text) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-  RETURN COALESCE((SELECT c.owner_login IS NULL OR c.owner_login = session_user FROM connections c
+  RETURN COALESCE((SELECT c.owner_login IS NULL OR c.owner_login = caller_login() FROM connections c
                    WHERE c.id = may_act_for_connection.connection), false);
 END $$;
 
@@ -33,7 +56,7 @@ END $$;
 -- superuser, a ledger's only user — which then claims it by first use. An ingest login claims
 -- nothing it was not granted (issue 50: another login taking an id before its connector first
 -- started made that connector exit). A connector claims its connection when it starts.
--- version: 0024
+-- version: 0028
 CREATE OR REPLACE FUNCTION claim_connection(connection text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
@@ -41,8 +64,8 @@ BEGIN
     RETURN false;  -- the API's and the CLI's are every login's, and no connection
   END IF;
   IF NOT EXISTS (SELECT FROM connections c WHERE c.id = claim_connection.connection)
-     AND has_table_privilege(session_user, 'connections', 'INSERT') THEN
-    INSERT INTO connections (id, owner_login) VALUES (claim_connection.connection, session_user)
+     AND has_table_privilege(caller_login(), 'connections', 'INSERT') THEN
+    INSERT INTO connections (id, owner_login) VALUES (claim_connection.connection, caller_login())
     ON CONFLICT (id) DO NOTHING;
   END IF;
   RETURN may_act_for_connection(claim_connection.connection);
@@ -86,13 +109,13 @@ END $$;
 -- declares it) — and a subscriber of a connection only while that connection is this login's
 -- (issue 37: another login's connection is not joined by declaring into it). One statement:
 -- every write a subscriber makes asks it.
--- version: 0020
+-- version: 0028
 CREATE OR REPLACE FUNCTION may_act_for(subscriber text) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-  RETURN COALESCE((SELECT (u.owner_login IS NULL OR u.owner_login = session_user)
+  RETURN COALESCE((SELECT (u.owner_login IS NULL OR u.owner_login = caller_login())
                           AND (u.connection_id IS NULL OR c.owner_login IS NULL AND c.id IS NOT NULL
-                               OR c.owner_login = session_user)
+                               OR c.owner_login = caller_login())
                    FROM subscribers u LEFT JOIN connections c ON c.id = u.connection_id
                    WHERE u.id = may_act_for.subscriber), true);
 END $$;
@@ -148,7 +171,7 @@ END $$;
 -- declare it again. A group nobody belongs to any more holds no labels. Declarations are rare:
 -- one lock (a row of ledger_locks, which no login may lock itself) makes the uniqueness check and
 -- the write atomic.
--- version: 0020
+-- version: 0028
 CREATE OR REPLACE FUNCTION declare_subscriber(subscriber text, connection_id text, filter text, namespaces text[],
                                               channels text[], labels text[]) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -180,7 +203,7 @@ BEGIN
   INSERT INTO subscribers (id, holder, connection_id, filter, namespaces, channels, event_position, owner_login)
   VALUES (declare_subscriber.subscriber, group_holder, declare_subscriber.connection_id, declare_subscriber.filter,
           declare_subscriber.namespaces, declare_subscriber.channels,
-          (SELECT COALESCE(max(r.event_id), 0) FROM command_responses r), session_user)
+          (SELECT COALESCE(max(r.event_id), 0) FROM command_responses r), caller_login())
   ON CONFLICT (id) DO UPDATE
   SET holder = EXCLUDED.holder, connection_id = EXCLUDED.connection_id, filter = EXCLUDED.filter,
       namespaces = EXCLUDED.namespaces, channels = EXCLUDED.channels, declared_at = now();
