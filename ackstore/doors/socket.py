@@ -6,9 +6,11 @@ of ``declared-acks`` are declared at connect — the socket is told Ditto's erro
 another subscriber holds one — and released when the login's last socket closes. A command is
 stored with the commands beside it (``intake``, ``api="websocket"``) and answered on the socket
 once the ledger decided it (``held``), as B.7's WebSocket column says; an acknowledgement is
-stored as the subscriber's. After ``START-SEND-EVENTS`` the socket pushes what the subscriber's
-pulls hand out, each under a lease (beyond Ditto: one unacknowledged when the socket drops is
-handed out again). Whatever a frame gets wrong is answered with Ditto's error message,
+stored as the subscriber's, and a live response as its answer to the live signal pushed. After
+``START-SEND-EVENTS``, ``-MESSAGES`` or ``-LIVE-COMMANDS`` the socket pushes what the subscriber's
+pulls hand out of those streams (``ws_protocol.subscription``), each under a lease (beyond Ditto:
+one unanswered when the socket drops is handed out again). Whatever a frame gets wrong is
+answered with Ditto's error message,
 and the socket serves on. What the socket sends waits in a bounded queue: a client that does not
 read is closed, not buffered for.
 """
@@ -31,11 +33,11 @@ from ackstore.rules import envelopes, errors, headers, http_api, jsontext, ws_pr
 log = logging.getLogger("ackstore.doors")
 
 OUTGOING_MAX = 1_000  # frames a socket may have waiting to be sent; past it the client is not reading
-EVENTS_BATCH = 100  # events a pull hands out at most
-EVENTS_POLL_S = 0.5  # how often a socket that asked for events pulls when the last pull was not full
-# An event pushed is a hand-out under this lease (A.3): unacknowledged when it ends — the socket
+PUSH_BATCH = 100  # signals a pull hands out at most
+PUSH_POLL_S = 0.5  # how often a socket that started a stream pulls when the last pull was not full
+# A signal pushed is a hand-out under this lease (A.3): unanswered when it ends — the socket
 # dropped, say — it is handed out again, to the login's next socket.
-EVENTS_LEASE = "30s"
+PUSH_LEASE = "30s"
 CLOSE_POLICY = 1008  # RFC 6455: a message that violates the endpoint's policy
 CLOSE_OVERLOADED = 1013  # RFC 6455: try again later
 
@@ -55,7 +57,7 @@ async def serve(door: Door, websocket: WebSocket) -> None:
     try:
         await socket.run(declared)
     finally:
-        if door.sockets.closed(login.name) and declared:
+        if door.sockets.closed(login.name) and (declared or socket.subscribed):
             await socket.release()
 
 
@@ -68,7 +70,10 @@ class Socket:
         self.outgoing: asyncio.Queue[str] = asyncio.Queue(OUTGOING_MAX)
         self.tasks: set[asyncio.Task[None]] = set()
         self.declared: list[Any] = []
-        self.events: asyncio.Task[None] | None = None
+        self.started: dict[str, ws_protocol.Control] = {}  # the streams started, by name
+        self.subscription = ws_protocol.subscription({})  # what this socket last declared, as at connect
+        self.streams_lock = asyncio.Lock()  # one START / STOP at a time: each declares the subscriber
+        self.pushing: asyncio.Task[None] | None = None
         self.closing = False
 
     async def run(self, declared: list[Any]) -> None:
@@ -91,11 +96,17 @@ class Socket:
             pass
         finally:
             self.closing = True
-            for task in self.tasks | {sender, self.events} - {None}:
+            for task in self.tasks | {sender, self.pushing} - {None}:
                 task.cancel()
 
+    @property
+    def subscribed(self) -> bool:
+        """Whether a stream this socket started left the subscriber declared otherwise than at connect."""
+        return self.subscription != ws_protocol.subscription({})
+
     async def release(self) -> None:
-        """Give the login's labels back when its last socket closed (Ditto frees a socket's labels)."""
+        """Give the login's labels back, and its streams, when its last socket closed (Ditto frees
+        a socket's labels; no live signal is handed out to a subscriber nobody pulls for)."""
         try:
             await asyncio.to_thread(self.store.declare, self.subscriber, [], channels=["twin"])
         except Exception:  # noqa: BLE001 — the next socket's declaration replaces them anyway
@@ -106,21 +117,16 @@ class Socket:
     def _handle(self, text: str) -> None:
         try:
             control = ws_protocol.control(text)
-            if control is not None and control.stream == "EVENTS":
-                self._spawn(self._events(control), None)
-                return
             if control is not None:
-                self._send(control.acknowledged)  # messages and live signals are not sent yet: decisions #136
+                self._spawn(self._stream(control), None)
                 return
             envelope = envelopes.load_envelope(text, self.door.settings.max_envelope_bytes)
             kind = ws_protocol.kind(envelope)
-            if kind == "response":
-                raise errors.unknown_topic(str(envelope.get("topic")), "Live responses are not taken over the "
-                                           "WebSocket yet; a command, an event or an acknowledgement is.")
         except errors.DittoError as problem:
             self._send_error(problem)
             return
-        self._spawn(self._acknowledge(envelope) if kind == "ack" else self._command(envelope), envelope)
+        work = {"ack": self._acknowledge, "response": self._respond, "signal": self._command}[kind]
+        self._spawn(work(envelope), envelope)
 
     def _spawn(self, work: Any, envelope: dict[str, Any] | None) -> None:
         task = asyncio.create_task(self._guarded(work, envelope))
@@ -158,38 +164,49 @@ class Socket:
         if answered["status"] >= 400:  # a stored ack gets no answer, as in Ditto
             self._send(ws_protocol.refused(answered, envelope))
 
-    async def _events(self, control: ws_protocol.Control) -> None:
-        """START-SEND-EVENTS: the subscriber declared again with the frame's filter and namespaces
-        (its labels kept), then pushed what its pulls hand out; STOP-SEND-EVENTS stops pulling."""
-        if not control.start:
-            if self.events is not None:
-                self.events.cancel()
-                self.events = None
-            self._send(control.acknowledged)
-            return
-        answered = await asyncio.to_thread(
-            self.store.declare, self.subscriber, self.declared, filter=control.filter,
-            namespaces=list(control.namespaces) if control.namespaces else None, channels=["twin"])
+    async def _respond(self, envelope: dict[str, Any]) -> None:
+        """A live response to a live command or message the socket pushed: the subscriber's answer
+        (``live-response``); a stored one gets no answer, as in Ditto."""
+        answered = await asyncio.to_thread(self.store.respond, self.subscriber, envelope)
         if answered["status"] >= 400:
-            self._send(ws_protocol.refused(answered))
-            return
-        if self.events is None:
-            self.events = asyncio.create_task(self._guarded(self._push_events(), None))
-        self._send(control.acknowledged)
+            self._send(ws_protocol.refused(answered, envelope))
 
-    async def _push_events(self) -> None:
+    async def _stream(self, control: ws_protocol.Control) -> None:
+        """START-SEND-* / STOP-SEND-*: the subscriber declared again for the streams then started
+        (``ws_protocol.subscription``: its labels kept; a bad filter 400, the streams as they were),
+        and the socket pulling and pushing while one of them is."""
+        async with self.streams_lock:
+            started = {**self.started, control.stream: control} if control.start else {
+                stream: given for stream, given in self.started.items() if stream != control.stream}
+            wanted = ws_protocol.subscription(started)
+            if wanted != self.subscription:  # LIVE-EVENTS, a STOP of what was not started: nothing to declare
+                answered = await asyncio.to_thread(self.store.declare, self.subscriber, self.declared,
+                                                   filter=wanted.filter, channels=wanted.channels)
+                if answered["status"] >= 400:
+                    self._send(ws_protocol.refused(answered))
+                    return
+            self.started, self.subscription = started, wanted
+            pushing = any(stream in started for stream in ws_protocol.PUSHED_STREAMS)
+            if pushing and self.pushing is None:
+                self.pushing = asyncio.create_task(self._guarded(self._push(), None))
+            elif not pushing and self.pushing is not None:
+                self.pushing.cancel()
+                self.pushing = None
+            self._send(control.acknowledged)
+
+    async def _push(self) -> None:
         """Pull and push, never more than the outgoing queue has room for: what cannot be sent yet
         is not handed out yet."""
         while not self.closing:
             room = OUTGOING_MAX - self.outgoing.qsize() - 1
             handed = []
             if room > 0:
-                handed = await asyncio.to_thread(self.store.pull, self.subscriber, max=min(room, EVENTS_BATCH),
-                                                 lease=EVENTS_LEASE)
+                handed = await asyncio.to_thread(self.store.pull, self.subscriber, max=min(room, PUSH_BATCH),
+                                                 lease=PUSH_LEASE)
             for message in handed:
                 self._send(message)
-            if len(handed) < EVENTS_BATCH:
-                await asyncio.sleep(EVENTS_POLL_S)
+            if len(handed) < PUSH_BATCH:
+                await asyncio.sleep(PUSH_POLL_S)
 
     async def _declare(self, declared: list[Any]) -> bool:
         answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared, channels=["twin"])

@@ -80,6 +80,11 @@ def resolve(value: Value, now: datetime) -> str | int | float | bool | None:
     return value
 
 
+def quoted(value: str) -> str:
+    """``value`` as an RQL string literal, whatever it holds (a backslash escapes the next character)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def parse(expression: str) -> Node:
     """Parse a filter such as ``and(eq(attributes/on,true),gt(attributes/floor,2))``."""
     return _parse(expression, max_wildcards=None)

@@ -26,6 +26,14 @@ _CONTROL = re.compile(r"(?P<verb>START|STOP)-SEND-(?P<stream>EVENTS|MESSAGES|LIV
 
 FrameKind = Literal["ack", "response", "signal"]
 
+# What each stream receives of the ledger's signals, as a term of the login's subscriber's filter
+# (the placeholders a filter sees: ackstore.rules.subscriptions.SignalView.placeholders). The
+# ledger has no live events: LIVE-EVENTS is acknowledged and adds nothing.
+_STREAM_TERMS = {"EVENTS": ('eq(topic:channel,"twin")',), "MESSAGES": ('eq(topic:criterion,"messages")',),
+                 "LIVE_COMMANDS": ('eq(topic:channel,"live")', 'eq(topic:criterion,"commands")')}
+LIVE_STREAMS = ("MESSAGES", "LIVE_COMMANDS")
+PUSHED_STREAMS = tuple(_STREAM_TERMS)  # a socket pulls and pushes while one of them is started
+
 
 class Control(NamedTuple):
     """A ``START-SEND-*`` / ``STOP-SEND-*`` frame with its parameters (Ditto's names)."""
@@ -68,6 +76,38 @@ def control(text: str) -> Control | None:
         for namespace in namespaces:
             limits.check_text("namespace", namespace)
     return Control(True, stream, expression, namespaces, params.get("extraFields") or None)
+
+
+class Subscription(NamedTuple):
+    """What the login's subscriber is declared with (``AckStore.declare``'s channels and filter)."""
+
+    channels: list[str]
+    filter: str | None
+
+
+def subscription(started: Mapping[str, Control]) -> Subscription:
+    """The login's subscriber for the streams its socket started (decisions #136): one subscriber,
+    whose filter joins each stream's own — its term, its ``filter``, its ``namespaces`` — by
+    ``or``, with the live channel while a live stream is started. Twin events stay the
+    subscriber's while no EVENTS stream narrows them, as before any START: a request of one of its
+    labels waits for its ack, never a weak one for a stream not started. The streams' filters
+    together are bounded as one filter is (5 KiB: the declaration's 400)."""
+    terms = [_narrowed(term, started.get(stream)) for stream, term in _STREAM_TERMS.items()
+             if stream in started or stream == "EVENTS"]
+    channels = ["twin", "live"] if any(stream in started for stream in LIVE_STREAMS) else ["twin"]
+    if terms == [_STREAM_TERMS["EVENTS"][0]]:
+        return Subscription(channels, None)  # every twin event, no live signal: no filter at all
+    return Subscription(channels, terms[0] if len(terms) == 1 else f"or({','.join(terms)})")
+
+
+def _narrowed(terms: tuple[str, ...], given: Control | None) -> str:
+    """A stream's terms, narrowed by its frame's ``filter`` and ``namespaces``."""
+    parts = list(terms)
+    if given is not None and given.filter:
+        parts.append(given.filter)
+    if given is not None and given.namespaces:
+        parts.append(f"in(topic:namespace,{','.join(rql.quoted(namespace) for namespace in given.namespaces)})")
+    return parts[0] if len(parts) == 1 else f"and({','.join(parts)})"
 
 
 def declared_labels(given: str | None) -> list[Any]:

@@ -7,6 +7,7 @@ ledger unchanged by what was refused."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Iterator
 
 import httpx
@@ -142,6 +143,80 @@ def _acks(engine: Engine, label: str = "app:done") -> int:
         return conn.execute(text("SELECT count(*) FROM acks WHERE label = :label"), {"label": label}).scalar_one()
 
 
+class HeldRequest:
+    """An HTTP request held for its decision, sent from a thread of its own."""
+
+    def __init__(self, client: httpx.Client, method: str, path: str, **options: Any) -> None:
+        self.answer: httpx.Response | None = None
+        self.thread = threading.Thread(target=self._send, args=(client, method, path), kwargs=options, daemon=True)
+        self.thread.start()
+
+    def _send(self, client: httpx.Client, method: str, path: str, **options: Any) -> None:
+        self.answer = client.request(method, path, **options)
+
+    def answered(self) -> httpx.Response:
+        self.thread.join(120)
+        assert self.answer is not None, "the held request was not answered"
+        return self.answer
+
+
+def test_a_live_message_is_pushed_to_a_socket_that_started_messages_and_its_response_answers_the_sender(
+        door, engine, run_pipeline, two_logins) -> None:  # noqa: F811
+    sender, responder = two_logins
+    with door.socket(responder) as socket, door.client(sender) as client:
+        socket.send("START-SEND-MESSAGES")
+        assert socket.recv(30) == "START-SEND-MESSAGES:ACK"
+        held = HeldRequest(client, "POST", f"/api/2/things/{THING}/inbox/messages/ask?timeout=60",
+                           json={"q": 1}, headers={"correlation-id": "ask-over-ws"})
+        message = _received(socket)
+        assert (message["topic"], message["path"], message["value"]) == (
+            "org.acme/lamp-ws/things/live/messages/ask", "/inbox/messages/ask", {"q": 1})
+        assert message["headers"]["correlation-id"] == "ask-over-ws"
+        socket.send(json.dumps({"topic": message["topic"], "path": "/outbox/messages/ask", "status": 200,
+                                "value": {"answer": 42},
+                                "headers": {"correlation-id": "ask-over-ws", "content-type": "application/json"}}))
+        with pytest.raises(TimeoutError):  # a stored response gets no answer, as in Ditto
+            socket.recv(1)
+        run_pipeline()
+        answer = held.answered()
+    assert (answer.status_code, answer.json()) == (200, {"answer": 42})
+
+
+def test_a_live_command_is_pushed_only_to_a_socket_that_started_live_commands(
+        door, engine, run_pipeline, two_logins) -> None:  # noqa: F811
+    sender, responder = two_logins
+    command = json.dumps({"topic": "org.acme/lamp-ws/things/live/commands/modify", "path": "/attributes/on",
+                          "value": True, "headers": {"correlation-id": "live-over-ws", "timeout": "60s"}})
+    with door.socket(responder) as socket, door.socket(sender) as requester:
+        socket.send("START-SEND-MESSAGES")  # messages only: the live command is not this stream's
+        assert socket.recv(30) == "START-SEND-MESSAGES:ACK"
+        requester.send(command.replace("live-over-ws", "live-unseen"))
+        with pytest.raises(TimeoutError):
+            socket.recv(3)  # six pulls at least
+        socket.send("START-SEND-LIVE-COMMANDS")
+        assert socket.recv(30) == "START-SEND-LIVE-COMMANDS:ACK"
+        requester.send(command)
+        pushed = _received(socket)
+        assert (pushed["topic"], pushed["headers"]["correlation-id"]) == (
+            "org.acme/lamp-ws/things/live/commands/modify", "live-over-ws")
+        socket.send(json.dumps({"topic": pushed["topic"], "path": "/attributes/on", "status": 204,
+                                "headers": {"correlation-id": "live-over-ws"}}))
+        run_pipeline()
+        answer = _received(requester)
+    assert (answer["topic"], answer["status"], answer["headers"]["correlation-id"]) == (
+        "org.acme/lamp-ws/things/live/commands/modify", 204, "live-over-ws")
+
+
+def test_a_live_response_to_nothing_handed_out_is_refused_on_the_socket(door, engine, two_logins) -> None:  # noqa: F811
+    with door.socket(two_logins[0]) as socket:
+        socket.send("START-SEND-LIVE-COMMANDS")
+        assert socket.recv(30) == "START-SEND-LIVE-COMMANDS:ACK"
+        socket.send(json.dumps({"topic": "org.acme/lamp-ws/things/live/commands/modify", "path": "/attributes/on",
+                                "status": 204, "headers": {"correlation-id": "never-sent"}}))
+        refused = _received(socket)
+    assert refused["topic"].endswith("/errors") and refused["status"] == 404, refused
+
+
 def test_a_label_another_login_holds_closes_the_socket_with_dittos_error(
         door, engine, two_logins) -> None:  # noqa: F811
     with door.socket(two_logins[0], query="declared-acks=app:mine") as holder:
@@ -190,8 +265,8 @@ def test_a_bad_frame_gets_dittos_error_and_the_socket_serves_on(
         answer = _received(socket)
         assert (answer["status"], answer["value"]["status"], answer["value"]["error"]) == (status, status, error)
         assert answer["topic"].endswith("/errors") and answer["value"]["message"]
-        socket.send("START-SEND-MESSAGES")
-        assert socket.recv(30) == "START-SEND-MESSAGES:ACK"
+        socket.send("START-SEND-LIVE-EVENTS")  # declares nothing: the ledger has no live events
+        assert socket.recv(30) == "START-SEND-LIVE-EVENTS:ACK"
     assert snapshot(engine) == before
 
 
@@ -203,8 +278,8 @@ def test_a_frame_past_twice_the_message_size_closes_the_socket_unread(door, engi
             socket.recv(30)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
     with door.socket(two_logins[0]) as socket:  # the door serves on
-        socket.send("START-SEND-MESSAGES")
-        assert socket.recv(30) == "START-SEND-MESSAGES:ACK"
+        socket.send("START-SEND-LIVE-EVENTS")  # declares nothing: the ledger has no live events
+        assert socket.recv(30) == "START-SEND-LIVE-EVENTS:ACK"
     assert snapshot(engine) == before
 
 
@@ -232,8 +307,8 @@ def test_a_socket_that_never_reads_is_closed_not_buffered_for(door, engine, two_
     assert wait_for(lambda: any("it does not read what it is sent" in line for line in door.log),
                     what="the door closing the socket"), closed
     with door.socket(two_logins[0]) as socket:  # the door serves on
-        socket.send("START-SEND-MESSAGES")
-        assert socket.recv(30) == "START-SEND-MESSAGES:ACK"
+        socket.send("START-SEND-LIVE-EVENTS")  # declares nothing: the ledger has no live events
+        assert socket.recv(30) == "START-SEND-LIVE-EVENTS:ACK"
 
 
 def test_the_open_sockets_are_a_metric_of_the_door(door, two_logins) -> None:  # noqa: F811

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ackstore.rules import errors, headers, wire, ws_protocol
+from ackstore.rules import errors, headers, subscriptions, wire, ws_protocol
 from ackstore.rules.envelopes import parse_signal
 
 
@@ -114,3 +114,57 @@ def test_a_refusal_is_dittos_error_message_on_the_frames_thing_and_correlation_i
 
 def test_a_login_is_one_subscriber() -> None:
     assert ws_protocol.subscriber_of("alice") == ws_protocol.subscriber_of("alice") != ws_protocol.subscriber_of("bob")
+
+
+# --- the streams a socket started, as its login's subscriber ------------------------------------
+
+EVENT = subscriptions.SignalView("twin-event", "org.acme:lamp-1", "modified", "/attributes/on", True)
+EVENT_ELSEWHERE = subscriptions.SignalView("twin-event", "org.b:lamp-2", "modified", "/attributes/on", False)
+MESSAGE = subscriptions.SignalView("live-message", "org.acme:lamp-1", "ask", "/inbox/messages/ask", {"q": 1})
+LIVE_COMMAND = subscriptions.SignalView("live-command", "org.acme:lamp-1", "modify", "/attributes/on", True)
+LIVE_COMMAND_ELSEWHERE = subscriptions.SignalView("live-command", "org.b:lamp-2", "modify", "/attributes/on", True)
+SIGNALS = {"event": EVENT, "event elsewhere": EVENT_ELSEWHERE, "message": MESSAGE, "live command": LIVE_COMMAND,
+           "live command elsewhere": LIVE_COMMAND_ELSEWHERE}
+
+
+def _received(frames: list[str]) -> set[str]:
+    """The signals a subscriber declared for the streams of ``frames`` receives."""
+    started = {control.stream: control for control in map(ws_protocol.control, frames)}
+    wanted = ws_protocol.subscription(started)
+    subscriber = subscriptions.Subscriber("websocket:alice", tuple(wanted.channels), None, wanted.filter)
+    return {name for name, view in SIGNALS.items() if subscriptions.exclusion(subscriber, view) is None}
+
+
+@pytest.mark.parametrize(("frames", "received"), [
+    ([], {"event", "event elsewhere"}),  # as at connect: twin events, no live signal
+    (["START-SEND-EVENTS"], {"event", "event elsewhere"}),
+    (["START-SEND-EVENTS?namespaces=org.acme"], {"event"}),
+    (["START-SEND-EVENTS?filter=eq(attributes%2Fon%2Cfalse)"], {"event elsewhere"}),
+    (["START-SEND-MESSAGES"], {"event", "event elsewhere", "message"}),
+    (["START-SEND-LIVE-COMMANDS"], {"event", "event elsewhere", "live command", "live command elsewhere"}),
+    (["START-SEND-LIVE-COMMANDS?namespaces=org.b"], {"event", "event elsewhere", "live command elsewhere"}),
+    (["START-SEND-LIVE-EVENTS"], {"event", "event elsewhere"}),  # the ledger has no live events
+    (["START-SEND-EVENTS?namespaces=org.b", "START-SEND-MESSAGES?namespaces=org.b",
+      "START-SEND-LIVE-COMMANDS?filter=exists(attributes%2Fon)"],
+     {"event elsewhere", "live command", "live command elsewhere"}),
+    (["START-SEND-MESSAGES?filter=eq(attributes%2Fon%2Ctrue)"], {"event", "event elsewhere"}),  # a message has no thing
+])
+def test_a_socket_receives_what_its_streams_select_and_twin_events_while_none_narrows_them(
+        frames: list[str], received: set[str]) -> None:
+    assert _received(frames) == received
+
+
+def test_only_a_live_stream_opens_the_live_channel_and_a_bare_socket_declares_no_filter() -> None:
+    assert ws_protocol.subscription({}) == ws_protocol.Subscription(["twin"], None)
+    assert ws_protocol.subscription({"LIVE_EVENTS": ws_protocol.control("START-SEND-LIVE-EVENTS")}) == \
+        ws_protocol.subscription({})
+    assert ws_protocol.subscription({"MESSAGES": ws_protocol.control("START-SEND-MESSAGES")}).channels == ["twin", "live"]
+
+
+def test_a_namespace_is_quoted_whatever_it_holds() -> None:
+    odd = 'org."b\\'
+    started = {"EVENTS": ws_protocol.Control(True, "EVENTS", None, (odd,))}
+    subscriber = subscriptions.Subscriber("s", ("twin",), None, ws_protocol.subscription(started).filter)
+    view = subscriptions.SignalView("twin-event", f"{odd}:x", "modified", "/attributes/on", True)
+    assert subscriptions.exclusion(subscriber, view) is None
+    assert subscriptions.exclusion(subscriber, EVENT) is not None
