@@ -194,6 +194,38 @@ def test_a_client_trickling_its_body_is_answered_408_and_holds_nothing(door, eng
     assert _count(engine) == 0
 
 
+@pytest.mark.parametrize("head", [
+    "X-Filler: " + "y" * 20_000 + "\r\n",  # one header past the bound
+    "".join(f"X-Filler-{n}: {'y' * 100}\r\n" for n in range(200)),  # many headers past it together
+])
+def test_a_head_past_16_kib_is_400_and_closed_unbuffered(door, engine, head: str) -> None:
+    """Past serve.MAX_HEAD_BYTES the head is refused whole (a plain 400) and the connection closed,
+    whether its end came or not: the server keeps no header of any size."""
+    host, port = door.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as client:
+        client.sendall(f"PUT /api/2/things/{THING} HTTP/1.1\r\nHost: x\r\n{head}".encode())  # never ended
+        answer = _until_closed_or_answered(client)
+        assert answer.startswith("HTTP/1.1 400"), answer[:200]
+        assert client.recv(65536) == b""  # closed
+    assert httpx.get(f"{door.url}/api/2/whoami", auth=("postgres", "x")).status_code == 200  # others served
+    assert _count(engine) == 0
+
+
+def test_a_header_sent_forever_is_cut_off_at_the_bound(door) -> None:
+    """One header value that never ends, sent in 4 KiB pieces: the door closes the connection
+    within a few pieces past the bound instead of keeping what it is sent."""
+    host, port = door.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as client:
+        client.sendall(f"PUT /api/2/things/{THING} HTTP/1.1\r\nHost: x\r\nX-Endless: ".encode())
+        sent = 0
+        with pytest.raises(OSError):  # reset or broken pipe once the door closed
+            while sent < 10_000_000:
+                client.sendall(b"y" * 4096)
+                sent += 4096
+                time.sleep(0.001)
+    assert sent < 2_000_000, sent
+
+
 def _link(answer: httpx.Response) -> str:
     link = answer.headers["link"]
     assert link.endswith(">; rel=acknowledgement"), link
