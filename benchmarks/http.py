@@ -1,6 +1,6 @@
 """Benchmark: Ditto's HTTP API over the ledger (issue 51) — ``ackstore serve`` under load.
 
-    python -m benchmarks.http --requests 20000 --connections 50 --held 10000
+    python -m benchmarks.http --requests 20000 --connections 50 --sockets 10 --socket-commands 50000 --held 10000
 
 (a) ``PUT /api/2/things/<id>/attributes/counter`` with ``response-required=false`` over
     ``--connections`` keep-alive connections (no hold: 202 at once, the request stored): requests/s,
@@ -10,6 +10,10 @@
     whole server), ``benchmark`` (this process: the load generator — asyncio over raw sockets, the
     requests prebuilt — kept apart: it is not the door's cost), ``other``; and ``ours`` less the
     load generator: the door's cost a request (issue 51's goal: ≤ 200 µs, ≥ 5 000 requests/s).
+(c) Ditto's WebSocket: ``--socket-commands`` twin modifies (``response-required: false``: stored,
+    not answered) sent over ``--sockets`` sockets to ``/ws/2``, each as fast as the socket takes
+    them: commands/s from the first frame to the last stored, and CPU a command by component, as in
+    (a) (issue 51's goal: ≥ 10 000/s over 10 sockets, ≤ 100 µs a command).
 (b) ``--held`` requests held at once (``timeout=60s``, one connection each): once all are stored
     the pipeline runs (``ackstore pipeline run``, a subprocess), and every request must be answered
     once, by its decision (201). Printed: the seconds from the pipeline's start to the last answer,
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
 import re
 import subprocess
@@ -118,6 +123,51 @@ def put_requests(count: int, prefix: str, login: str, extra: str) -> list[bytes]
                           f"correlation-id: {prefix}-{i}\r\n{extra}") for i in range(count)]
 
 
+def socket_load(address: tuple[str, int], url: str, frames: list[str], sockets: int, login: str) -> float:
+    """Send ``frames`` over ``sockets`` WebSockets, each as fast as it takes them; the seconds until
+    every one is stored (sockets open until then: a socket's frames still being stored when it
+    closes are its own to lose, as Ditto's)."""
+    from websockets.asyncio.client import connect
+
+    engine = make_engine(url)
+    auth = {"authorization": "Basic " + base64.b64encode(f"{login}:bench".encode()).decode()}
+
+    async def stored() -> int:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT count(*) FROM signals WHERE api = 'websocket'").scalar_one()
+
+    async def one(part: list[str], done: asyncio.Event) -> None:
+        async with connect(f"ws://{address[0]}:{address[1]}/ws/2", additional_headers=auth, max_queue=None) as socket:
+            for frame in part:
+                await socket.send(frame)
+            await done.wait()
+
+    async def run() -> float:
+        done = asyncio.Event()
+        started = time.perf_counter()
+        senders = [asyncio.create_task(one(frames[n::sockets], done)) for n in range(sockets)]
+        while await stored() < len(frames):
+            if any(sender.done() and sender.exception() for sender in senders):
+                raise next(sender.exception() for sender in senders if sender.done() and sender.exception())
+            await asyncio.sleep(0.05)
+        seconds = time.perf_counter() - started
+        done.set()
+        await asyncio.gather(*senders)
+        return seconds
+
+    try:
+        return asyncio.run(run())
+    finally:
+        engine.dispose()
+
+
+def socket_frames(count: int, prefix: str) -> list[str]:
+    return [json.dumps({"topic": f"org.bench/thing-{i % THINGS}/things/twin/commands/modify",
+                        "path": "/attributes/counter", "value": i,
+                        "headers": {"correlation-id": f"{prefix}-{i}", "response-required": False}})
+            for i in range(count)]
+
+
 def held(address: tuple[str, int], url: str, door: Door, count: int, login: str) -> None:
     """``count`` requests held at once; the pipeline run once they are stored; each answered once."""
     engine = make_engine(url)
@@ -162,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=20_000, help="requests for (a)")
     parser.add_argument("--connections", type=int, default=50, help="keep-alive connections for (a)")
     parser.add_argument("--held", type=int, default=10_000, help="requests held at once for (b); 0: none")
+    parser.add_argument("--sockets", type=int, default=10, help="WebSockets for (c)")
+    parser.add_argument("--socket-commands", type=int, default=50_000, help="commands for (c); 0: none")
     parser.add_argument("--server", default=os.environ.get("ACKSTORE_BENCH_SERVER", DEFAULT_SERVER),
                         help="a PostgreSQL URL; the benchmark creates and drops its own databases there")
     args = parser.parse_args(argv)
@@ -193,6 +245,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                   "(goal ≤ 200)")
             print_profile("CPU, submit_many (500):", ingest_cpu, args.requests, "signal", ["benchmark", "postgres"],
                           server_pid, databases)
+            if args.socket_commands:
+                print(f"(c) {args.socket_commands} twin modifies, response-required: false, over {args.sockets} "
+                      "WebSockets")
+                frames = socket_frames(args.socket_commands, f"c{run}")
+                with CpuWindow({"postgres": [server_pid], "server": [door.process.pid]}) as socket_cpu:
+                    seconds = socket_load(door.address, url, frames, args.sockets, login)  # type: ignore[arg-type]
+                print(f"    WebSocket commands: {seconds:7.2f} s  {args.socket_commands / seconds:10,.0f} commands/s")
+                total = print_profile("CPU, WebSocket commands:", socket_cpu, args.socket_commands, "command", ORDER,
+                                      server_pid, databases)
+                generator = socket_cpu.profile.seconds.get("benchmark", 0.0) / args.socket_commands * 1e6
+                print(f"        the door's cost (ours less the load generator): {total - generator:.1f} µs a command "
+                      "(goal ≤ 100)")
             if args.held:
                 print(f"(b) {args.held} requests held at once (timeout 60s), then the pipeline")
                 held(door.address, url, door, args.held, login)  # type: ignore[arg-type]

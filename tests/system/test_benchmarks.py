@@ -22,8 +22,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
         ("benchmarks.ingest", ["--messages", "2000", "--batch", "500", "--single", "64"], "ratio submit_many/raw"),
         ("benchmarks.reports", ["--history", "2000", "--repeat", "1"], "(b) all the history"),
         ("benchmarks.cost_model", ["--sizes", "0,200,600", "--repeat", "1"], "marginal µs/cmd"),
-        ("benchmarks.http", ["--requests", "300", "--connections", "10", "--held", "20"],
-         ("HTTP / submit_many", "answers for 20 held requests: {201: 20}")),
+        ("benchmarks.http", ["--requests", "300", "--connections", "10", "--held", "20", "--sockets", "3",
+                             "--socket-commands", "300"],
+         ("HTTP / submit_many", "answers for 20 held requests: {201: 20}", "commands/s", "µs a command")),
     ],
 )
 def test_the_benchmark_runs(module: str, args: list[str], expected: str | tuple[str, ...]) -> None:
