@@ -18,6 +18,7 @@ read is closed, not buffered for.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from typing import Any
 
@@ -38,6 +39,7 @@ PUSH_POLL_S = 0.5  # how often a socket that started a stream pulls when the las
 # A signal pushed is a hand-out under this lease (A.3): unanswered when it ends — the socket
 # dropped, say — it is handed out again, to the login's next socket.
 PUSH_LEASE = "30s"
+OWN_LIVE_MAX = 10_000  # the live signals a socket sent that it remembers, so as not to push them back to it
 CLOSE_POLICY = 1008  # RFC 6455: a message that violates the endpoint's policy
 CLOSE_OVERLOADED = 1013  # RFC 6455: try again later
 
@@ -74,6 +76,7 @@ class Socket:
         self.subscription = ws_protocol.subscription({})  # what this socket last declared, as at connect
         self.streams_lock = asyncio.Lock()  # one START / STOP at a time: each declares the subscriber
         self.pushing: asyncio.Task[None] | None = None
+        self.own_live: collections.OrderedDict[str, None] = collections.OrderedDict()  # correlation ids it sent
         self.closing = False
 
     async def run(self, declared: list[Any]) -> None:
@@ -138,6 +141,8 @@ class Socket:
         asked = headers.normalize(signal.raw_headers, channel=signal.channel, api="websocket",
                                   settings=self.store.settings)
         envelope["headers"] = asked.headers  # its correlation id fixed here: the one the answer carries
+        if signal.channel == "live":
+            self._sent_live(asked.correlation_id)
         given = headers.correlation_id_given(signal.raw_headers) is not None
         message_id = http_api.message_id(self.login.name, asked.correlation_id) if given else None
         if not ws_protocol.answers(asked):
@@ -204,9 +209,21 @@ class Socket:
                 handed = await asyncio.to_thread(self.store.pull, self.subscriber, max=min(room, PUSH_BATCH),
                                                  lease=PUSH_LEASE)
             for message in handed:
-                self._send(message)
+                if not self._own(message):
+                    self._send(message)
             if len(handed) < PUSH_BATCH:
                 await asyncio.sleep(PUSH_POLL_S)
+
+    def _sent_live(self, correlation_id: str) -> None:
+        self.own_live[correlation_id] = None
+        if len(self.own_live) > OWN_LIVE_MAX:
+            self.own_live.popitem(last=False)
+
+    def _own(self, message: dict[str, Any]) -> bool:
+        """Whether a live signal handed out is one this socket sent: not pushed back to its sender,
+        whose client would take it, by its correlation id, for the answer (the login's other
+        sockets get it when its lease ends)."""
+        return ws_protocol.is_live(message) and message.get("headers", {}).get("correlation-id") in self.own_live
 
     async def _declare(self, declared: list[Any]) -> bool:
         answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared, channels=["twin"])

@@ -133,6 +133,12 @@ def kind(envelope: Mapping[str, Any]) -> FrameKind:
     return "response" if "status" in envelope else "signal"
 
 
+def is_live(message: Mapping[str, Any]) -> bool:
+    """Whether a message handed out is a live signal (a live command or message), not a twin event."""
+    topic = envelopes.topic_of(message)
+    return topic is not None and topic.thing is not None and topic.thing[1] == "live"
+
+
 def answers(request: AckRequest) -> bool:
     """Whether the socket answers a stored command (B.7's WebSocket column): not when it asked
     for no response and no acks."""

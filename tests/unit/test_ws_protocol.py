@@ -168,3 +168,14 @@ def test_a_namespace_is_quoted_whatever_it_holds() -> None:
     view = subscriptions.SignalView("twin-event", f"{odd}:x", "modified", "/attributes/on", True)
     assert subscriptions.exclusion(subscriber, view) is None
     assert subscriptions.exclusion(subscriber, EVENT) is not None
+
+
+@pytest.mark.parametrize(("topic", "live"), [
+    ("org.acme/lamp-1/things/live/messages/ask", True),
+    ("org.acme/lamp-1/things/live/commands/modify", True),
+    ("org.acme/lamp-1/things/twin/events/modified", False),
+    ("no topic at all", False),
+    (None, False),
+])
+def test_a_live_signal_is_told_by_its_topics_channel(topic: object, live: bool) -> None:
+    assert ws_protocol.is_live({} if topic is None else {"topic": topic}) is live
