@@ -66,6 +66,13 @@ def _signals(engine: Engine) -> int:
         return conn.execute(text("SELECT count(*) FROM signals")).scalar_one()
 
 
+def _answer(message: dict[str, Any], value: Any) -> dict[str, Any]:
+    """A subscriber's 200 live response to a live message it was handed."""
+    return {"topic": message["topic"], "path": message["path"].replace("/inbox/", "/outbox/"), "status": 200,
+            "value": value, "headers": {"correlation-id": message["headers"]["correlation-id"],
+                                        "content-type": "application/json"}}
+
+
 def test_dittos_own_client_creates_modifies_reads_searches_and_messages_through_the_ledger(
         door, engine, database_url, logins, run_pipeline) -> None:  # noqa: F811
     login = logins["ackstore_ingest"]
@@ -80,11 +87,7 @@ def test_dittos_own_client_creates_modifies_reads_searches_and_messages_through_
                 application.step(name)
             wait_for(lambda: _signals(engine) == 3, what="the client's message stored")
             (message,) = responder.pull("responder")
-            answer = {"topic": message["topic"], "path": message["path"].replace("/inbox/", "/outbox/"),
-                      "status": 200, "value": {"answer": 42},
-                      "headers": {"correlation-id": message["headers"]["correlation-id"],
-                                  "content-type": "application/json"}}
-            assert responder.respond("responder", answer) == {"status": 204}
+            assert responder.respond("responder", _answer(message, {"answer": 42})) == {"status": 204}
             run_pipeline()
             steps = {name: application.step(name) for name in ("message", "not-found")}
         finally:
@@ -126,11 +129,7 @@ def test_dittos_own_client_over_the_websocket_writes_with_acks_is_pushed_message
             asked = wait_for(lambda: [m for m in responder.pull("ws-responder") if m["topic"].endswith("/messages/ask")],
                              what="the client's message handed to the responder")[0]
             assert asked["value"] in ({"q": 2}, '{"q": 2}'), asked  # as the client sent it
-            answer = {"topic": asked["topic"], "path": asked["path"].replace("/inbox/", "/outbox/"),
-                      "status": 200, "value": {"answer": 43},
-                      "headers": {"correlation-id": asked["headers"]["correlation-id"],
-                                  "content-type": "application/json"}}
-            assert responder.respond("ws-responder", answer) == {"status": 204}
+            assert responder.respond("ws-responder", _answer(asked, {"answer": 43})) == {"status": 204}
             run_pipeline()
             message = application.step("ws-message")
         finally:
