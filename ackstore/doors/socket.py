@@ -73,7 +73,7 @@ class Socket:
         self.tasks: set[asyncio.Task[None]] = set()
         self.declared: list[Any] = []
         self.started: dict[str, ws_protocol.Control] = {}  # the streams started, by name
-        self.subscription = ws_protocol.subscription({})  # what this socket last declared, as at connect
+        self.subscription: ws_protocol.Subscription | None = None  # what this socket last declared; None: nothing
         self.streams_lock = asyncio.Lock()  # one START / STOP at a time: each declares the subscriber
         self.pushing: asyncio.Task[None] | None = None
         self.own_live: collections.OrderedDict[str, None] = collections.OrderedDict()  # correlation ids it sent
@@ -105,7 +105,7 @@ class Socket:
     @property
     def subscribed(self) -> bool:
         """Whether a stream this socket started left the subscriber declared otherwise than at connect."""
-        return self.subscription != ws_protocol.subscription({})
+        return self.subscription not in (None, ws_protocol.BARE)
 
     async def release(self) -> None:
         """Give the login's labels back, and its streams, when its last socket closed (Ditto frees
@@ -184,14 +184,17 @@ class Socket:
             started = {**self.started, control.stream: control} if control.start else {
                 stream: given for stream, given in self.started.items() if stream != control.stream}
             wanted = ws_protocol.subscription(started)
-            if wanted != self.subscription:  # LIVE-EVENTS, a STOP of what was not started: nothing to declare
+            pushing = any(stream in started for stream in ws_protocol.PUSHED_STREAMS)
+            # declared when it changes, or first needed to pull; LIVE-EVENTS, a STOP of what was
+            # not started: nothing to declare
+            if wanted != (self.subscription or ws_protocol.BARE) or pushing and self.subscription is None:
                 answered = await asyncio.to_thread(self.store.declare, self.subscriber, self.declared,
-                                                   filter=wanted.filter, channels=wanted.channels)
+                                                   filter=wanted.filter, channels=list(wanted.channels))
                 if answered["status"] >= 400:
                     self._send(ws_protocol.refused(answered))
                     return
-            self.started, self.subscription = started, wanted
-            pushing = any(stream in started for stream in ws_protocol.PUSHED_STREAMS)
+                self.subscription = wanted
+            self.started = started
             if pushing and self.pushing is None:
                 self.pushing = asyncio.create_task(self._guarded(self._push(), None))
             elif not pushing and self.pushing is not None:
@@ -228,6 +231,7 @@ class Socket:
     async def _declare(self, declared: list[Any]) -> bool:
         answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared, channels=["twin"])
         if answered["status"] < 400:
+            self.subscription = ws_protocol.BARE
             return True
         self._send(ws_protocol.refused(answered))
         return False

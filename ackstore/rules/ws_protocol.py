@@ -81,8 +81,11 @@ def control(text: str) -> Control | None:
 class Subscription(NamedTuple):
     """What the login's subscriber is declared with (``AckStore.declare``'s channels and filter)."""
 
-    channels: list[str]
+    channels: tuple[str, ...]
     filter: str | None
+
+
+BARE = Subscription(("twin",), None)  # as a socket declares at connect: every twin event, no live signal
 
 
 def subscription(started: Mapping[str, Control]) -> Subscription:
@@ -94,9 +97,9 @@ def subscription(started: Mapping[str, Control]) -> Subscription:
     together are bounded as one filter is (5 KiB: the declaration's 400)."""
     terms = [_narrowed(term, started.get(stream)) for stream, term in _STREAM_TERMS.items()
              if stream in started or stream == "EVENTS"]
-    channels = ["twin", "live"] if any(stream in started for stream in LIVE_STREAMS) else ["twin"]
+    channels = ("twin", "live") if any(stream in started for stream in LIVE_STREAMS) else ("twin",)
     if terms == [_STREAM_TERMS["EVENTS"][0]]:
-        return Subscription(channels, None)  # every twin event, no live signal: no filter at all
+        return BARE
     return Subscription(channels, terms[0] if len(terms) == 1 else f"or({','.join(terms)})")
 
 

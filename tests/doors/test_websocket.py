@@ -207,6 +207,17 @@ def test_a_live_command_is_pushed_only_to_a_socket_that_started_live_commands(
         "org.acme/lamp-ws/things/live/commands/modify", 204, "live-over-ws")
 
 
+@pytest.mark.parametrize("frame", ["START-SEND-EVENTS", "START-SEND-MESSAGES", "START-SEND-LIVE-COMMANDS"])
+def test_a_socket_without_labels_starts_a_stream_and_pulls_as_its_subscriber(door, two_logins, frame) -> None:  # noqa: F811
+    """No declared-acks: the login's subscriber is declared by the first stream it pulls for, so
+    the pulls find it (no 404 on the socket)."""
+    with door.socket(two_logins[1]) as socket:
+        socket.send(frame)
+        assert socket.recv(30) == f"{frame}:ACK"
+        with pytest.raises(TimeoutError):  # nothing pushed, and no error: the pulls found the subscriber
+            socket.recv(2)
+
+
 def test_a_live_response_to_nothing_handed_out_is_refused_on_the_socket(door, engine, two_logins) -> None:  # noqa: F811
     with door.socket(two_logins[0]) as socket:
         socket.send("START-SEND-LIVE-COMMANDS")

@@ -155,10 +155,10 @@ def test_a_socket_receives_what_its_streams_select_and_twin_events_while_none_na
 
 
 def test_only_a_live_stream_opens_the_live_channel_and_a_bare_socket_declares_no_filter() -> None:
-    assert ws_protocol.subscription({}) == ws_protocol.Subscription(["twin"], None)
+    assert ws_protocol.subscription({}) == ws_protocol.Subscription(("twin",), None) == ws_protocol.BARE
     assert ws_protocol.subscription({"LIVE_EVENTS": ws_protocol.control("START-SEND-LIVE-EVENTS")}) == \
         ws_protocol.subscription({})
-    assert ws_protocol.subscription({"MESSAGES": ws_protocol.control("START-SEND-MESSAGES")}).channels == ["twin", "live"]
+    assert ws_protocol.subscription({"MESSAGES": ws_protocol.control("START-SEND-MESSAGES")}).channels == ("twin", "live")
 
 
 def test_a_namespace_is_quoted_whatever_it_holds() -> None:
