@@ -17,6 +17,7 @@ from __future__ import annotations
 from alembic import op
 
 from ackstore.ledger import objects
+from ackstore.ledger.named_sql import ledger_statement
 
 revision = '0028'
 down_revision = '0027'
@@ -34,6 +35,7 @@ def upgrade() -> None:
     objects.create(bind, "caller_login", revision)
     for name in REPLACED:
         objects.create(bind, name, revision)
+    op.execute(ledger_statement("migrations", "own_everything"))  # a superuser's new function: the admin role's
 
 
 def downgrade() -> None:
