@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.responses import Response
@@ -111,7 +111,7 @@ class Socket:
         """Give the login's labels back, and its streams, when its last socket closed (Ditto frees
         a socket's labels; no live signal is handed out to a subscriber nobody pulls for)."""
         try:
-            await asyncio.to_thread(self.store.declare, self.subscriber, [], channels=["twin"])
+            await asyncio.to_thread(self.store.declare, self.subscriber, [], channels=list(ws_protocol.BARE.channels))
         except Exception:  # noqa: BLE001 — the next socket's declaration replaces them anyway
             log.warning("releasing the labels of %s failed", self.subscriber, exc_info=True)
 
@@ -128,8 +128,11 @@ class Socket:
         except errors.DittoError as problem:
             self._send_error(problem)
             return
-        work = {"ack": self._acknowledge, "response": self._respond, "signal": self._command}[kind]
-        self._spawn(work(envelope), envelope)
+        if kind == "signal":
+            self._spawn(self._command(envelope), envelope)
+        else:  # an acknowledgement, or a live response: the subscriber's answer to what it was handed
+            self._spawn(self._answer(self.store.acknowledge if kind == "ack" else self.store.respond, envelope),
+                        envelope)
 
     def _spawn(self, work: Any, envelope: dict[str, Any] | None) -> None:
         task = asyncio.create_task(self._guarded(work, envelope))
@@ -164,15 +167,11 @@ class Socket:
             self._send(ws_protocol.refused(stored.answer, envelope))
         return stored.ok
 
-    async def _acknowledge(self, envelope: dict[str, Any]) -> None:
-        answered = await asyncio.to_thread(self.store.acknowledge, self.subscriber, envelope)
-        if answered["status"] >= 400:  # a stored ack gets no answer, as in Ditto
-            self._send(ws_protocol.refused(answered, envelope))
-
-    async def _respond(self, envelope: dict[str, Any]) -> None:
-        """A live response to a live command or message the socket pushed: the subscriber's answer
-        (``live-response``); a stored one gets no answer, as in Ditto."""
-        answered = await asyncio.to_thread(self.store.respond, self.subscriber, envelope)
+    async def _answer(self, store: Callable[[str, dict[str, Any]], dict[str, Any]], envelope: dict[str, Any]) -> None:
+        """An acknowledgement (``AckStore.acknowledge``) or a live response to a live signal the
+        socket pushed (``AckStore.respond``: ``live-response``), stored as the subscriber's; a stored
+        one gets no answer, as in Ditto."""
+        answered = await asyncio.to_thread(store, self.subscriber, envelope)
         if answered["status"] >= 400:
             self._send(ws_protocol.refused(answered, envelope))
 
@@ -229,7 +228,8 @@ class Socket:
         return ws_protocol.is_live(message) and message.get("headers", {}).get("correlation-id") in self.own_live
 
     async def _declare(self, declared: list[Any]) -> bool:
-        answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared, channels=["twin"])
+        answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared,
+                                           channels=list(ws_protocol.BARE.channels))
         if answered["status"] < 400:
             self.subscription = ws_protocol.BARE
             return True

@@ -35,6 +35,8 @@ def read_key(name: str) -> bytes:
 
 def issue(key: bytes, login: str, lifetime_s: int, now: float | None = None) -> str:
     """A token for ``login``, valid ``lifetime_s`` seconds from ``now``."""
+    if not http_api.login_name(login):
+        raise errors.login_name_invalid(login)
     if not 0 < lifetime_s <= MAX_LIFETIME_S:
         raise errors.token_lifetime_invalid(lifetime_s, MAX_LIFETIME_S)
     issued = int(time.time() if now is None else now)

@@ -17,7 +17,6 @@ from ackstore.rules.headers import AckRequest, Outcome, requested_acks_text_item
 
 PATH = "/ws/2"
 DECLARED_ACKS = "declared-acks"
-STREAMS = ("EVENTS", "MESSAGES", "LIVE_COMMANDS", "LIVE_EVENTS")
 # A decision comes at the latest with the first pass after the request's deadline (A.2.1; a pass a
 # minute): the socket waits that long and two passes more for it (decisions #136).
 DECISION_MARGIN_MS = 120_000
