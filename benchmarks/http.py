@@ -82,9 +82,13 @@ class Door:
         self.process.wait(90)
 
 
+def basic(login: str) -> str:
+    """The ``Authorization`` value the load generator sends (the door trusts the server: any password)."""
+    return "Basic " + base64.b64encode(f"{login}:bench".encode()).decode()
+
+
 def request_bytes(path: str, body: bytes, login: str, extra: str = "") -> bytes:
-    token = base64.b64encode(f"{login}:bench".encode()).decode()
-    return (f"PUT {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Basic {token}\r\nContent-Type: application/json\r\n"
+    return (f"PUT {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: {basic(login)}\r\nContent-Type: application/json\r\n"
             f"{extra}Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
@@ -130,9 +134,9 @@ def socket_load(address: tuple[str, int], url: str, frames: list[str], sockets: 
     from websockets.asyncio.client import connect
 
     engine = make_engine(url)
-    auth = {"authorization": "Basic " + base64.b64encode(f"{login}:bench".encode()).decode()}
+    auth = {"authorization": basic(login)}
 
-    async def stored() -> int:
+    def stored() -> int:
         with engine.connect() as conn:
             return conn.exec_driver_sql("SELECT count(*) FROM signals WHERE api = 'websocket'").scalar_one()
 
@@ -146,7 +150,7 @@ def socket_load(address: tuple[str, int], url: str, frames: list[str], sockets: 
         done = asyncio.Event()
         started = time.perf_counter()
         senders = [asyncio.create_task(one(frames[n::sockets], done)) for n in range(sockets)]
-        while await stored() < len(frames):
+        while stored() < len(frames):
             if any(sender.done() and sender.exception() for sender in senders):
                 raise next(sender.exception() for sender in senders if sender.done() and sender.exception())
             await asyncio.sleep(0.05)
@@ -166,6 +170,15 @@ def socket_frames(count: int, prefix: str) -> list[str]:
                         "path": "/attributes/counter", "value": i,
                         "headers": {"correlation-id": f"{prefix}-{i}", "response-required": False}})
             for i in range(count)]
+
+
+def door_cost(title: str, cpu: CpuWindow, count: int, unit: str, goal_us: int, server_pid: int | None,
+              databases: set[str]) -> None:
+    """The CPU a ``unit`` by component, and the door's cost: ours less the load generator's."""
+    total = print_profile(title, cpu, count, unit, ORDER, server_pid, databases)
+    generator = cpu.profile.seconds.get("benchmark", 0.0) / count * 1e6
+    print(f"        the door's cost (ours less the load generator): {total - generator:.1f} µs a {unit} "
+          f"(goal ≤ {goal_us})")
 
 
 def held(address: tuple[str, int], url: str, door: Door, count: int, login: str) -> None:
@@ -239,10 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"    submit_many (500): {batched:7.2f} s  {args.requests / batched:10,.0f} signals/s  "
                   f"(HTTP / submit_many: {seconds / batched:.2f}x)")
             databases = {url.rsplit("/", 1)[1], ingest_url.rsplit("/", 1)[1]}
-            total = print_profile("CPU, HTTP PUT:", cpu, args.requests, "request", ORDER, server_pid, databases)
-            generator = cpu.profile.seconds.get("benchmark", 0.0) / args.requests * 1e6
-            print(f"        the door's cost (ours less the load generator): {total - generator:.1f} µs a request "
-                  "(goal ≤ 200)")
+            door_cost("CPU, HTTP PUT:", cpu, args.requests, "request", 200, server_pid, databases)
             print_profile("CPU, submit_many (500):", ingest_cpu, args.requests, "signal", ["benchmark", "postgres"],
                           server_pid, databases)
             if args.socket_commands:
@@ -252,11 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 with CpuWindow({"postgres": [server_pid], "server": [door.process.pid]}) as socket_cpu:
                     seconds = socket_load(door.address, url, frames, args.sockets, login)  # type: ignore[arg-type]
                 print(f"    WebSocket commands: {seconds:7.2f} s  {args.socket_commands / seconds:10,.0f} commands/s")
-                total = print_profile("CPU, WebSocket commands:", socket_cpu, args.socket_commands, "command", ORDER,
-                                      server_pid, databases)
-                generator = socket_cpu.profile.seconds.get("benchmark", 0.0) / args.socket_commands * 1e6
-                print(f"        the door's cost (ours less the load generator): {total - generator:.1f} µs a command "
-                      "(goal ≤ 100)")
+                door_cost("CPU, WebSocket commands:", socket_cpu, args.socket_commands, "command", 100, server_pid,
+                          databases)
             if args.held:
                 print(f"(b) {args.held} requests held at once (timeout 60s), then the pipeline")
                 held(door.address, url, door, args.held, login)  # type: ignore[arg-type]

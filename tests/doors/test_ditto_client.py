@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
 
 from ackstore.ledger.store import AckStore
 from tests.support.broker import wait_for
-from tests.support.door import DoorProcess, running_door
+from tests.support.door import DoorProcess, door  # noqa: F401 — a fixture
 from tests.support.logins import as_login, logins  # noqa: F401 — a fixture
 from tests.support.paths import ROOT
 
@@ -26,12 +26,6 @@ pytestmark = [pytest.mark.spark]
 CLIENT = ROOT / "tests" / "support" / "ditto_client"
 THING = "org.acme:js-1"
 WS_THING = "org.acme:js-ws-1"
-
-
-@pytest.fixture(scope="module")
-def door(database_url: str, migrated_engine: Engine) -> Iterator[DoorProcess]:
-    with running_door(database_url) as process:
-        yield process
 
 
 class Application:

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from ackstore.ledger.store import AckStore
-from tests.support.door import DoorProcess, running_door
+from tests.support.door import DoorProcess, door, running_door  # noqa: F401 — a fixture
 from tests.support.ledger import snapshot
 from tests.support.logins import as_login, logins, two_logins  # noqa: F401 — fixtures
 from tests.support.broker import wait_for
@@ -25,12 +25,6 @@ from tests.support.broker import wait_for
 pytestmark = [pytest.mark.spark]
 
 THING = "org.acme:lamp-1"
-
-
-@pytest.fixture(scope="module")
-def door(database_url: str, migrated_engine: Engine) -> Iterator[DoorProcess]:
-    with running_door(database_url) as process:
-        yield process
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection
 
 from tests.support.broker import wait_for
-from tests.support.door import DoorProcess, running_door
+from tests.support.door import DoorProcess, door  # noqa: F401 — a fixture
 from tests.support.ledger import snapshot
 from tests.support.logins import two_logins  # noqa: F401 — a fixture
 
@@ -26,12 +26,6 @@ pytestmark = [pytest.mark.spark]
 
 THING = "org.acme:lamp-ws"
 TOPIC = "org.acme/lamp-ws/things/twin"
-
-
-@pytest.fixture(scope="module")
-def door(database_url: str, migrated_engine: Engine) -> Iterator[DoorProcess]:
-    with running_door(database_url) as process:
-        yield process
 
 
 def _count(engine: Engine) -> int:

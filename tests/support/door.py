@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 import httpx
+import pytest
+from sqlalchemy import Engine
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.paths import ROOT
@@ -76,3 +78,10 @@ def running_door(database_url: str, *, trusting: bool = True, arguments: Sequenc
             process.kill()
             process.wait(10)
         print("".join(log[-50:]), file=sys.stderr)
+
+
+@pytest.fixture(scope="module")
+def door(database_url: str, migrated_engine: Engine) -> Iterator[DoorProcess]:
+    """``ackstore serve`` on the tests' own (trusting) server, its ledger migrated: one a module."""
+    with running_door(database_url) as process:
+        yield process
