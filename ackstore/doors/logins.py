@@ -145,27 +145,37 @@ class Logins:
     def _check(self, given: Credentials, engine: Engine, *, dispose: bool) -> None:
         """Connect as the login: the server checks its password, or whether the door may switch into
         it; 401 when it refused, or (Basic) did not ask for the password and the door is not
-        ``trusting``."""
+        ``trusting``, or (Bearer) the token names the door's own login — which switches into itself,
+        and would act with the privileges of every login granted to it."""
+        itself = False
         try:
             with engine.connect() as conn:
-                asked = conn.connection.driver_connection.info.used_password
+                info = conn.connection.driver_connection.info
+                asked = info.used_password
                 if given.scheme == "bearer":
-                    caller_login(conn)  # a group role is no one's identity: refused
+                    itself = caller_login(conn) == info.user  # a group role is no one's identity: refused
         except DBAPIError as problem:
             engine.dispose()
             if given.scheme == "bearer" and (_switch_refused(problem) or not isinstance(problem, OperationalError)):
-                raise errors.authentication_failed(
-                    f"This door may not act as the login '{given.user}' the token names: an operator grants it "
-                    f"(GRANT \"{given.user}\" TO <the door's login>), and it must be a login.") from None
+                raise _not_granted(given.user) from None
             if any(words in str(problem.orig) for words in _REFUSED):
                 raise errors.authentication_failed("The ledger's database did not accept these credentials.") from None
             raise
+        if itself:
+            engine.dispose()
+            raise _not_granted(given.user)
         if dispose:
             engine.dispose()
         if given.scheme == "basic" and not asked and not self.trusting:
             if not dispose:
                 engine.dispose()
             raise errors.authentication_failed(UNPROVEN)
+
+
+def _not_granted(login: str) -> errors.DittoError:
+    return errors.authentication_failed(
+        f"This door may not act as the login '{login}' the token names: an operator grants it "
+        f"(GRANT \"{login}\" TO <the door's login>), and it must be a login other than the door's own.")
 
 
 def _switch_refused(problem: DBAPIError) -> bool:

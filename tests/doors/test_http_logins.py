@@ -157,11 +157,12 @@ def test_a_token_acts_as_its_login_when_the_door_was_granted_it(token_door, serv
     assert _signals(server) == [*before, ("alice-by-token", "api")]
 
 
-@pytest.mark.parametrize("login", [BOB, "ackstore_ingest", "mallory", DOOR + "x"])
+@pytest.mark.parametrize("login", [BOB, "ackstore_ingest", "mallory", DOOR + "x", DOOR])
 def test_a_token_for_a_login_the_door_was_not_granted_is_refused_and_stores_nothing(token_door, server,
                                                                                      login) -> None:
     """bob is a login of the ingest role but not granted to the door; ackstore_ingest is a group role
-    the door could switch into (through alice) but no login; mallory is nobody."""
+    the door could switch into (through alice) but no login; mallory is nobody; the door's own login
+    would switch into itself and write with alice's privileges, which it inherits."""
     before = _signals(server)
     refused = _put_with(token_door, _bearer(tokens.issue(KEY, login, 600)), f"as-{login}")
     assert refused.status_code == 401, refused.text
