@@ -26,10 +26,12 @@ from tests.support import password_server
 from tests.support.door import ACKSTORE, DoorProcess, running_door
 from tests.support.password_server import PLAIN_USER, PasswordServer
 
-ALICE, BOB, NOBODY, DOOR = "alice", "bob", "nobody", "door"
-PASSWORDS = {ALICE: "alice-s3cret", BOB: "bob-s3cret", NOBODY: "nobody-s3cret", DOOR: "door-s3cret"}
+ALICE, BOB, NOBODY, DOOR, AUDITOR = "alice", "bob", "nobody", "door", "auditor"
+PASSWORDS = {ALICE: "alice-s3cret", BOB: "bob-s3cret", NOBODY: "nobody-s3cret", DOOR: "door-s3cret",
+             AUDITOR: "auditor-s3cret"}
 GROUPS = {ALICE: " IN ROLE ackstore_ingest", BOB: " IN ROLE ackstore_ingest", NOBODY: "",
-          DOOR: " IN ROLE ackstore_reporter"}  # the door's own login reads the held requests' answers
+          DOOR: " IN ROLE ackstore_reporter",  # the door's own login reads the held requests' answers
+          AUDITOR: " IN ROLE ackstore_reporter"}
 THING = "org.acme:lamp-1"
 
 
@@ -42,7 +44,7 @@ def server(tmp_path_factory) -> Iterator[PasswordServer]:
         conn.execute(text("SET password_encryption = 'scram-sha-256'"))
         for login, password in PASSWORDS.items():  # names and passwords of this module, never input
             conn.execute(text(f"CREATE ROLE {login} LOGIN PASSWORD '{password}'{GROUPS[login]}"))
-        conn.execute(text(f"GRANT {ALICE} TO {DOOR}"))  # the door may act as alice, not as bob
+        conn.execute(text(f"GRANT {ALICE}, {AUDITOR} TO {DOOR}"))  # the door may act as alice and the auditor, not bob
     admin.dispose()
     yield server
     password_server.stop(folder)
@@ -256,3 +258,14 @@ def test_a_socket_with_a_token_declares_its_labels_as_the_tokens_login(token_doo
     with pytest.raises(InvalidStatus) as refused:
         connect(url, additional_headers=_bearer(tokens.issue(KEY, BOB, 600)), open_timeout=30)
     assert refused.value.response.status_code == 401
+
+
+def test_a_token_for_the_reporter_acts_as_the_reporter_who_may_not_write(token_door, server) -> None:
+    """Granted to the door, the reporter's token is the reporter's: its write is 403, nothing stored."""
+    before = _signals(server)
+    refused = _put_with(token_door, _bearer(tokens.issue(KEY, AUDITOR, 600)), "by-the-auditor")
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"] == "database.permission.denied"
+    assert _signals(server) == before
+    whoami = httpx.get(f"{token_door.url}/api/2/whoami", headers=_bearer(tokens.issue(KEY, AUDITOR, 600)), timeout=30)
+    assert whoami.json()["defaultSubject"] == f"postgres:{AUDITOR}"
