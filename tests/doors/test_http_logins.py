@@ -267,5 +267,6 @@ def test_a_token_for_the_reporter_acts_as_the_reporter_who_may_not_write(token_d
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"] == "database.permission.denied"
     assert _signals(server) == before
-    whoami = httpx.get(f"{token_door.url}/api/2/whoami", headers=_bearer(tokens.issue(KEY, AUDITOR, 600)), timeout=30)
+    whoami = httpx.get(f"{token_door.url}/api/2/whoami", headers=_bearer(tokens.issue(KEY, AUDITOR, 600)),
+                       timeout=30)
     assert whoami.json()["defaultSubject"] == f"postgres:{AUDITOR}"
