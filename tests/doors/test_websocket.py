@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -210,6 +211,23 @@ def test_a_socket_without_labels_starts_a_stream_and_pulls_as_its_subscriber(doo
         assert socket.recv(30) == f"{frame}:ACK"
         with pytest.raises(TimeoutError):  # nothing pushed, and no error: the pulls found the subscriber
             socket.recv(2)
+
+
+def test_streams_whose_filters_together_pass_5_kib_are_refused_and_the_socket_serves_on(
+        door, engine, two_logins) -> None:  # noqa: F811
+    """Each filter within its bound, the two joined past it: the second START is the declaration's
+    400 and leaves the streams as they were."""
+    near = "or(" + ",".join(f'eq(attributes/a{n},"{"x" * 20}")' for n in range(110)) + ")"  # ~3.6 KiB
+    with door.socket(two_logins[0]) as socket:
+        socket.send(f"START-SEND-EVENTS?filter={quote(near)}")
+        assert socket.recv(30) == "START-SEND-EVENTS:ACK"
+        before = snapshot(engine)
+        socket.send(f"START-SEND-MESSAGES?filter={quote(near)}")
+        refused = _received(socket)
+        assert (refused["status"], refused["value"]["error"]) == (400, "rql.expression.invalid"), refused
+        assert snapshot(engine) == before
+        socket.send("STOP-SEND-MESSAGES")  # never started: nothing to declare
+        assert socket.recv(30) == "STOP-SEND-MESSAGES:ACK"
 
 
 def test_a_live_response_to_nothing_handed_out_is_refused_on_the_socket(door, engine, two_logins) -> None:  # noqa: F811
