@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
@@ -32,7 +33,7 @@ from ackstore.doors.socket import serve as serve_socket
 from ackstore.ledger import failures, results, things
 from ackstore.ledger.database_url import DatabaseUrl
 from ackstore.ledger.store import AckStore
-from ackstore.rules import errors, headers, http_api, twin, ws_protocol
+from ackstore.rules import errors, fields, headers, http_api, twin, ws_protocol
 from ackstore.rules.settings import Settings
 
 log = logging.getLogger("ackstore.doors")
@@ -48,17 +49,26 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
         where = http_api.resource(request.path_params["thing_id"], request.path_params.get("rest", ""))
         if request.method == "GET":
             return await _read(door, request, where)
+        if request.method == "POST" and not where.is_message:  # a thing is created by POST /things only
+            raise errors.method_not_allowed(request.method)
         return await _write(door, request, where)
+
+    async def create_route(request: Request) -> Response:
+        login = await door.login_of(request)
+        thing_id = http_api.generated_thing_id(request.query_params.get("namespace"), login.name,
+                                               request.headers.get(headers.CORRELATION_ID))
+        return await _write(door, request, http_api.resource(thing_id, ""), login)
 
     async def things_list_route(request: Request) -> Response:
         if events.wants_events(request):
             return await events.stream(door, request)
-        store = await door.store_of(request)
         ids = [thing_id for thing_id in request.query_params.get("ids", "").split(",") if thing_id]
         if not ids:
             raise errors.json_field_missing("ids")  # Ditto's GET /things takes the ids it is to retrieve
+        selector = _selector(request)
+        store = await door.store_of(request)
         found = await asyncio.to_thread(_documents, store, ids)
-        return _response(http_api.HttpAnswer(200, {}, [found[i] for i in ids if i in found]))
+        return _response(http_api.HttpAnswer(200, {}, [_shown(found[i], selector) for i in ids if i in found]))
 
     async def answers_route(request: Request) -> Response:
         login = await door.login_of(request)
@@ -72,12 +82,21 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
         return _response(http_api.decided(results.answer(row)))
 
     async def search_route(request: Request) -> Response:
+        given = await _search_parameters(door, request)
+        size, after = http_api.search_page(given.get("option"))
+        selector = http_api.field_selector(given.getlist("fields"))
         store = await door.store_of(request)
-        namespaces = request.query_params.get("namespaces")
-        size, after = http_api.search_page(request.query_params.get("option"))
-        found = await asyncio.to_thread(_search, store, request.query_params.get("filter", "exists(thingId)"),
-                                        namespaces.split(",") if namespaces else None, size, after)
+        found = await asyncio.to_thread(_search, store, given.get("filter", http_api.EVERY_THING),
+                                        _namespaces(given), size, after, selector)
         return _response(found)
+
+    async def count_route(request: Request) -> Response:
+        given = await _search_parameters(door, request)
+        store = await door.store_of(request)
+        counted = await asyncio.to_thread(store.count, given.get("filter", http_api.EVERY_THING), _namespaces(given))
+        if counted["status"] != 200:
+            return _response(http_api.refused(counted))
+        return _response(http_api.HttpAnswer(200, {}, counted["count"]))
 
     async def whoami_route(request: Request) -> Response:
         subject = f"postgres:{(await door.login_of(request)).name}"
@@ -111,11 +130,13 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
         Route(f"{subscriber}/{{correlation_id:path}}/acknowledgement;etag={{token}}",
               guarded("acknowledgement", acknowledge_route), methods=["POST"]),
         Route(f"{http_api.API}/things", guarded("things", things_list_route), methods=["GET"]),
+        Route(f"{http_api.API}/things", guarded("things", create_route), methods=["POST"]),
         Route(f"{http_api.API}/things/{{thing_id}}", guarded("things", things_route), methods=["GET", *WRITES]),
         Route(f"{http_api.API}/things/{{thing_id}}/{{rest:path}}", guarded("things", things_route),
               methods=["GET", *WRITES]),
         Route(f"{http_api.API}/answers/{{correlation_id:path}}", guarded("answers", answers_route), methods=["GET"]),
-        Route(f"{http_api.API}/search/things", guarded("search", search_route), methods=["GET"]),
+        Route(f"{http_api.API}/search/things", guarded("search", search_route), methods=["GET", "POST"]),
+        Route(f"{http_api.API}/search/things/count", guarded("search", count_route), methods=["GET", "POST"]),
         Route(f"{http_api.API}/whoami", guarded("whoami", whoami_route), methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         WebSocketRoute(ws_protocol.PATH, socket_route),
@@ -161,8 +182,8 @@ class BoundedHead:
         await self.app(scope, receive, send)
 
 
-async def _write(door: Door, request: Request, where: http_api.Resource) -> Response:
-    login = await door.login_of(request)
+async def _write(door: Door, request: Request, where: http_api.Resource, login: Login | None = None) -> Response:
+    login = login or await door.login_of(request)
     with door.holding(login.name):
         return await _write_held(door, request, where, login)
 
@@ -197,21 +218,46 @@ async def _write_held(door: Door, request: Request, where: http_api.Resource, lo
 async def _read(door: Door, request: Request, where: http_api.Resource) -> Response:
     if where.is_message:
         raise errors.method_not_allowed(request.method)
+    selector = _selector(request)
+    condition = http_api.ditto_headers(request.headers, request.query_params).get("condition")
     store = await door.store_of(request)
-    state = await asyncio.to_thread(_thing_state, store, where.thing_id)
-    value, etag = twin.retrieve(state, where.path)
+    read = await asyncio.to_thread(_thing_read, store, where.thing_id)
+    value, etag = twin.retrieve(read.state, where.path, condition)
     if twin.not_modified(etag, request.headers.get("if-none-match")):
         return Response(status_code=304, headers={"etag": etag} if etag else {})
-    return _response(http_api.retrieved(value, etag))
+    shown = _shown(read, selector) if where.path == "/" else http_api.part_shown(value, selector)
+    return _response(http_api.retrieved(shown, etag))
 
 
-def _thing_state(store: AckStore, thing_id: str) -> twin.ThingState:
+async def _search_parameters(door: Door, request: Request) -> QueryParams:
+    """A search's parameters: its query's, and for a ``POST`` its form's, which win."""
+    if request.method != "POST":
+        return request.query_params
+    form = http_api.form_text(await door.body(request), request.headers.get("content-type"))
+    return QueryParams(f"{request.url.query}&{form}")
+
+
+def _namespaces(given: QueryParams) -> list[str] | None:
+    namespaces = given.get("namespaces")
+    return namespaces.split(",") if namespaces else None
+
+
+def _selector(request: Request) -> tuple[fields.Pointer, ...] | None:
+    return http_api.field_selector(request.query_params.getlist("fields"))
+
+
+def _shown(read: things.Read, selector: tuple[fields.Pointer, ...] | None) -> Any:
+    state = read.state
+    return http_api.thing_shown(state.document, selector, state.thing_id, state.revision, read.modified)
+
+
+def _thing_read(store: AckStore, thing_id: str) -> things.Read:
     with store.engine.connect() as conn:
-        return things.state(conn, thing_id)
+        return things.read(conn, thing_id)
 
 
 def _search(store: AckStore, expression: str, namespaces: list[str] | None, size: int,
-            after: str | None) -> http_api.HttpAnswer:
+            after: str | None, selector: tuple[fields.Pointer, ...] | None) -> http_api.HttpAnswer:
     """A page of the search: ``size`` things after ``after``, read one more to know whether a next page is."""
     found = store.search(expression, namespaces, after=after, limit=size + 1)
     if found["status"] != 200:
@@ -219,7 +265,8 @@ def _search(store: AckStore, expression: str, namespaces: list[str] | None, size
     ids = found["items"][:size]
     documents = _documents(store, ids)
     more = ids[-1] if len(found["items"]) > size else None
-    return http_api.HttpAnswer(200, {}, http_api.search_answer([documents[i] for i in ids if i in documents], more))
+    shown = [_shown(documents[i], selector) for i in ids if i in documents]
+    return http_api.HttpAnswer(200, {}, http_api.search_answer(shown, more))
 
 
 def _latest(store: AckStore, correlation_id: str) -> Any:
@@ -229,7 +276,7 @@ def _latest(store: AckStore, correlation_id: str) -> Any:
         return results.latest_of(conn, [correlation_id]).get(correlation_id)
 
 
-def _documents(store: AckStore, thing_ids: list[str]) -> dict[str, Any]:
+def _documents(store: AckStore, thing_ids: list[str]) -> dict[str, things.Read]:
     with store.engine.connect() as conn:
         return things.documents(conn, thing_ids)
 

@@ -43,6 +43,10 @@ from ackstore.rules.settings import Settings
 
 MAX_LOGINS = 64
 VERIFIED_FOR_S = 60.0  # a changed password or a dropped login is noticed within this
+# Credentials the database refused are refused again without connecting for this long: a client
+# retrying a wrong password costs the ledger no connection each (a created login waits this long).
+REFUSED_FOR_S = 10.0
+MAX_REFUSED = 4096  # refused credentials remembered (their digests), the oldest forgotten first
 LOGIN_POOL = {"pool_size": 4, "max_overflow": 4, "pool_timeout": 10, "connect_args": {"connect_timeout": 10}}
 # What libpq says when the server refused the login itself (not when it could not be reached).
 _REFUSED = ("password authentication failed", "role \"", "is not permitted to log in", "no pg_hba.conf entry",
@@ -89,6 +93,7 @@ class Logins:
         self.trusting = trusting
         self.token_key = token_key  # None: Bearer tokens are not taken
         self._logins: OrderedDict[tuple[str, str], Login] = OrderedDict()
+        self._refused: OrderedDict[bytes, tuple[float, errors.DittoError]] = OrderedDict()
         self._lock = threading.Lock()
 
     def known(self, authorization: str | None) -> Login | None:
@@ -97,6 +102,10 @@ class Logins:
         given = credentials(authorization, self.token_key)
         key = (given.scheme, given.user)
         with self._lock:
+            refused = self._refused.get(_refusal_key(given))
+            if refused is not None and time.monotonic() < refused[0]:
+                refusal = refused[1]  # raised afresh: one exception raised again would keep every traceback
+                raise errors.DittoError(refusal.status, refusal.error, refusal.message, refusal.description)
             login = self._logins.get(key)
             if login and _same(login.secret, given.password) and time.monotonic() - login.verified_at < VERIFIED_FOR_S:
                 self._logins.move_to_end(key)
@@ -143,6 +152,17 @@ class Logins:
         return make_engine(self.url.with_login(given.user, given.password), **options)
 
     def _check(self, given: Credentials, engine: Engine, *, dispose: bool) -> None:
+        """:meth:`_connect`, and its 401 remembered for ``REFUSED_FOR_S``."""
+        try:
+            self._connect(given, engine, dispose=dispose)
+        except errors.DittoError as refusal:
+            with self._lock:
+                self._refused[_refusal_key(given)] = (time.monotonic() + REFUSED_FOR_S, refusal)
+                while len(self._refused) > MAX_REFUSED:
+                    self._refused.popitem(last=False)
+            raise
+
+    def _connect(self, given: Credentials, engine: Engine, *, dispose: bool) -> None:
         """Connect as the login: the server checks its password, or whether the door may switch into
         it; 401 when it refused, or (Basic) did not ask for the password and the door is not
         ``trusting``, or (Bearer) the token names the door's own login — which switches into itself,
@@ -181,6 +201,11 @@ def _not_granted(login: str) -> errors.DittoError:
 def _switch_refused(problem: DBAPIError) -> bool:
     """Whether PostgreSQL refused the door's switch into a role (not granted, or no such role)."""
     return "permission denied to set role" in str(problem.orig) or "does not exist" in str(problem.orig)
+
+
+def _refusal_key(given: Credentials) -> bytes:
+    """Refused credentials as remembered: a digest, never the password (a token's login: its scheme's)."""
+    return hashlib.sha256("\0".join((given.scheme, given.user, given.password)).encode("utf-8")).digest()
 
 
 def _digest(password: str) -> bytes:

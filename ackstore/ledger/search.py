@@ -13,9 +13,11 @@ from typing import Any, Sequence
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Select,
     and_,
     exists,
     false,
+    func,
     not_,
     or_,
     select,
@@ -34,13 +36,25 @@ def search(
 ) -> list[str]:
     """Ids of indexed things matching the RQL filter, sorted; 400 ``rql.expression.invalid`` if
     malformed. A page: the first ``limit`` after the id ``after`` (the HTTP API's cursor)."""
-    condition = compile_filter(rql.parse(expression), now=now)
-    query = select(search_things.c.thing_id).where(search_things.c.present, condition)
-    if namespaces:
-        query = query.where(search_things.c.namespace.in_(list(namespaces)))
+    query = _matching(select(search_things.c.thing_id), expression, namespaces, now)
     if after is not None:
         query = query.where(search_things.c.thing_id > after)
     return list(connection.execute(query.order_by(search_things.c.thing_id).limit(limit)).scalars())
+
+
+def count(connection: Connection, expression: str, namespaces: Sequence[str] | None = None, *,
+          now: datetime | None = None) -> int:
+    """How many indexed things match the RQL filter (Ditto's ``/search/things/count``): a scan of
+    the matching things, as Ditto's count is — no page bounds it."""
+    return connection.execute(_matching(select(func.count()), expression, namespaces, now)).scalar_one()
+
+
+def _matching(query: Select[Any], expression: str, namespaces: Sequence[str] | None, now: datetime | None) -> Select[Any]:
+    """``query`` over the present things matching the filter, in ``namespaces`` when given."""
+    query = query.select_from(search_things).where(search_things.c.present, compile_filter(rql.parse(expression), now=now))
+    if namespaces:
+        query = query.where(search_things.c.namespace.in_(list(namespaces)))
+    return query
 
 
 def compile_filter(node: rql.Node, *, now: datetime | None = None) -> ColumnElement[bool]:

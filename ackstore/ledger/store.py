@@ -318,6 +318,15 @@ class AckStore:
             return error.to_json()
         return {"status": 200, "items": items}
 
+    def count(self, expression: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
+        """How many indexed things match an RQL filter: 200 with ``count``, or 400 for a bad filter."""
+        try:
+            declarations.check_namespaces(namespaces)
+            with self.engine.connect() as conn:
+                return {"status": 200, "count": search.count(conn, expression, namespaces)}
+        except errors.DittoError as error:
+            return error.to_json()
+
     def show(self, correlation_id: str) -> dict[str, Any] | None:
         """Everything stored of one signal, read in one transaction (one snapshot): its row,
         attempts, acks, hand-outs, where it stands (``state``), its answer (``result``) and its

@@ -3,6 +3,8 @@ the documents of the things a search found. Statements: ``sql/things.sql``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import timezone
 from typing import Any, Sequence
 
 from sqlalchemy import Connection
@@ -11,16 +13,30 @@ from ackstore.ledger.named_sql import ledger_statement
 from ackstore.rules.twin import ThingState
 
 
-def state(conn: Connection, thing_id: str) -> ThingState:
+@dataclass(frozen=True)
+class Read:
+    """A thing as a read answers it: its state, and when it last changed (Ditto's ``_modified``,
+    ISO-8601 in UTC; None for a thing that never existed)."""
+
+    state: ThingState
+    modified: str | None = None
+
+
+def read(conn: Connection, thing_id: str) -> Read:
     """The thing as stored (revision 0 and no document: it never existed)."""
     row = conn.execute(ledger_statement("things", "state"), {"thing_id": thing_id}).first()
-    return ThingState(thing_id) if row is None else ThingState(thing_id, row.revision, row.document)
+    return Read(ThingState(thing_id)) if row is None else _read(thing_id, row)
 
 
-def documents(conn: Connection, thing_ids: Sequence[str]) -> dict[str, Any]:
-    """The documents of the existing things among ``thing_ids``, by id."""
+def documents(conn: Connection, thing_ids: Sequence[str]) -> dict[str, Read]:
+    """The existing things among ``thing_ids``, by id."""
     found = conn.execute(ledger_statement("things", "documents"), {"thing_ids": list(thing_ids)})
-    return {row.thing_id: row.document for row in found}
+    return {row.thing_id: _read(row.thing_id, row) for row in found}
+
+
+def _read(thing_id: str, row: Any) -> Read:
+    modified = row.updated_at.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return Read(ThingState(thing_id, row.revision, row.document), modified)
 
 
 def events_after(conn: Connection, position: int, limit: int) -> list[Any]:

@@ -1035,6 +1035,13 @@ def request_body_timeout(seconds: int) -> DittoError:
                       "Send the request's body without pausing, and try again.")
 
 
+def field_selector_invalid(selector: str, description: str | None = None) -> DittoError:
+    """A ``fields`` or ``extraFields`` that is no field selector (Ditto's JsonFieldSelectorInvalidException)."""
+    return DittoError(400, "json.fieldselector.invalid", f"The field selector <{_clip(selector, 64)}> is invalid!",
+                      description or "Check, for example, if the amount of opening parentheses '(' matches the "
+                      "amount of closing ones ')'.")
+
+
 def search_option_invalid(option: str) -> DittoError:
     """A search's ``option`` the HTTP API does not take (Ditto's ``thing-search:option.invalid``)."""
     return DittoError(400, "thing-search:option.invalid", f"The option <{_clip(option, 64)}> is not valid.",

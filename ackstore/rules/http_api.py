@@ -13,11 +13,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from ackstore.rules import envelopes, errors, jsontext
+from ackstore.rules import envelopes, errors, fields, jsontext
 from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, RESPONSE_REQUIRED, TIMEOUT, AckRequest, Outcome
 from ackstore.rules.wire import DITTO_CONTENT_TYPE, location, thing_topic_prefix
 
@@ -38,6 +39,8 @@ SOURCE = "api"  # the HTTP API's signals are the API's: answered by their stored
 _PREFIX = "http:"
 _MESSAGE = re.compile(r"(?:features/(?P<feature>[^/]+)/)?(?P<box>inbox|outbox)/messages/(?P<subject>.+)", re.DOTALL)
 _TWIN_PARTS = ("attributes", "definition", "policyId", "features")
+_CLAIM = "inbox/claim"  # a claim message: a live message of subject claim to the thing's inbox
+DEFAULT_NAMESPACE = "org.eclipse.ditto"  # Ditto's default-namespace: where POST /things creates a thing
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ def resource(thing_id: str, rest: str) -> Resource:
         feature = message.group("feature")
         box = f"/{message.group('box')}/messages/{message.group('subject')}"
         return Resource(thing_id, f"/features/{feature}{box}" if feature else box, message.group("subject"))
+    if rest == _CLAIM:
+        return Resource(thing_id, "/" + rest, "claim")
     if rest.split("/", 1)[0] not in _TWIN_PARTS:
         raise errors.unknown_path("/" + rest)
     return Resource(thing_id, "/" + rest)
@@ -108,6 +113,11 @@ def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes
             raise errors.method_not_allowed(method)
         return _envelope(where, "live", "messages", where.subject or "", message_default_timeout({
             **headers, "content-type": content_type or "text/plain"}), _message_value(body, content_type, max_bytes))
+    if method == "POST" and where.path == "/":  # POST /things: create a thing of a generated id
+        value = _json_body(body, max_bytes) if body.strip() else {}
+        if isinstance(value, dict) and "thingId" in value:
+            raise errors.thing_id_not_settable()
+        return _envelope(where, "twin", "commands", "create", headers, value)
     if method == "PUT":
         return _envelope(where, "twin", "commands", "modify", headers, _json_body(body, max_bytes))
     if method == "PATCH":
@@ -117,6 +127,14 @@ def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes
     if method == "DELETE":
         return _envelope(where, "twin", "commands", "delete", headers, None)
     raise errors.method_not_allowed(method)
+
+
+def generated_thing_id(namespace: str | None, login: str, correlation_id: str | None) -> str:
+    """The id ``POST /things`` creates a thing under: in ``namespace`` (Ditto's default namespace
+    when none is given), its name a UUID — derived from the request's ``correlation-id`` when it
+    gave one, so that a retry names the same thing (and stores nothing twice)."""
+    name = uuid.uuid4() if correlation_id is None else uuid.uuid5(uuid.NAMESPACE_URL, message_id(login, correlation_id))
+    return f"{DEFAULT_NAMESPACE if namespace is None else namespace}:{name}"
 
 
 MAX_LOGIN_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
@@ -198,6 +216,25 @@ def retrieved(value: Any, etag: str | None) -> HttpAnswer:
     return HttpAnswer(200, {"etag": etag} if etag else {}, value)
 
 
+# --- reads: ``fields`` ------------------------------------------------------------------------------
+
+
+def field_selector(given: list[str]) -> tuple[fields.Pointer, ...] | None:
+    """A read's ``fields`` (every one given, joined: Ditto reads only the first), or None for none."""
+    return fields.parse(",".join(given)) if given else None
+
+
+def thing_shown(document: Any, selector: tuple[fields.Pointer, ...] | None, thing_id: str, revision: int,
+                modified: str | None) -> Any:
+    """A thing as a read shows it: its document, or the fields ``selector`` selects of it."""
+    return document if selector is None else fields.select_thing(document, selector, thing_id, revision, modified)
+
+
+def part_shown(value: Any, selector: tuple[fields.Pointer, ...] | None) -> Any:
+    """A part of a thing as a read shows it: ``fields`` selects within an object, leaves other values be."""
+    return fields.select(value, selector) if selector is not None and isinstance(value, dict) else value
+
+
 # --- the pieces ---------------------------------------------------------------------------------
 
 
@@ -269,13 +306,16 @@ def answer_at_link(body: bytes, correlation_id: str, token: str, max_bytes: int)
 
 # --- search (B.12): Ditto's pages ------------------------------------------------------------------
 
+EVERY_THING = "exists(thingId)"  # a search's filter when it gives none
+FORM = "application/x-www-form-urlencoded"
 PAGE_SIZE, MAX_PAGE_SIZE = 25, 200  # Ditto's search: size(n) defaults to 25, at most 200
-_OPTION = re.compile(r"(size|cursor)\(([^()]*)\)")
+_OPTION = re.compile(r"(size|cursor|sort)\(([^()]*)\)")
+_SORTED_BY = ("+thingId", " thingId", "thingId")  # the one order pages have ('+' arrives as ' ' when sent unencoded)
 
 
 def search_page(option: str | None) -> tuple[int, str | None]:
-    """``option=size(n),cursor(c)``: the page size and the thing id the page starts after; 400 for
-    any other option (sorting is by thing id only) or a cursor no page gave."""
+    """``option=size(n),cursor(c),sort(+thingId)``: the page size and the thing id the page starts
+    after; 400 for any other option (sorting is by thing id only) or a cursor no page gave."""
     size, after = PAGE_SIZE, None
     for part in filter(None, (option or "").split(",")):
         found = _OPTION.fullmatch(part.strip())
@@ -286,9 +326,23 @@ def search_page(option: str | None) -> tuple[int, str | None]:
             if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE_SIZE:
                 raise errors.search_option_invalid(part)
             size = int(value)
+        elif name == "sort":
+            if value not in _SORTED_BY:
+                raise errors.search_option_invalid(part)
         else:
             after = _cursor_id(value)
     return size, after
+
+
+def form_text(body: bytes, content_type: str | None) -> str:
+    """The parameters a search ``POST``s (Ditto: an URL-encoded form), as text; 415 for another
+    media type, 400 for bytes that are no text."""
+    if body and _media_type(content_type) != FORM:
+        raise errors.media_type_unsupported(content_type or "", FORM)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.json_invalid("A search's form must be URL-encoded UTF-8 text.") from None
 
 
 def search_answer(items: list[Any], last_id: str | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ackstore.rules import errors, jsontext, limits, rql, rql_eval
+from ackstore.rules import errors, fields, jsontext, limits, rql, rql_eval
 from ackstore.rules.acks import ABSENT
 
 DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
@@ -122,13 +122,16 @@ def entity_tag(state: ThingState, path: str = "/") -> str | None:
     return _tag(state, target, _get(state.document, target.pointer))
 
 
-def retrieve(state: ThingState, path: str = "/") -> tuple[Any, str | None]:
+def retrieve(state: ThingState, path: str = "/", condition: str | None = None) -> tuple[Any, str | None]:
     """A twin query's answer (the HTTP API's ``GET``): the addressed resource and its ETag, or
-    the 404 Ditto answers (B.10) — the same resolution a command's path gets."""
+    the 404 Ditto answers (B.10) — the same resolution a command's path gets; 412 when the thing
+    does not match the query's ``condition``, as a command's."""
     target = _resolve(path)
     current = _get(state.document, target.pointer)
     if current is ABSENT:
         raise _not_found(state, target)
+    if condition is not None:
+        _check_condition(state, {CONDITION: condition})
     return current, _tag(state, target, current)
 
 
@@ -314,8 +317,7 @@ def _check_condition(state: ThingState, headers: Mapping[str, Any]) -> None:
     if CONDITION not in headers:
         return
     node = _condition(headers[CONDITION])
-    namespace = state.thing_id.partition(":")[0]
-    shown = {**state.document, "_revision": state.revision, "_namespace": namespace}  # type: ignore[arg-type]
+    shown = {**state.document, **fields.computed(state.thing_id, state.revision, None)}  # type: ignore[arg-type]
     if not rql_eval.matches(node, rql_eval.rows_by_path(shown)):
         raise errors.condition_failed()
 

@@ -146,6 +146,13 @@ def test_merge_delete_and_a_message_are_the_commands_ditto_maps_them_to(client, 
     ("POST", f"/api/2/things/{THING}", {"json": {}}, 405, "http.method.notallowed"),
     ("GET", "/api/2/nowhere", {}, 404, "http.notfound"),
     ("GET", "/api/2/search/things?filter=eq(attributes/a", {}, 400, "rql.expression.invalid"),
+    ("GET", f"/api/2/things/{THING}?fields=attributes(on", {}, 400, "json.fieldselector.invalid"),
+    ("GET", "/api/2/search/things?fields=,", {}, 400, "json.fieldselector.invalid"),
+    ("GET", "/api/2/search/things?option=sort(-thingId)", {}, 400, "thing-search:option.invalid"),
+    ("POST", "/api/2/search/things", {"json": {"filter": "exists(thingId)"}}, 415, "mediatype.unsupported"),
+    ("POST", "/api/2/search/things/count", {"data": {"filter": "eq(a"}}, 400, "rql.expression.invalid"),
+    ("POST", "/api/2/things?namespace=org.acme", {"json": {"thingId": "org.acme:x"}}, 400, "things:id.notsettable"),
+    ("POST", f"/api/2/things/{THING}/attributes", {"json": {}}, 405, "http.method.notallowed"),
     ("PUT", f"/api/2/things/{THING}/attributes/" + "a" * 9_000, {"json": 1}, 414, "http.uri.toolong"),
     ("PUT", f"/api/2/things/{THING}", {"json": {}, "headers": {"x-filler": "y" * 9_000}}, 431, "headers.too.large"),
 ])
@@ -411,3 +418,56 @@ def _until_closed_or_answered(connection: socket.socket) -> str:
             break
         received += chunk
     return received.decode()
+
+
+def test_reads_and_searches_show_the_fields_they_select_and_count_what_matches(client, engine, run_pipeline) -> None:
+    """Ditto's ``fields`` on a read, a list and a search (GET, and POST as a form), its computed
+    ``_revision`` / ``_namespace`` / ``_modified``; a read's ``condition``; the search's count."""
+    for n in range(3):
+        client.put(f"/api/2/things/org.acme:f-{n}", json={"attributes": {"n": n, "model": f"M{n}"},
+                                                          "features": {"lamp": {"properties": {"on": n > 0}}}},
+                   headers={"response-required": "false"})
+    run_pipeline()
+    read = client.get("/api/2/things/org.acme:f-1", params={"fields": "attributes(model),_revision,_namespace"})
+    assert read.json() == {"attributes": {"model": "M1"}, "_revision": 1, "_namespace": "org.acme"}
+    assert read.headers["etag"] == '"rev:1"'
+    modified = client.get("/api/2/things/org.acme:f-1", params={"fields": "_modified"}).json()["_modified"]
+    assert modified.endswith("Z") and modified[:4].isdigit()
+    part = client.get("/api/2/things/org.acme:f-1/features", params=[("fields", "lamp/properties/on")])
+    assert part.json() == {"lamp": {"properties": {"on": True}}}
+    assert client.get("/api/2/things/org.acme:f-1", params=[("fields", "thingId"), ("fields", "attributes/n")]).json() \
+        == {"thingId": "org.acme:f-1", "attributes": {"n": 1}}
+    listed = client.get("/api/2/things", params={"ids": "org.acme:f-2,org.acme:f-0,org.acme:none", "fields": "thingId"})
+    assert listed.json() == [{"thingId": "org.acme:f-2"}, {"thingId": "org.acme:f-0"}]
+    held = client.get("/api/2/things/org.acme:f-1/attributes", params={"condition": "eq(attributes/n,1)"})
+    assert held.json() == {"n": 1, "model": "M1"}
+    failed = client.get("/api/2/things/org.acme:f-1", headers={"condition": "eq(attributes/n,2)"})
+    assert (failed.status_code, failed.json()["error"]) == (412, "things:condition.failed")
+
+    matching = {"filter": "eq(features/lamp/properties/on,true)", "namespaces": "org.acme", "fields": "thingId"}
+    expected = {"items": [{"thingId": "org.acme:f-1"}, {"thingId": "org.acme:f-2"}]}
+    assert client.get("/api/2/search/things", params={**matching, "option": "sort(+thingId)"}).json() == expected
+    assert client.post("/api/2/search/things", data=matching).json() == expected
+    assert client.post("/api/2/search/things?fields=attributes/n", data={"filter": matching["filter"]}).json() == {
+        "items": [{"attributes": {"n": 1}}, {"attributes": {"n": 2}}]}
+    counted = client.get("/api/2/search/things/count", params={"filter": matching["filter"]})
+    assert (counted.status_code, counted.json()) == (200, 2)
+    assert client.post("/api/2/search/things/count", data={"namespaces": "org.other"}).json() == 0
+    assert client.get("/api/2/search/things/count").json() == 3
+
+
+def test_post_things_creates_a_thing_of_a_generated_id_once_for_a_retry(client, engine, run_pipeline) -> None:
+    created = _held(client, "POST", "/api/2/things?namespace=org.acme", engine, run_pipeline,
+                    json={"attributes": {"made": True}}, headers={"correlation-id": "made-1"})
+    assert created.status_code == 201, created.text
+    thing_id = created.json()["thingId"]
+    assert thing_id.startswith("org.acme:") and created.json()["attributes"] == {"made": True}
+    assert created.headers["location"] == f"/api/2/things/{thing_id}"
+    again = client.post("/api/2/things?namespace=org.acme", json={"attributes": {"made": True}},
+                        headers={"correlation-id": "made-1"})
+    assert (again.status_code, again.json()) == (201, created.json())
+    plain = client.post("/api/2/things", json={}, headers={"response-required": "false"})
+    assert plain.status_code == 202
+    run_pipeline()
+    assert client.get("/api/2/search/things/count", params={"namespaces": "org.eclipse.ditto"}).json() == 1
+    assert _count(engine) == 2

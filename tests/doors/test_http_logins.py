@@ -19,7 +19,7 @@ from sqlalchemy.exc import ProgrammingError
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from ackstore.doors import tokens
+from ackstore.doors import logins, tokens
 from ackstore.ledger.database import acting_as, caller_login
 
 from tests.support import password_server
@@ -86,6 +86,30 @@ def test_a_known_login_with_a_wrong_password_is_refused_after_it_was_accepted(do
     assert httpx.get(f"{door.url}/api/2/whoami", auth=(ALICE, PASSWORDS[ALICE]), timeout=30).status_code == 200
     assert httpx.get(f"{door.url}/api/2/whoami", auth=(ALICE, "guess"), timeout=30).status_code == 401
     assert httpx.get(f"{door.url}/api/2/whoami", auth=(ALICE, PASSWORDS[ALICE]), timeout=30).status_code == 200
+
+
+def test_refused_credentials_are_refused_again_without_asking_the_database_until_the_refusal_ends(
+        door, server) -> None:
+    """A client retrying a wrong password costs no connection each: its credentials are refused from
+    memory for ``REFUSED_FOR_S`` — shown by making them right meanwhile (the door does not ask) —
+    and asked again after."""
+    admin = create_engine(server.url(PLAIN_USER).sqlalchemy(), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("CREATE ROLE carol LOGIN PASSWORD 'carol-s3cret' IN ROLE ackstore_ingest"))
+    try:
+        assert httpx.get(f"{door.url}/api/2/whoami", auth=("carol", "later"), timeout=30).status_code == 401
+        with admin.connect() as conn:
+            conn.execute(text("ALTER ROLE carol PASSWORD 'later'"))
+        refused_at = time.monotonic()
+        again = httpx.get(f"{door.url}/api/2/whoami", auth=("carol", "later"), timeout=30)
+        assert (again.status_code, again.json()["error"]) == (401, "gateway:authentication.failed")
+        assert httpx.get(f"{door.url}/api/2/whoami", auth=("carol", "later!"), timeout=30).status_code == 401
+        time.sleep(max(0.0, logins.REFUSED_FOR_S + 0.5 - (time.monotonic() - refused_at)))
+        assert httpx.get(f"{door.url}/api/2/whoami", auth=("carol", "later"), timeout=30).status_code == 200
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text("DROP OWNED BY carol; DROP ROLE carol"))
+        admin.dispose()
 
 
 def test_a_login_without_the_ingest_roles_privileges_is_403_and_stores_nothing(door, server) -> None:

@@ -448,7 +448,7 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
             assert store.acknowledge("app", answer) == {"status": 204}
             assert store.search("exists(thingId)", ["org.acme"])["items"]
             with store.engine.connect() as conn:  # the HTTP API's read of a twin (ackstore serve, migration 0027)
-                assert things.state(conn, "org.acme:c1").exists
+                assert things.read(conn, "org.acme:c1").state.exists
             store.submit(twin_command("modify", path="/attributes/n", value=1, correlation_id="t2"))  # changes a thing
             with store.engine.begin() as conn:
                 settlements.record_latest(conn, {again.signal_id})

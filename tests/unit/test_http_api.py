@@ -64,12 +64,77 @@ def test_a_write_is_the_twin_command_ditto_maps_it_to(method: str, content_type:
     ("PATCH", b"{}", None, 415, "mediatype.unsupported"),
     ("PUT", b"", "application/json", 400, "json.invalid"),
     ("PUT", b"{nope", "application/json", 400, "json.invalid"),
-    ("POST", b"{}", "application/json", 405, "http.method.notallowed"),
+    ("POST", b'{"thingId": "org.acme:other"}', "application/json", 400, "things:id.notsettable"),
+    ("POST", b"[1", "application/json", 400, "json.invalid"),
 ])
 def test_a_write_ditto_refuses(method: str, body: bytes, content_type: str | None, status: int, error: str) -> None:
     with pytest.raises(errors.DittoError) as refused:
         http_api.signal(method, http_api.resource("org.acme:lamp-1", ""), {}, body, content_type, LIMIT)
     assert (refused.value.status, refused.value.error) == (status, error)
+
+
+def test_a_post_to_a_part_of_a_thing_is_405() -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        http_api.signal("POST", http_api.resource("org.acme:lamp-1", "attributes"), {}, b"{}", "application/json",
+                        LIMIT)
+    assert (refused.value.status, refused.value.error) == (405, "http.method.notallowed")
+
+
+@pytest.mark.parametrize(("body", "value"), [
+    (b"", {}), (b'{"attributes": {"on": true}}', {"attributes": {"on": True}})])
+def test_post_things_creates_a_thing_of_the_generated_id(body: bytes, value: object) -> None:
+    signal = http_api.signal("POST", http_api.resource("org.acme:made", ""), {}, body, "application/json", LIMIT)
+    assert (signal["topic"], signal["path"], signal["value"]) == (
+        "org.acme/made/things/twin/commands/create", "/", value)
+
+
+def test_a_generated_thing_id_is_the_same_for_a_retry_and_another_for_another_login_or_request() -> None:
+    first = http_api.generated_thing_id(None, "alice", "c-1")
+    assert first.startswith(f"{http_api.DEFAULT_NAMESPACE}:")
+    assert first == http_api.generated_thing_id(None, "alice", "c-1")
+    assert first != http_api.generated_thing_id(None, "bob", "c-1") != http_api.generated_thing_id(None, "alice", "c-2")
+    assert http_api.generated_thing_id("org.acme", "alice", None).startswith("org.acme:")
+    fresh = [http_api.generated_thing_id("org.acme", "alice", None) for _ in range(2)]
+    assert fresh[0] != fresh[1]
+
+
+def test_a_claim_is_a_live_message_of_subject_claim_to_the_inbox() -> None:
+    where = http_api.resource("org.acme:lamp-1", "inbox/claim")
+    signal = http_api.signal("POST", where, {}, b"hello", "text/plain", LIMIT)
+    assert (signal["topic"], signal["path"], signal["value"]) == (
+        "org.acme/lamp-1/things/live/messages/claim", "/inbox/claim", "hello")
+
+
+@pytest.mark.parametrize(("body", "content_type", "text"), [
+    (b"filter=eq(thingId,%22a%22)&fields=thingId", "application/x-www-form-urlencoded",
+     "filter=eq(thingId,%22a%22)&fields=thingId"),
+    (b"", None, ""),
+])
+def test_a_search_form_is_its_text(body: bytes, content_type: str | None, text: str) -> None:
+    assert http_api.form_text(body, content_type) == text
+
+
+@pytest.mark.parametrize(("body", "content_type", "status"), [
+    (b"filter=x", "application/json", 415), (b"\xff", "application/x-www-form-urlencoded", 400)])
+def test_a_search_form_ditto_refuses(body: bytes, content_type: str, status: int) -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        http_api.form_text(body, content_type)
+    assert refused.value.status == status
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    ([], {"thingId": "org.acme:lamp-1", "attributes": {"on": True, "model": "L1"}}),
+    (["thingId"], {"thingId": "org.acme:lamp-1"}),
+    (["attributes/on", "_revision"], {"attributes": {"on": True}, "_revision": 3}),
+    (["attributes(model),_namespace,_modified"], {"attributes": {"model": "L1"}, "_namespace": "org.acme",
+                                                   "_modified": "2026-11-29T00:00:00.000Z"}),
+])
+def test_a_read_shows_the_fields_it_selects(given: list[str], shown: object) -> None:
+    document = {"thingId": "org.acme:lamp-1", "attributes": {"on": True, "model": "L1"}}
+    selector = http_api.field_selector(given)
+    assert http_api.thing_shown(document, selector, "org.acme:lamp-1", 3, "2026-11-29T00:00:00.000Z") == shown
+    assert http_api.part_shown(document["attributes"], http_api.field_selector(["on"])) == {"on": True}
+    assert http_api.part_shown(7, selector) == 7
 
 
 def test_a_message_is_a_live_message_with_ten_seconds_by_default_and_its_payload_as_it_says() -> None:
@@ -134,12 +199,14 @@ def test_an_answer_at_a_link_gets_its_token_and_correlation_id_or_is_refused() -
 @pytest.mark.parametrize(("option", "page"), [
     (None, (25, None)), ("size(200)", (200, None)), ("size(1)", (1, None)),
     ("size(3),cursor(b3JnLmFjbWU6Yg)", (3, "org.acme:b")), (" cursor(b3JnLmFjbWU6Yg) ", (25, "org.acme:b")),
+    ("sort(+thingId),size(2)", (2, None)), ("sort( thingId)", (25, None)),
 ])
 def test_a_search_page_is_its_size_and_where_it_starts(option: str | None, page: tuple) -> None:
     assert http_api.search_page(option) == page
 
 
-@pytest.mark.parametrize("option", ["size(0)", "size(201)", "size(x)", "sort(+thingId)", "limit(1,2)", "cursor(!!)"])
+@pytest.mark.parametrize("option", ["size(0)", "size(201)", "size(x)", "sort(-thingId)", "sort(+attributes/n)",
+                                    "limit(1,2)", "cursor(!!)"])
 def test_a_search_option_ditto_has_not_or_we_do_not_take_is_400(option: str) -> None:
     with pytest.raises(errors.DittoError) as refused:
         http_api.search_page(option)
