@@ -660,7 +660,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from ackstore.doors.tokens import read_key
 
+    from ackstore.connectors import logs
+
     key = read_key(args.token_key) if args.token_key is not None else None
+    logs.configure(_ledger_password(args))  # every line guarded, uvicorn's too
     serve(DatabaseUrl.parse(resolve_url(args.database_url)), args.listen, trusting=args.trusting_database,
           token_key=key)
     return EXIT_OK

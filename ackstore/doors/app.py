@@ -67,7 +67,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
             raise errors.json_field_missing("ids")  # Ditto's GET /things takes the ids it is to retrieve
         selector = _selector(request)
         store = await door.store_of(request)
-        found = await asyncio.to_thread(_documents, store, ids)
+        found = await asyncio.to_thread(things.read_documents, store.engine, ids)
         return _response(http_api.HttpAnswer(200, {}, [_shown(found[i], selector) for i in ids if i in found]))
 
     async def answers_route(request: Request) -> Response:
@@ -263,7 +263,7 @@ def _search(store: AckStore, expression: str, namespaces: list[str] | None, size
     if found["status"] != 200:
         return http_api.refused(found)
     ids = found["items"][:size]
-    documents = _documents(store, ids)
+    documents = things.read_documents(store.engine, ids)
     more = ids[-1] if len(found["items"]) > size else None
     shown = [_shown(documents[i], selector) for i in ids if i in documents]
     return http_api.HttpAnswer(200, {}, http_api.search_answer(shown, more))
@@ -276,9 +276,6 @@ def _latest(store: AckStore, correlation_id: str) -> Any:
         return results.latest_of(conn, [correlation_id]).get(correlation_id)
 
 
-def _documents(store: AckStore, thing_ids: list[str]) -> dict[str, things.Read]:
-    with store.engine.connect() as conn:
-        return things.documents(conn, thing_ids)
 
 
 def _guarded(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

@@ -12,7 +12,7 @@ from typing import Iterator
 from starlette.requests import HTTPConnection, Request
 
 from ackstore.doors.held import Decisions
-from ackstore.doors.logins import Login, Logins
+from ackstore.doors.logins import ACCESS_TOKEN, Login, Logins, authorization_of
 from ackstore.doors.metrics import DoorMetrics
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.database_url import DatabaseUrl
@@ -78,7 +78,7 @@ class Door:
     async def login_of(self, request: HTTPConnection) -> Login:
         """Who a request or a socket acts as: a login checked lately at once, else checked by
         connecting (in a thread)."""
-        authorization = request.headers.get("authorization")
+        authorization = authorization_of(request.headers.get("authorization"), request.query_params.get(ACCESS_TOKEN))
         return self.logins.known(authorization) or await asyncio.to_thread(self.logins.login_for, authorization)
 
     async def store_of(self, request: Request) -> AckStore:

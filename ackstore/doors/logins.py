@@ -216,6 +216,15 @@ def _same(secret: bytes, password: str) -> bool:
     return hmac.compare_digest(secret, _digest(password))
 
 
+ACCESS_TOKEN = "access_token"  # RFC 6750 2.3: a browser's WebSocket or EventSource cannot set a header
+
+
+def authorization_of(header: str | None, access_token: str | None) -> str | None:
+    """A request's ``Authorization``: its header, else its ``access_token`` query parameter as a
+    Bearer token (Ditto's gateway takes both; the door logs no query)."""
+    return header or (f"Bearer {access_token}" if access_token else None)
+
+
 def credentials(authorization: str | None, token_key: bytes | None = None) -> Credentials:
     """What an ``Authorization`` header proves: HTTP Basic's login name and password, or (with a
     ``token_key``) the login a valid Bearer token names; else the 401 Ditto answers."""

@@ -103,6 +103,8 @@ def serve(url: DatabaseUrl, listen: str = DEFAULT_LISTEN, settings: Settings | N
         log.warning("--trusting-database: a request acts as whichever login it names, unproven; "
                     "for one machine's development server only")
     app = application(url, settings, trusting=trusting, token_key=token_key)
+    # log_config None: uvicorn's lines go to the process's handlers, which the CLI guards (no token
+    # of a WebSocket's query, no control character a sender chose, reaches a line)
     config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on",
-                            ws_max_size=ws_max_size(app.state.door.settings), **LIMITS)
+                            log_config=None, ws_max_size=ws_max_size(app.state.door.settings), **LIMITS)
     _Server(config, app.state.door).run()

@@ -28,8 +28,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ackstore.doors.door import Door
 from ackstore.doors.logins import Login
-from ackstore.ledger import failures
-from ackstore.rules import envelopes, errors, headers, http_api, jsontext, ws_protocol
+from ackstore.ledger import failures, things
+from ackstore.rules import envelopes, errors, fields, headers, http_api, jsontext, ws_protocol
 
 log = logging.getLogger("ackstore.doors")
 
@@ -210,11 +210,32 @@ class Socket:
             if room > 0:
                 handed = await asyncio.to_thread(self.store.pull, self.subscriber, max=min(room, PUSH_BATCH),
                                                  lease=PUSH_LEASE)
-            for message in handed:
-                if not self._own(message):
-                    self._send(message)
+            for message in await self._enriched([message for message in handed if not self._own(message)]):
+                self._send(message)
             if len(handed) < PUSH_BATCH:
                 await asyncio.sleep(PUSH_POLL_S)
+
+    async def _enriched(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages with what their stream's ``extraFields`` select of their things, as the
+        things are now (Ditto's ``extra``; one read for all of them)."""
+        wanted = [(message, self._extra_fields(message), _thing_id(message)) for message in messages]
+        thing_ids = sorted({thing_id for _, selector, thing_id in wanted if selector and thing_id})
+        if not thing_ids:
+            return messages
+        found = await asyncio.to_thread(things.read_documents, self.store.engine, thing_ids)
+        enriched = []
+        for message, selector, thing_id in wanted:
+            read = found.get(thing_id or "") if selector else None
+            if read is not None and read.state.document is not None:
+                state = read.state
+                message = ws_protocol.with_extra(message, fields.select_thing(
+                    state.document, selector, state.thing_id, state.revision, read.modified))
+            enriched.append(message)
+        return enriched
+
+    def _extra_fields(self, message: dict[str, Any]) -> tuple[fields.Pointer, ...] | None:
+        started = self.started.get(ws_protocol.stream_of(message) or "")
+        return started.extra_fields if started is not None else None
 
     def _sent_live(self, correlation_id: str) -> None:
         self.own_live[correlation_id] = None
@@ -292,6 +313,11 @@ class Socket:
             await self.websocket.close(code, reason)
         except Exception:  # noqa: BLE001 — closed by the client meanwhile
             pass
+
+
+def _thing_id(message: dict[str, Any]) -> str | None:
+    topic = envelopes.topic_of(message)
+    return topic.thing[0] if topic is not None and topic.thing is not None else None
 
 
 def _http(answer: http_api.HttpAnswer) -> Response:

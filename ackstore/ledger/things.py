@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Sequence
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from ackstore.ledger.named_sql import ledger_statement
 from ackstore.rules.twin import ThingState
@@ -32,6 +32,12 @@ def documents(conn: Connection, thing_ids: Sequence[str]) -> dict[str, Read]:
     """The existing things among ``thing_ids``, by id."""
     found = conn.execute(ledger_statement("things", "documents"), {"thing_ids": list(thing_ids)})
     return {row.thing_id: _read(row.thing_id, row) for row in found}
+
+
+def read_documents(engine: Engine, thing_ids: Sequence[str]) -> dict[str, Read]:
+    """:func:`documents`, on a connection of its own (a door's reads: each its own)."""
+    with engine.connect() as conn:
+        return documents(conn, thing_ids)
 
 
 def _read(thing_id: str, row: Any) -> Read:

@@ -7,6 +7,8 @@ on every connect. So every line a connector process logs, whoever wrote it, goes
 
 * the password of any URL in the text, ``scheme://user:password@``, becomes ``***`` — the URL
   stays readable, its user and host shown;
+* a bearer token a URL's query gives (``access_token=…``, RFC 6750 2.3, as the front door takes
+  it from a browser) becomes ``***``;
 * each secret the process knows (:func:`secrets_of`: its URI's password, raw and decoded, and the
   HTTP basic credentials it sends), wherever it stands, becomes ``***`` — a password of fewer than
   :data:`MIN_MASKED` characters only where a URL holds it, lest every such word of a line be
@@ -28,6 +30,7 @@ MIN_MASKED = 4
 # A URL's userinfo with a password: the password runs to the last "@" before the host (an
 # unencoded "@" in it is the password's, as urlsplit reads it), never across a space, a quote or a "/".
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^ \t\r\n/?#@:'\"<>]*:)[^ \t\r\n/'\"<>]*@")
+_ACCESS_TOKEN = re.compile(r"([?&;]access_token=)[^&#; \t\r\n'\"<>]+")
 
 
 def secrets_of(uri: str) -> list[str]:
@@ -50,6 +53,8 @@ def masked(text: str, secrets: Iterable[str] = ()) -> str:
     :data:`MIN_MASKED` at least), replaced by ``***``."""
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda match: f"{match.group(1)}{MASK}@", text)
+    if "access_token=" in text:
+        text = _ACCESS_TOKEN.sub(lambda match: f"{match.group(1)}{MASK}", text)
     for secret in secrets:
         if len(secret) >= MIN_MASKED and secret in text:
             text = text.replace(secret, MASK)

@@ -11,7 +11,7 @@ import re
 from typing import Any, Literal, Mapping, NamedTuple
 from urllib.parse import parse_qsl
 
-from ackstore.rules import envelopes, limits, rql, wire
+from ackstore.rules import envelopes, fields, limits, rql, wire
 from ackstore.rules.connectivity import is_acknowledgement
 from ackstore.rules.headers import AckRequest, Outcome, requested_acks_text_items
 
@@ -41,7 +41,7 @@ class Control(NamedTuple):
     stream: str  # EVENTS, MESSAGES, LIVE_COMMANDS or LIVE_EVENTS
     filter: str | None = None
     namespaces: tuple[str, ...] | None = None
-    extra_fields: str | None = None
+    extra_fields: tuple[fields.Pointer, ...] | None = None  # what of its thing a pushed signal carries as ``extra``
 
     @property
     def text(self) -> str:
@@ -74,7 +74,8 @@ def control(text: str) -> Control | None:
         namespaces = tuple(part.strip() for part in params["namespaces"].split(",") if part.strip())
         for namespace in namespaces:
             limits.check_text("namespace", namespace)
-    return Control(True, stream, expression, namespaces, params.get("extraFields") or None)
+    extra = fields.parse(params["extraFields"]) if params.get("extraFields") else None
+    return Control(True, stream, expression, namespaces, extra)
 
 
 class Subscription(NamedTuple):
@@ -133,6 +134,23 @@ def kind(envelope: Mapping[str, Any]) -> FrameKind:
     if is_acknowledgement(envelope):
         return "ack"
     return "response" if "status" in envelope else "signal"
+
+
+def stream_of(message: Mapping[str, Any]) -> str | None:
+    """The stream a handed-out signal is pushed on: a twin event's EVENTS, a live message's
+    MESSAGES, a live command's LIVE_COMMANDS (None: no signal a stream pushes)."""
+    topic = envelopes.topic_of(message)
+    if topic is None or topic.thing is None:
+        return None
+    if topic.thing[1] == "twin":
+        return "EVENTS"
+    return "MESSAGES" if topic.segments[4:5] == ["messages"] else "LIVE_COMMANDS"  # <ns>/<name>/things/live/<criterion>
+
+
+def with_extra(message: dict[str, Any], selected: Mapping[str, Any]) -> dict[str, Any]:
+    """A pushed signal with what its stream's ``extraFields`` selected of its thing (Ditto's ``extra``),
+    as it is when there is nothing."""
+    return {**message, "extra": dict(selected)} if selected else message
 
 
 def is_live(message: Mapping[str, Any]) -> bool:

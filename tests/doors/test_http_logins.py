@@ -284,6 +284,21 @@ def test_a_socket_with_a_token_declares_its_labels_as_the_tokens_login(token_doo
     assert refused.value.response.status_code == 401
 
 
+def test_a_token_in_the_access_token_parameter_is_taken_as_a_browser_sends_it(token_door, server) -> None:
+    """RFC 6750's ``access_token`` query parameter, which a browser's WebSocket or EventSource must
+    use (it cannot set a header): the same token, the same login; never in the door's log."""
+    token = tokens.issue(KEY, ALICE, 600)
+    whoami = httpx.get(f"{token_door.url}/api/2/whoami", params={"access_token": token}, timeout=30)
+    assert whoami.json()["defaultSubject"] == f"postgres:{ALICE}"
+    refused = httpx.get(f"{token_door.url}/api/2/whoami", params={"access_token": token + "x"}, timeout=30)
+    assert (refused.status_code, refused.json()["error"]) == (401, "gateway:jwt.invalid")
+    url = token_door.url.replace("http://", "ws://", 1) + f"/ws/2?access_token={token}"
+    with connect(url, open_timeout=30) as socket:
+        socket.send('{"topic": "_/_/things/twin/commands/retrieve", "path": "/", "headers": {}}')
+        assert "error" in socket.recv(timeout=30)  # served: Ditto's error for a thing id the topic lacks
+    assert token not in "".join(token_door.log)
+
+
 def test_a_token_for_the_reporter_acts_as_the_reporter_who_may_not_write(token_door, server) -> None:
     """Granted to the door, the reporter's token is the reporter's: its write is 403, nothing stored."""
     before = _signals(server)

@@ -97,13 +97,14 @@ def test_an_ack_issued_over_the_socket_under_a_declared_label_counts(
 
 def test_events_asked_for_are_pushed_and_acked_over_the_socket_and_a_dropped_one_comes_again(
         door, engine, run_pipeline, two_logins) -> None:  # noqa: F811
-    """START-SEND-EVENTS with a filter: the event of a command that requests the socket's label is
-    pushed under a lease (A.3); a socket that drops it unacknowledged gets it again on the login's
+    """START-SEND-EVENTS with a filter and extraFields: the event of a command that requests the
+    socket's label is pushed under a lease (A.3), with what extraFields chose of its thing; a socket that drops it unacknowledged gets it again on the login's
     next socket once the lease ended (beyond Ditto, decisions #136); the ack it then sends over the
     socket counts for the command, answered 200 on the commanding socket."""
     subscriber, commander = two_logins
     with door.socket(subscriber, query="declared-acks=app:seen") as first:
-        first.send("START-SEND-EVENTS?filter=" + "eq(attributes%2Fon%2Ctrue)" + "&namespaces=org.acme")
+        first.send("START-SEND-EVENTS?filter=" + "eq(attributes%2Fon%2Ctrue)" + "&namespaces=org.acme"
+                   "&extraFields=" + "attributes(on,none)%2C_revision")
         assert first.recv(30) == "START-SEND-EVENTS:ACK"
         with door.socket(commander) as command:
             before = _count(engine)
@@ -116,12 +117,15 @@ def test_events_asked_for_are_pushed_and_acked_over_the_socket_and_a_dropped_one
             assert (event["topic"], event["value"], event["headers"]["correlation-id"]) == (
                 f"{TOPIC}/events/created", {"attributes": {"on": True}}, "ws-ev")
             assert event["headers"]["delivery-count"] == 1 and event["headers"]["ack-token"]
+            # its thing as extraFields chose, as it is when pushed: after the other command too (as Ditto enriches)
+            assert event["extra"] == {"attributes": {"on": False}, "_revision": 2}
             with pytest.raises(TimeoutError):  # the other command's event is outside the filter
                 first.recv(1)
     with door.socket(subscriber, query="declared-acks=app:seen") as second, door.socket(commander) as command:
         second.send("START-SEND-EVENTS?filter=" + "eq(attributes%2Fon%2Ctrue)")
         assert second.recv(30) == "START-SEND-EVENTS:ACK"
         again = _received(second, timeout=90)  # once the first hand-out's lease ended
+        assert "extra" not in again  # this socket's stream chose no extraFields
         assert (again["headers"]["correlation-id"], again["headers"]["delivery-count"]) == ("ws-ev", 2)
         second.send(json.dumps({"topic": f"{TOPIC}/acks/app:seen", "status": 200,
                                 "headers": {"correlation-id": "ws-ev", "ack-token": again["headers"]["ack-token"]}}))

@@ -22,6 +22,9 @@ SECRET = "S3cr3t-p@ss/w0rd"
     ("http://user:p%40ss@host/base", "http://user:***@host/base"),
     ("amqps://u:p@ss@host:5671", "amqps://u:***@host:5671"),  # an unencoded "@": the last one ends the password
     ('url="amqp://u:pw@h"', 'url="amqp://u:***@h"'),
+    ('"WebSocket /ws/2?declared-acks=a&access_token=eyJ.x-y.z_0" [accepted]',
+     '"WebSocket /ws/2?declared-acks=a&access_token=***" [accepted]'),
+    ("GET /api/2/things?access_token=t0k3n&filter=x", "GET /api/2/things?access_token=***&filter=x"),
     ("amqp://user@host:5672 has no password", "amqp://user@host:5672 has no password"),
     ("http://host:80/a:b@c", "http://host:80/a:b@c"),  # a path's "@" is no userinfo
     ("no URL at all: a:b@c", "no URL at all: a:b@c"),

@@ -24,8 +24,32 @@ def test_a_control_frame_is_acknowledged_with_its_name_and_ack(text: str, acked:
 
 def test_a_control_frames_parameters_are_url_decoded() -> None:
     control = ws_protocol.control("START-SEND-EVENTS?filter=eq(attributes%2Fon%2Ctrue)&namespaces=org.acme,org.b"
-                                  "&extraFields=attributes&unknown=1")
-    assert control == ws_protocol.Control(True, "EVENTS", "eq(attributes/on,true)", ("org.acme", "org.b"), "attributes")
+                                  "&extraFields=attributes(model)%2C_revision&unknown=1")
+    assert control == ws_protocol.Control(True, "EVENTS", "eq(attributes/on,true)", ("org.acme", "org.b"),
+                                          (("attributes", "model"), ("_revision",)))
+
+
+def test_a_bad_extra_fields_is_dittos_field_selector_error() -> None:
+    with pytest.raises(errors.DittoError) as refused:
+        ws_protocol.control("START-SEND-EVENTS?extraFields=attributes(model")
+    assert (refused.value.status, refused.value.error) == (400, "json.fieldselector.invalid")
+
+
+@pytest.mark.parametrize(("topic", "stream"), [
+    ("org.acme/lamp-1/things/twin/events/modified", "EVENTS"),
+    ("org.acme/lamp-1/things/live/messages/ask", "MESSAGES"),
+    ("org.acme/lamp-1/things/live/commands/modify", "LIVE_COMMANDS"),
+    ("_/_/things/twin/errors", None), ("not a topic", None),
+])
+def test_a_pushed_signal_is_its_streams(topic: str, stream: str | None) -> None:
+    assert ws_protocol.stream_of({"topic": topic}) == stream
+
+
+def test_a_pushed_signal_carries_what_its_stream_selected_as_extra_and_nothing_when_nothing() -> None:
+    message = {"topic": "org.acme/lamp-1/things/twin/events/modified", "value": 1}
+    assert ws_protocol.with_extra(message, {"attributes": {"model": "L1"}}) == {**message,
+                                                                                "extra": {"attributes": {"model": "L1"}}}
+    assert ws_protocol.with_extra(message, {}) == message
 
 
 @pytest.mark.parametrize("text", ['{"topic": "x"}', "START-SEND-NOTHING", "start-send-events", " START-SEND-EVENTS",
