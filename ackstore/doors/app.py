@@ -62,9 +62,10 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
     async def things_list_route(request: Request) -> Response:
         if events.wants_events(request):
             return await events.stream(door, request)
-        ids = [thing_id for thing_id in request.query_params.get("ids", "").split(",") if thing_id]
+        ids = [http_api.resource(thing_id.strip(), "").thing_id  # 400 things:id.invalid for one that is none
+               for thing_id in request.query_params.get("ids", "").split(",") if thing_id.strip()]
         if not ids:
-            raise errors.json_field_missing("ids")  # Ditto's GET /things takes the ids it is to retrieve
+            raise errors.thing_ids_missing()  # Ditto's GET /things takes the ids it is to retrieve
         selector = _selector(request)
         store = await door.store_of(request)
         found = await asyncio.to_thread(things.read_documents, store.engine, ids)
@@ -197,8 +198,8 @@ async def _write_held(door: Door, request: Request, where: http_api.Resource, lo
     asked = headers.normalize(envelope["headers"], channel="live" if where.is_message else "twin", api="http",
                               settings=store.settings)
     envelope["headers"] = asked.headers  # its correlation id fixed here, the one the client retries with
-    message_id = http_api.message_id(login.name, asked.correlation_id) if headers.CORRELATION_ID in given else None
-    stored = await login.intake.submit(envelope, message_id)
+    # keyed by the login even when the door made the correlation id up: its answer is the login's alone
+    stored = await login.intake.submit(envelope, http_api.message_id(login.name, asked.correlation_id))
     if not stored.ok:
         return _response(http_api.refused(stored.answer))
     hold_ms = http_api.hold_ms(asked)
@@ -223,6 +224,7 @@ async def _read(door: Door, request: Request, where: http_api.Resource) -> Respo
     store = await door.store_of(request)
     read = await asyncio.to_thread(_thing_read, store, where.thing_id)
     value, etag = twin.retrieve(read.state, where.path, condition)
+    twin.check_if_match(etag, request.headers.get("if-match"))
     if twin.not_modified(etag, request.headers.get("if-none-match")):
         return Response(status_code=304, headers={"etag": etag} if etag else {})
     shown = _shown(read, selector) if where.path == "/" else http_api.part_shown(value, selector)

@@ -3,15 +3,22 @@ the twins' changes as Ditto's SSE does — each event's ``data`` the changed par
 ``id`` the event's position in the ledger's event log, so a client that reconnects with
 ``Last-Event-ID`` resumes where it was, missing nothing. ``filter`` (RQL) and ``namespaces``
 select events as a subscriber's declaration does (``subscriptions.exclusion``, one rule). The
-stream reads the log every ``POLL_S`` (the pipeline writes events a pass at a time), at most
-``BATCH`` events a read, and says it is alive every ``KEEP_ALIVE_S``.
+log is read every ``POLL_S`` (the pipeline writes events a pass at a time), at most ``BATCH``
+events a read, once for all of a login's streams (:class:`Tail`: as the login, so a stream sees
+what its login may read); a stream behind the tail — resumed from long ago — reads on its own until
+it caught up. A stream says it is alive every ``KEEP_ALIVE_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import collections
+import contextlib
+import itertools
+import logging
 import time
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -24,9 +31,11 @@ from ackstore.rules import errors, jsontext, subscriptions
 
 POLL_S = 1.0
 BATCH = 500
+TAIL_KEPT = 10_000  # the newest events a login's tail keeps for its streams
 KEEP_ALIVE_S = 15.0
 EVENT_STREAM = "text/event-stream"
 MAX_STREAMS_PER_LOGIN = 100  # open at once; 429 past it
+log = logging.getLogger("ackstore.doors")
 
 
 def wants_events(request: Request) -> bool:
@@ -74,18 +83,95 @@ async def _events(door: Door, request: Request, login: Login, chosen: subscripti
             del door.streams[login.name]
 
 
+class Tail:
+    """The newest events of the log as one login reads them, kept for all its streams: one read a
+    ``POLL_S`` however many streams the login has open (rather than one each). It holds every event
+    after ``floor`` up to ``position``; it runs while a stream uses it."""
+
+    def __init__(self, store: AckStore, position: int) -> None:
+        self.store = store
+        self.floor = self.position = position
+        self.rows: collections.deque[Any] = collections.deque()
+        self.users = 0
+        self.reads = 0  # reads so far: a stream waits for one after the last it looked at
+        self.read = asyncio.Condition()
+        self.task: asyncio.Task[None] | None = None
+
+    def after(self, position: int) -> tuple[list[Any] | None, int]:
+        """The events after ``position`` (at most ``BATCH``) — None when the tail does not reach
+        back to it: the stream reads those itself — and the read they are of."""
+        if position < self.floor:
+            return None, self.reads
+        first = bisect.bisect_right(self.rows, position, key=lambda row: row.id)
+        return list(itertools.islice(self.rows, first, first + BATCH)), self.reads
+
+    async def wait(self, seen: int, seconds: float) -> None:
+        """Until a read after read ``seen``, or ``seconds``."""
+        async with self.read:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.read.wait_for(lambda: self.reads > seen), seconds)
+
+    @contextlib.asynccontextmanager
+    async def used(self) -> AsyncIterator[Tail]:
+        self.users += 1
+        if self.task is None:
+            self.task = asyncio.create_task(self._run())
+        try:
+            yield self
+        finally:
+            self.users -= 1
+            if not self.users and self.task is not None:
+                self.task.cancel()
+                self.task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                rows = await asyncio.to_thread(_read, self.store, self.position)
+            except Exception:  # noqa: BLE001 — the database away: read again later; each stream checks its login
+                log.warning("reading the event log failed", exc_info=True)
+                rows = []
+            self.rows.extend(rows)
+            while len(self.rows) > TAIL_KEPT:
+                self.floor = self.rows.popleft().id
+            if rows:
+                self.position = rows[-1].id
+            async with self.read:
+                self.reads += 1
+                self.read.notify_all()
+            if len(rows) < BATCH:
+                await asyncio.sleep(POLL_S)
+
+
+def _tail(login: Login, position: int) -> Tail:
+    """The login's tail, made at the log's end when its first stream opens."""
+    if login.events_tail is None:
+        login.events_tail = Tail(login.store, position)
+    return login.events_tail
+
+
 async def _read_on(request: Request, login: Login, chosen: subscriptions.Subscriber, position: int,
                    door: Door) -> AsyncIterator[str]:
+    tail = _tail(login, await asyncio.to_thread(_last_event, login.store))
+    async with tail.used():
+        async for event in _stream_on(request, login, chosen, position, door, tail):
+            yield event
+
+
+async def _stream_on(request: Request, login: Login, chosen: subscriptions.Subscriber, position: int,
+                     door: Door, tail: Tail) -> AsyncIterator[str]:
     said = checked = time.monotonic()
     store = login.store
     while not await request.is_disconnected():
         if time.monotonic() - checked >= VERIFIED_FOR_S:
-            try:  # a dropped login, a changed password: the stream ends
-                store = (await asyncio.to_thread(door.logins.login_for, request.headers.get("authorization"))).store
+            try:  # a dropped login, a changed password, an expired token: the stream ends
+                store = (await door.login_of(request)).store
             except errors.DittoError:
                 return
             checked = time.monotonic()
-        rows = await asyncio.to_thread(_read, store, position)
+        rows, seen = tail.after(position)
+        if rows is None:  # behind the tail: read on its own until it caught up
+            rows = await asyncio.to_thread(_read, store, position)
         for row in rows:
             position = row.id
             view = subscriptions.event_view(row.thing_id, row.action, row.path, row.value)
@@ -96,7 +182,7 @@ async def _read_on(request: Request, login: Login, chosen: subscriptions.Subscri
             if time.monotonic() - said >= KEEP_ALIVE_S:
                 yield ":\n\n"  # a comment: the connection lives (and a client gone is found)
                 said = time.monotonic()
-            await asyncio.sleep(POLL_S)
+            await tail.wait(seen, POLL_S)
 
 
 def _read(store: AckStore, position: int) -> list:

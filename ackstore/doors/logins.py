@@ -28,6 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -67,6 +68,7 @@ class Login:
     socket_intake: Intake = field(init=False)
     secret: bytes = b""
     verified_at: float = 0.0
+    events_tail: Any = None  # the event log's newest events its SSE streams share (``events.Tail``)
 
     def __post_init__(self) -> None:
         self.intake = Intake(self.store, "http")

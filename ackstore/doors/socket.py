@@ -146,8 +146,7 @@ class Socket:
         envelope["headers"] = asked.headers  # its correlation id fixed here: the one the answer carries
         if signal.channel == "live":
             self._sent_live(asked.correlation_id)
-        given = headers.correlation_id_given(signal.raw_headers) is not None
-        message_id = http_api.message_id(self.login.name, asked.correlation_id) if given else None
+        message_id = http_api.message_id(self.login.name, asked.correlation_id)  # its answer the login's alone
         if not ws_protocol.answers(asked):
             await self._store(envelope, message_id)
             return

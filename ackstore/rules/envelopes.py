@@ -38,7 +38,13 @@ SIGNAL_SHAPES: dict[SignalKind, tuple[labels.Channel, tuple[str, ...] | None]] =
 # Ditto's namespaced entity id: namespace (may be empty) and a name without '/' or control chars.
 _NAMESPACE = r"(?:|[a-zA-Z][a-zA-Z0-9_]*(?:[.-][a-zA-Z][a-zA-Z0-9_]*)*)"
 _NAME = r"[^\x00-\x1F\x7F-\xFF/]+"
+_ENTITY_ID = re.compile(rf"{_NAMESPACE}:{_NAME}")
 _THING_TOPIC = re.compile(rf"(?P<ns>{_NAMESPACE})/(?P<name>{_NAME})/things/(?P<rest>.+)", re.DOTALL)
+
+
+def is_entity_id(text: str) -> bool:
+    """Whether ``text`` is a namespaced entity id Ditto takes (a thing's, a policy's): ``<namespace>:<name>``."""
+    return _ENTITY_ID.fullmatch(text) is not None
 
 
 class Signal(NamedTuple):

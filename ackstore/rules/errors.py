@@ -382,6 +382,26 @@ def json_too_deep(max_depth: int, pointer: str | None) -> DittoError:
     )
 
 
+def policy_id_invalid(policy_id: str) -> DittoError:
+    """A thing's ``policyId`` that is no namespaced entity id (Ditto's PolicyIdInvalidException)."""
+    return DittoError(400, "policies:id.invalid", f"Policy ID '{_clip(policy_id, 64)}' is not valid!",
+                      "It must conform to the namespaced entity ID notation (see Ditto documentation)")
+
+
+def definition_invalid(identifier: str) -> DittoError:
+    """A thing's or a feature's definition that is no identifier (Ditto's DefinitionIdentifierInvalidException)."""
+    return DittoError(400, "things:definition.identifier.invalid",
+                      f"Definition identifier <{_clip(identifier, 64)}> is invalid!",
+                      "An identifier string is expected to have the structure 'namespace:name:version' where each "
+                      "segment must contain at least one char of [_a-zA-Z0-9\\-.] OR it must be a valid HTTP(s) URL.")
+
+
+def thing_ids_missing() -> DittoError:
+    """``GET /api/2/things`` without ``ids`` (Ditto's MissingThingIdsException)."""
+    return DittoError(400, "things:things.ids.missing", "The required list of thing ids was missing.",
+                      "Please provide at least one thing id and try again.")
+
+
 def json_field_missing(pointer: str) -> DittoError:
     return DittoError(
         400,
@@ -583,6 +603,7 @@ def thing_part_not_found(kind: str, thing_id: str, feature_id: str | None = None
             f"The attribute with key '{pointer}' on the thing with ID '{thing_id}' {_NOT_FOUND_TAIL}",
         ),
         "definition": ("definition.notfound", f"The definition of the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}"),
+        "policyId": ("policyid.notfound", f"The Policy ID of the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}"),
         "features": ("features.notfound", f"The Features on the Thing with ID '{thing_id}' {_NOT_FOUND_TAIL}"),
         "feature": (
             "feature.notfound",

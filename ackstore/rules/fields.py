@@ -86,6 +86,15 @@ def _flatten(text: str, selector: str) -> list[str]:
 
 
 def _split_top_level(text: str, selector: str) -> list[str]:
+    parts = split_outside_parentheses(text)
+    if parts is None:
+        raise errors.field_selector_invalid(selector)
+    return parts
+
+
+def split_outside_parentheses(text: str) -> list[str] | None:
+    """``text``'s comma-separated parts, stripped, a comma inside parentheses kept in its part (a
+    field selector's, a search option's); None when the parentheses do not pair."""
     parts, depth, start = [], 0, 0
     for index, char in enumerate(text):
         if char == "(":
@@ -93,12 +102,12 @@ def _split_top_level(text: str, selector: str) -> list[str]:
         elif char == ")":
             depth -= 1
             if depth < 0:
-                raise errors.field_selector_invalid(selector)
+                return None
         elif char == "," and depth == 0:
             parts.append(text[start:index])
             start = index + 1
     if depth:
-        raise errors.field_selector_invalid(selector)
+        return None
     parts.append(text[start:])
     return [part.strip() for part in parts]
 

@@ -71,8 +71,7 @@ class HttpAnswer:
 
 def resource(thing_id: str, rest: str) -> Resource:
     """The resource ``/api/2/things/<thing_id>/<rest>`` names, or the 400 Ditto answers."""
-    namespace, colon, name = thing_id.partition(":")
-    if not colon or not name:
+    if not envelopes.is_entity_id(thing_id):
         raise errors.thing_id_invalid(thing_id)
     rest = rest.strip("/") if rest.endswith("/") else rest.lstrip("/")
     if not rest:
@@ -125,7 +124,7 @@ def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes
             raise errors.media_type_unsupported(content_type or "", MERGE_PATCH)
         return _envelope(where, "twin", "commands", "merge", headers, _json_body(body, max_bytes))
     if method == "DELETE":
-        return _envelope(where, "twin", "commands", "delete", headers, None)
+        return _envelope(where, "twin", "commands", "delete", headers)
     raise errors.method_not_allowed(method)
 
 
@@ -238,11 +237,14 @@ def part_shown(value: Any, selector: tuple[fields.Pointer, ...] | None) -> Any:
 # --- the pieces ---------------------------------------------------------------------------------
 
 
+_NO_VALUE = object()  # a signal without a value (a delete, a message without a payload); JSON null is a value
+
+
 def _envelope(where: Resource, channel: str, criterion: str, action: str, headers: Mapping[str, Any],
-              value: Any) -> dict[str, Any]:
+              value: Any = _NO_VALUE) -> dict[str, Any]:
     envelope = {"topic": f"{thing_topic_prefix(where.thing_id)}/{channel}/{criterion}/{action}",
                 "headers": dict(headers), "path": where.path}
-    if value is not None:
+    if value is not _NO_VALUE:
         envelope["value"] = value
     return envelope
 
@@ -256,7 +258,7 @@ def _json_body(body: bytes, max_bytes: int) -> Any:
 def _message_value(body: bytes, content_type: str | None, max_bytes: int) -> Any:
     """A message's payload: JSON when it says so, else its text (the ledger stores no other bytes)."""
     if not body:
-        return None
+        return _NO_VALUE
     if _media_type(content_type) in (JSON, DITTO_CONTENT_TYPE):
         return envelopes.parse_text(body, max_bytes)
     try:
@@ -317,7 +319,10 @@ def search_page(option: str | None) -> tuple[int, str | None]:
     """``option=size(n),cursor(c),sort(+thingId)``: the page size and the thing id the page starts
     after; 400 for any other option (sorting is by thing id only) or a cursor no page gave."""
     size, after = PAGE_SIZE, None
-    for part in filter(None, (option or "").split(",")):
+    parts = fields.split_outside_parentheses(option or "")
+    if parts is None:
+        raise errors.search_option_invalid(option or "")
+    for part in filter(None, parts):
         found = _OPTION.fullmatch(part.strip())
         if found is None:
             raise errors.search_option_invalid(part)

@@ -19,11 +19,13 @@ stored text is read (``jobs.apply_twin``) —, so no thing grows past ``limits.M
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
-from ackstore.rules import errors, fields, jsontext, limits, rql, rql_eval
+from ackstore.rules import envelopes, errors, fields, jsontext, limits, rql, rql_eval
 from ackstore.rules.acks import ABSENT
 
 DEFAULT_MAX_THING_BYTES = 100 * 1024  # Ditto's default thing size limit (B.10)
@@ -34,6 +36,10 @@ IF_EQUAL_OPTIONS = ("update", "skip", "skip-minimizing-merge")
 # Top-level members a client may address, and what they must hold.
 _OBJECT_PARTS = {"attributes", "features"}
 _STRING_PARTS = {"definition", "policyId"}
+# What a thing stores: Ditto's Thing JSON reads these and drops every other member a write gives
+# (its computed _revision / _modified / _created, an inline _policy, a key it does not know).
+THING_MEMBERS = ("thingId", "policyId", "definition", "attributes", "features")
+_DEFINITION = re.compile(r"[_a-zA-Z0-9\-.]+:[_a-zA-Z0-9\-.]+:[_a-zA-Z0-9\-.]+")
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,12 @@ def retrieve(state: ThingState, path: str = "/", condition: str | None = None) -
     return current, _tag(state, target, current)
 
 
+def check_if_match(state_tag: str | None, if_match: str | None) -> None:
+    """A read's ``If-Match``: 412 when it does not match the resource's ETag, as a write's."""
+    if if_match is not None and (state_tag is None or not _tag_matches(if_match, state_tag)):
+        raise errors.precondition_failed(IF_MATCH, if_match, state_tag or "")
+
+
 def not_modified(state_tag: str | None, if_none_match: str | None) -> bool:
     """Whether a read's ``If-None-Match`` matches the resource's ETag: Ditto answers 304 then."""
     return state_tag is not None and if_none_match is not None and _tag_matches(if_none_match, state_tag)
@@ -214,7 +226,7 @@ def _merge(state: ThingState, target: _Target, value: Any) -> tuple[dict, int, s
         created = _with_thing_id(state.thing_id, _without_nulls(patch))
         _check_parts(created)
         return created, 201, "created"
-    document = merge_patch(state.document, patch)
+    document = _thing_members(merge_patch(state.document, patch))
     if document.get("thingId") != state.thing_id:
         raise errors.thing_id_not_settable()
     _check_parts(document)
@@ -257,7 +269,14 @@ def _with_thing_id(thing_id: str, value: dict) -> dict:
     given = value.get("thingId", thing_id)
     if given != thing_id:
         raise errors.thing_id_not_settable()
-    return {"thingId": thing_id, **{k: v for k, v in value.items() if k != "thingId"}}
+    return _thing_members({"thingId": thing_id, **{k: v for k, v in value.items() if k != "thingId"}})
+
+
+def _thing_members(document: dict) -> dict:
+    """A whole thing as stored: its members among THING_MEMBERS (the document itself when it has no other)."""
+    if all(key in THING_MEMBERS for key in document):
+        return document
+    return {key: value for key, value in document.items() if key in THING_MEMBERS}
 
 
 # --- preconditions (B.10: if-match / if-none-match against the resource's ETag) -------------
@@ -463,10 +482,37 @@ def _check_type(target: _Target, value: Any) -> None:
         raise errors.json_field_invalid("/value", "String")
     elif kind == "feature.definition" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
         raise errors.json_field_invalid("/value", "JSON array of Strings")
+    if kind == "policyId" and not envelopes.is_entity_id(value):
+        raise errors.policy_id_invalid(value)
+    for identifier in _definitions(kind, value):
+        if not isinstance(identifier, str) or not _is_definition(identifier):
+            raise errors.definition_invalid(identifier if isinstance(identifier, str) else errors.shown(identifier))
+
+
+def _definitions(kind: str, value: Any) -> list[Any]:
+    """The definition identifiers a part's value holds: a thing's, a feature's, each of its features'."""
+    if kind == "definition":
+        return [value]
+    if kind == "feature.definition":
+        return list(value)
+    features = value.values() if kind == "features" else [value] if kind == "feature" else []
+    found = [feature["definition"] for feature in features if "definition" in feature]
+    return [identifier for given in found for identifier in (given if isinstance(given, list) else [given])]
+
+
+def _is_definition(identifier: str) -> bool:
+    """Ditto's definition identifier: ``namespace:name:version``, or an HTTP(S) URL."""
+    if _DEFINITION.fullmatch(identifier):
+        return True
+    try:
+        url = urlsplit(identifier)
+    except ValueError:
+        return False
+    return url.scheme in ("http", "https") and bool(url.netloc) and identifier.isprintable() and " " not in identifier
 
 
 def _not_found(state: ThingState, target: _Target) -> errors.DittoError:
-    if target.kind == "thing":
+    if target.kind == "thing" or not state.exists:  # a part of a thing that does not exist: the thing's 404, as Ditto
         return errors.thing_not_found(state.thing_id)
     return errors.thing_part_not_found(target.kind, state.thing_id, target.feature_id, target.inner)
 

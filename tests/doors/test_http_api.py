@@ -90,7 +90,11 @@ def test_a_hold_that_ends_before_the_decision_is_answered_202_with_where_the_ans
     assert answer.status_code == 202 and answer.content == b""
     assert answer.headers["location"] == "/api/2/answers/late-1"
     assert client.get("/api/2/answers/late-1").status_code == 202  # not decided yet
+    unnamed = client.put(f"/api/2/things/{THING}", json={}, headers={"requested-acks": "app:done", "timeout": "1s"})
+    assert unnamed.status_code == 202  # no correlation-id given: the door's, its answer the login's all the same
+    assert client.get(unnamed.headers["location"]).status_code == 202
     run_pipeline()
+    assert client.get(unnamed.headers["location"]).status_code == 408  # its one label timed out
     decided = client.get("/api/2/answers/late-1")
     assert decided.status_code == 424, decided.text
     assert decided.json()["twin-persisted"]["status"] == 408
@@ -147,6 +151,13 @@ def test_merge_delete_and_a_message_are_the_commands_ditto_maps_them_to(client, 
     ("GET", "/api/2/nowhere", {}, 404, "http.notfound"),
     ("GET", "/api/2/search/things?filter=eq(attributes/a", {}, 400, "rql.expression.invalid"),
     ("GET", f"/api/2/things/{THING}?fields=attributes(on", {}, 400, "json.fieldselector.invalid"),
+    ("GET", "/api/2/things/org.acme:nothing/policyId", {}, 404, "things:thing.notfound"),
+    ("GET", "/api/2/things/org.acme:nothing/attributes/a", {}, 404, "things:thing.notfound"),
+    ("GET", "/api/2/things", {}, 400, "things:things.ids.missing"),
+    ("GET", "/api/2/things?ids=org.acme:a,no-namespace", {}, 400, "things:id.invalid"),
+    ("PUT", "/api/2/things/bad%20namespace:x", {"json": {}}, 400, "things:id.invalid"),
+    ("POST", "/api/2/things?namespace=bad%20namespace", {"json": {}}, 400, "things:id.invalid"),
+    ("GET", "/api/2/search/things?option=sort(%2BthingId,-attributes/on)", {}, 400, "thing-search:option.invalid"),
     ("GET", "/api/2/search/things?fields=,", {}, 400, "json.fieldselector.invalid"),
     ("GET", "/api/2/search/things?option=sort(-thingId)", {}, 400, "thing-search:option.invalid"),
     ("POST", "/api/2/search/things", {"json": {"filter": "exists(thingId)"}}, 415, "mediatype.unsupported"),
@@ -331,7 +342,7 @@ class _Stream:
 
 def test_server_sent_events_stream_the_filtered_changes_and_resume_from_last_event_id(
         door, client, engine, run_pipeline) -> None:
-    stream = _Stream(client)
+    stream, beside = _Stream(client), _Stream(client)  # two streams of one login: one tail of the log read for both
     try:
         for n, on in ((1, True), (2, False)):
             client.put(f"/api/2/things/org.acme:sse-{n}", json={"attributes": {"on": on}},
@@ -339,11 +350,13 @@ def test_server_sent_events_stream_the_filtered_changes_and_resume_from_last_eve
         client.put("/api/2/things/org.other:sse-3", json={"attributes": {"on": False}},
                    headers={"response-required": "false"})  # another namespace
         run_pipeline("apply_twin")
-        wait_for(lambda: stream.events, what="the matching event streamed")
+        wait_for(lambda: stream.events and beside.events, what="the matching event streamed")
         time.sleep(2)  # a read of the log later: nothing else came
         assert [data for _, data in stream.events] == [{"thingId": "org.acme:sse-2", "attributes": {"on": False}}]
+        assert beside.events == stream.events
     finally:
         stream.close()
+        beside.close()
     (last, _), = stream.events
     client.put("/api/2/things/org.acme:sse-4", json={"attributes": {"on": False}}, headers={"response-required": "false"})
     run_pipeline("apply_twin")  # applied while no stream was open
@@ -443,6 +456,11 @@ def test_reads_and_searches_show_the_fields_they_select_and_count_what_matches(c
     assert held.json() == {"n": 1, "model": "M1"}
     failed = client.get("/api/2/things/org.acme:f-1", headers={"condition": "eq(attributes/n,2)"})
     assert (failed.status_code, failed.json()["error"]) == (412, "things:condition.failed")
+    mismatched = client.get("/api/2/things/org.acme:f-1", headers={"if-match": '"rev:9"'})
+    assert (mismatched.status_code, mismatched.json()["error"]) == (412, "things:precondition.failed")
+    assert client.get("/api/2/things/org.acme:f-1", headers={"if-match": '"rev:1"'}).status_code == 200
+    no_policy = client.get("/api/2/things/org.acme:f-1/policyId")
+    assert (no_policy.status_code, no_policy.json()["error"]) == (404, "things:policyid.notfound")
 
     matching = {"filter": "eq(features/lamp/properties/on,true)", "namespaces": "org.acme", "fields": "thingId"}
     expected = {"items": [{"thingId": "org.acme:f-1"}, {"thingId": "org.acme:f-2"}]}

@@ -73,6 +73,14 @@ def test_a_write_ditto_refuses(method: str, body: bytes, content_type: str | Non
     assert (refused.value.status, refused.value.error) == (status, error)
 
 
+def test_json_null_is_a_value_an_absent_body_none() -> None:
+    where = http_api.resource("org.acme:lamp-1", "attributes/off")
+    assert http_api.signal("PUT", where, {}, b"null", "application/json", LIMIT)["value"] is None
+    assert "value" not in http_api.signal("DELETE", where, {}, b"", None, LIMIT)
+    message = http_api.resource("org.acme:lamp-1", "inbox/messages/ask")
+    assert "value" not in http_api.signal("POST", message, {}, b"", None, LIMIT)
+
+
 def test_a_post_to_a_part_of_a_thing_is_405() -> None:
     with pytest.raises(errors.DittoError) as refused:
         http_api.signal("POST", http_api.resource("org.acme:lamp-1", "attributes"), {}, b"{}", "application/json",
