@@ -656,11 +656,9 @@ def _metrics(store: AckStore, args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from ackstore.doors.serve import serve
-
-    from ackstore.doors.tokens import read_key
-
     from ackstore.connectors import logs
+    from ackstore.doors.serve import serve
+    from ackstore.doors.tokens import read_key
 
     key = read_key(args.token_key) if args.token_key is not None else None
     logs.configure(_ledger_password(args))  # every line guarded, uvicorn's too

@@ -19,8 +19,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from sqlalchemy.exc import DBAPIError, OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.datastructures import QueryParams
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
@@ -62,7 +62,7 @@ def application(url: DatabaseUrl, settings: Settings | None = None, *, trusting:
     async def things_list_route(request: Request) -> Response:
         if events.wants_events(request):
             return await events.stream(door, request)
-        ids = [http_api.resource(thing_id.strip(), "").thing_id  # 400 things:id.invalid for one that is none
+        ids = [http_api.checked_thing_id(thing_id.strip())  # 400 things:id.invalid for one that is none
                for thing_id in request.query_params.get("ids", "").split(",") if thing_id.strip()]
         if not ids:
             raise errors.thing_ids_missing()  # Ditto's GET /things takes the ids it is to retrieve
@@ -276,8 +276,6 @@ def _latest(store: AckStore, correlation_id: str) -> Any:
         return None
     with store.engine.connect() as conn:
         return results.latest_of(conn, [correlation_id]).get(correlation_id)
-
-
 
 
 def _guarded(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

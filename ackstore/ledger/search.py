@@ -49,9 +49,11 @@ def count(connection: Connection, expression: str, namespaces: Sequence[str] | N
     return connection.execute(_matching(select(func.count()), expression, namespaces, now)).scalar_one()
 
 
-def _matching(query: Select[Any], expression: str, namespaces: Sequence[str] | None, now: datetime | None) -> Select[Any]:
+def _matching(query: Select[Any], expression: str, namespaces: Sequence[str] | None,
+              now: datetime | None) -> Select[Any]:
     """``query`` over the present things matching the filter, in ``namespaces`` when given."""
-    query = query.select_from(search_things).where(search_things.c.present, compile_filter(rql.parse(expression), now=now))
+    condition = compile_filter(rql.parse(expression), now=now)
+    query = query.select_from(search_things).where(search_things.c.present, condition)
     if namespaces:
         query = query.where(search_things.c.namespace.in_(list(namespaces)))
     return query

@@ -71,8 +71,7 @@ class HttpAnswer:
 
 def resource(thing_id: str, rest: str) -> Resource:
     """The resource ``/api/2/things/<thing_id>/<rest>`` names, or the 400 Ditto answers."""
-    if not envelopes.is_entity_id(thing_id):
-        raise errors.thing_id_invalid(thing_id)
+    checked_thing_id(thing_id)
     rest = rest.strip("/") if rest.endswith("/") else rest.lstrip("/")
     if not rest:
         return Resource(thing_id, "/")
@@ -86,6 +85,13 @@ def resource(thing_id: str, rest: str) -> Resource:
     if rest.split("/", 1)[0] not in _TWIN_PARTS:
         raise errors.unknown_path("/" + rest)
     return Resource(thing_id, "/" + rest)
+
+
+def checked_thing_id(thing_id: str) -> str:
+    """``thing_id`` when it is a namespaced entity id, else Ditto's 400 ``things:id.invalid``."""
+    if not envelopes.is_entity_id(thing_id):
+        raise errors.thing_id_invalid(thing_id)
+    return thing_id
 
 
 def check_head(uri_chars: int, header_bytes: int) -> None:
