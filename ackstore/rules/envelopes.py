@@ -42,6 +42,18 @@ _ENTITY_ID = re.compile(rf"{_NAMESPACE}:{_NAME}")
 _THING_TOPIC = re.compile(rf"(?P<ns>{_NAMESPACE})/(?P<name>{_NAME})/things/(?P<rest>.+)", re.DOTALL)
 
 
+# What a thing is: Ditto's Thing JSON reads these members and drops every other a command gives (its
+# computed _revision / _modified / _created, an inline _policy, a key it does not know).
+THING_MEMBERS = frozenset(("thingId", "policyId", "definition", "attributes", "features"))
+
+
+def thing_members(document: dict[str, Any]) -> dict[str, Any]:
+    """A whole thing's members among THING_MEMBERS (the document itself when it has no other)."""
+    if all(key in THING_MEMBERS for key in document):
+        return document
+    return {key: value for key, value in document.items() if key in THING_MEMBERS}
+
+
 def is_entity_id(text: str) -> bool:
     """Whether ``text`` is a namespaced entity id Ditto takes (a thing's, a policy's): ``<namespace>:<name>``."""
     return _ENTITY_ID.fullmatch(text) is not None
@@ -293,6 +305,8 @@ def parse_signal(envelope: Mapping[str, Any]) -> Signal:
     value = envelope.get("value", ABSENT)
     if kind == "twin-command" and action in ACTIONS_WITH_VALUE and value is ABSENT:
         raise errors.json_field_missing("/value")
+    if kind == "twin-command" and path in ("", "/") and isinstance(value, dict):
+        value = thing_members(value)  # a whole thing in Ditto's words: what its Thing JSON reads
     raw_headers = envelope.get("headers", {})
     if not isinstance(raw_headers, Mapping):
         raise errors.json_field_invalid("/headers", "JSON object")

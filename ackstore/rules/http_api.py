@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from ackstore.rules import envelopes, errors, fields, jsontext
+from ackstore.rules import envelopes, errors, fields, jsontext, twin
 from ackstore.rules.headers import CORRELATION_ID, REQUESTED_ACKS, RESPONSE_REQUIRED, TIMEOUT, AckRequest, Outcome
 from ackstore.rules.wire import DITTO_CONTENT_TYPE, location, thing_topic_prefix
 
@@ -122,9 +122,12 @@ def signal(method: str, where: Resource, headers: Mapping[str, Any], body: bytes
         value = _json_body(body, max_bytes) if body.strip() else {}
         if isinstance(value, dict) and "thingId" in value:
             raise errors.thing_id_not_settable()
+        twin.check_value("create", where.path, value)
         return _envelope(where, "twin", "commands", "create", headers, value)
     if method == "PUT":
-        return _envelope(where, "twin", "commands", "modify", headers, _json_body(body, max_bytes))
+        value = _json_body(body, max_bytes)
+        twin.check_value("modify", where.path, value)  # refused at once, as Ditto's gateway does
+        return _envelope(where, "twin", "commands", "modify", headers, value)
     if method == "PATCH":
         if _media_type(content_type) != MERGE_PATCH:
             raise errors.media_type_unsupported(content_type or "", MERGE_PATCH)

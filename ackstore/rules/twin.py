@@ -36,9 +36,6 @@ IF_EQUAL_OPTIONS = ("update", "skip", "skip-minimizing-merge")
 # Top-level members a client may address, and what they must hold.
 _OBJECT_PARTS = {"attributes", "features"}
 _STRING_PARTS = {"definition", "policyId"}
-# What a thing stores: Ditto's Thing JSON reads these and drops every other member a write gives
-# (its computed _revision / _modified / _created, an inline _policy, a key it does not know).
-THING_MEMBERS = ("thingId", "policyId", "definition", "attributes", "features")
 _DEFINITION = re.compile(r"[_a-zA-Z0-9\-.]+:[_a-zA-Z0-9\-.]+:[_a-zA-Z0-9\-.]+")
 
 
@@ -141,6 +138,19 @@ def retrieve(state: ThingState, path: str = "/", condition: str | None = None) -
     return current, _tag(state, target, current)
 
 
+def check_value(action: str, path: str, value: Any) -> None:
+    """What of a twin command's value the fold would refuse whatever the thing is — a whole thing
+    that is no object, a part of the wrong type, a policyId or definition Ditto's model refuses —
+    as the 400 the fold answers, for a front door to answer at once (as Ditto's gateway does)."""
+    target = _resolve(path)
+    if action in ("create", "modify") and not target.pointer:
+        if not isinstance(value, dict):
+            raise errors.json_field_invalid("/value", "JSON object of a Thing")
+        _check_parts(envelopes.thing_members(value))
+    elif action == "modify":
+        _check_type(target, value)
+
+
 def check_if_match(state_tag: str | None, if_match: str | None) -> None:
     """A read's ``If-Match``: 412 when it does not match the resource's ETag, as a write's."""
     if if_match is not None and (state_tag is None or not _tag_matches(if_match, state_tag)):
@@ -168,6 +178,8 @@ def _apply(state: ThingState, command: Command, max_thing_bytes: int) -> tuple[T
         raise errors.thing_not_found(state.thing_id)
     current = _get(state.document, target.pointer)
     value = command.value
+    if not target.pointer and isinstance(value, dict):  # only Ditto's members reach the thing, and its event
+        value = envelopes.thing_members(value)
     if command.headers:
         if state.exists and command.action != "create":  # Ditto: a create, or a write that creates, has no condition
             _check_condition(state, command.headers)
@@ -226,7 +238,7 @@ def _merge(state: ThingState, target: _Target, value: Any) -> tuple[dict, int, s
         created = _with_thing_id(state.thing_id, _without_nulls(patch))
         _check_parts(created)
         return created, 201, "created"
-    document = _thing_members(merge_patch(state.document, patch))
+    document = envelopes.thing_members(merge_patch(state.document, patch))
     if document.get("thingId") != state.thing_id:
         raise errors.thing_id_not_settable()
     _check_parts(document)
@@ -269,14 +281,7 @@ def _with_thing_id(thing_id: str, value: dict) -> dict:
     given = value.get("thingId", thing_id)
     if given != thing_id:
         raise errors.thing_id_not_settable()
-    return _thing_members({"thingId": thing_id, **{k: v for k, v in value.items() if k != "thingId"}})
-
-
-def _thing_members(document: dict) -> dict:
-    """A whole thing as stored: its members among THING_MEMBERS (the document itself when it has no other)."""
-    if all(key in THING_MEMBERS for key in document):
-        return document
-    return {key: value for key, value in document.items() if key in THING_MEMBERS}
+    return envelopes.thing_members({"thingId": thing_id, **{k: v for k, v in value.items() if k != "thingId"}})
 
 
 # --- preconditions (B.10: if-match / if-none-match against the resource's ETag) -------------

@@ -66,6 +66,9 @@ def test_a_write_is_the_twin_command_ditto_maps_it_to(method: str, content_type:
     ("PUT", b"{nope", "application/json", 400, "json.invalid"),
     ("POST", b'{"thingId": "org.acme:other"}', "application/json", 400, "things:id.notsettable"),
     ("POST", b"[1", "application/json", 400, "json.invalid"),
+    ("PUT", b'{"policyId": ""}', "application/json", 400, "policies:id.invalid"),
+    ("PUT", b"[1]", "application/json", 400, "json.invalid"),
+    ("POST", b'{"definition": "0:0"}', "application/json", 400, "things:definition.identifier.invalid"),
 ])
 def test_a_write_ditto_refuses(method: str, body: bytes, content_type: str | None, status: int, error: str) -> None:
     with pytest.raises(errors.DittoError) as refused:

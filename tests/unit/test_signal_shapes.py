@@ -5,6 +5,8 @@ the shapes the table allows."""
 
 from __future__ import annotations
 
+import pytest
+
 from ackstore.rules import envelopes, errors
 from ackstore.rules.labels import CHANNELS
 
@@ -35,3 +37,17 @@ def test_parse_signal_takes_exactly_the_shapes_of_the_table() -> None:
                if _allowed(kind, channel, action)}
     assert accepted == allowed
     assert ("twin-command", "twin", "modify") in accepted and ("live-message", "live", "ask") in accepted  # not vacuous
+
+
+@pytest.mark.parametrize(("action", "path", "value", "stored"), [
+    ("modify", "/", {"attributes": {"a": 1}, "_revision": 7, "_policy": {}, "foo": 1}, {"attributes": {"a": 1}}),
+    ("merge", "/", {"_created": "x", "definition": "a:b:1"}, {"definition": "a:b:1"}),
+    ("create", "/", {"thingId": "org.acme:x", "policyId": "org.acme:p"}, {"thingId": "org.acme:x", "policyId": "org.acme:p"}),
+    ("modify", "/attributes", {"_revision": 7}, {"_revision": 7}),  # an attribute may be named so
+])
+def test_a_whole_thing_is_stored_in_dittos_words(action: str, path: str, value: dict, stored: dict) -> None:
+    """A command's whole thing keeps what Ditto's Thing JSON reads (envelopes.THING_MEMBERS): the
+    signal stored, its event and the thing say the same."""
+    signal = envelopes.parse_signal({"topic": f"org.acme/x/things/twin/commands/{action}", "path": path,
+                                     "value": value, "headers": {}})
+    assert signal.value == stored

@@ -259,6 +259,38 @@ def test_skip_minimizing_merge_keeps_only_what_changes_in_its_event() -> None:
     assert plain.event_value is ABSENT  # any other command's event carries its own value
 
 
+def test_an_event_carries_the_members_a_thing_stores_not_what_was_sent() -> None:
+    sent = {"attributes": {"a": 1}, "_policy": {"entries": {}}, "_revision": 9, "foo": 1}
+    for action in ("modify", "merge"):
+        _, outcome = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, action, "/", sent))
+        assert outcome.event_value == {"attributes": {"a": 1}}
+    _, plain = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, "modify", "/", {"attributes": {"a": 1}}))
+    assert plain.event_value is ABSENT  # nothing dropped: the event is the command's value
+
+
+@pytest.mark.parametrize(("action", "path", "value", "code"), [
+    ("modify", "/", [1], "json.invalid"),
+    ("create", "/", {"policyId": ""}, "policies:id.invalid"),
+    ("modify", "/", {"attributes": [1]}, "json.invalid"),
+    ("modify", "/", {"definition": "0:0"}, "things:definition.identifier.invalid"),
+    ("modify", "/features/f/definition", ["x"], "things:definition.identifier.invalid"),
+    ("modify", "/attributes", 5, "json.invalid"),
+])
+def test_a_value_the_fold_would_refuse_whatever_the_thing_is_is_refused_up_front(action, path, value, code) -> None:
+    with pytest.raises(DittoError) as refused:
+        twin.check_value(action, path, value)
+    assert refused.value.error == code
+    _, outcome = twin.apply(twin.ThingState(T, 3, LAMP), twin.Command(1, action, path, value))
+    assert outcome.payload["error"] == code or action == "create"  # the fold answers it alike (a create: 409 first)
+
+
+@pytest.mark.parametrize(("action", "path", "value"), [
+    ("modify", "/", {"attributes": {}, "foo": 1}), ("merge", "/", {"attributes": 5}),
+    ("modify", "/attributes/x", [1]), ("modify", "/definition", "a:b:1")])
+def test_a_value_that_may_apply_passes_up_front(action, path, value) -> None:
+    twin.check_value(action, path, value)
+
+
 def test_the_fold_does_not_mutate_its_input() -> None:
     import copy
 
