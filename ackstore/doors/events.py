@@ -143,16 +143,17 @@ class Tail:
                 await asyncio.sleep(POLL_S)
 
 
-def _tail(login: Login, position: int) -> Tail:
+async def _tail(login: Login) -> Tail:
     """The login's tail, made at the log's end when its first stream opens."""
     if login.events_tail is None:
-        login.events_tail = Tail(login.store, position)
+        position = await asyncio.to_thread(_last_event, login.store)  # the log read only to make it
+        login.events_tail = login.events_tail or Tail(login.store, position)
     return login.events_tail
 
 
 async def _read_on(request: Request, login: Login, chosen: subscriptions.Subscriber, position: int,
                    door: Door) -> AsyncIterator[str]:
-    tail = _tail(login, await asyncio.to_thread(_last_event, login.store))
+    tail = await _tail(login)
     async with tail.used():
         async for event in _stream_on(request, login, chosen, position, door, tail):
             yield event

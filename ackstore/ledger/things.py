@@ -4,12 +4,12 @@ the documents of the things a search found. Statements: ``sql/things.sql``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timezone
 from typing import Any, Sequence
 
 from sqlalchemy import Connection, Engine
 
 from ackstore.ledger.named_sql import ledger_statement
+from ackstore.rules import rql
 from ackstore.rules.twin import ThingState
 
 
@@ -41,8 +41,7 @@ def read_documents(engine: Engine, thing_ids: Sequence[str]) -> dict[str, Read]:
 
 
 def _read(thing_id: str, row: Any) -> Read:
-    modified = row.updated_at.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return Read(ThingState(thing_id, row.revision, row.document), modified)
+    return Read(ThingState(thing_id, row.revision, row.document), rql.timestamp(row.updated_at))
 
 
 def events_after(conn: Connection, position: int, limit: int) -> list[Any]:

@@ -19,8 +19,9 @@ REVISION, NAMESPACE, MODIFIED = "_revision", "_namespace", "_modified"
 
 def parse(selector: str) -> tuple[Pointer, ...]:
     """The pointers ``selector`` names, each once, in its order; 400 ``json.fieldselector.invalid``
-    for an empty selector, parentheses that do not pair, an empty pointer or too many of them."""
-    if not selector or selector.count("(") != selector.count(")") or _nesting(selector) > limits.MAX_POINTER_SEGMENTS:
+    for an empty selector, parentheses that do not pair (:func:`split_outside_parentheses` finds
+    them) or nest too deep, an empty pointer or too many of them."""
+    if not selector or _nesting(selector) > limits.MAX_POINTER_SEGMENTS:
         raise errors.field_selector_invalid(selector)
     found: dict[Pointer, None] = {}
     for text in _flatten(selector, selector):

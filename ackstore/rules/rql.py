@@ -76,8 +76,13 @@ def resolve(value: Value, now: datetime) -> str | int | float | bool | None:
     if isinstance(value, Placeholder):
         if value.name == "time:now_epoch_millis":
             return int(now.timestamp() * 1000)
-        return now.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return timestamp(now)
     return value
+
+
+def timestamp(moment: datetime) -> str:
+    """A moment as Ditto writes one: ISO-8601 in UTC with milliseconds (``time:now``, ``_modified``)."""
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def quoted(value: str) -> str:
