@@ -80,11 +80,13 @@ def fit(points: Sequence[tuple[float, float]]) -> Line:
 @dataclass(frozen=True)
 class Pass:
     """One measured pass: its commands, where apply_twin staged them (``driver`` or ``spark``:
-    decisions #110), CPU seconds by component, and its counters."""
+    decisions #110), its wall seconds and the validate step's (the gate's share of the pass), CPU
+    seconds by component, and its counters."""
 
     commands: int
     staged_in: str
     seconds: float
+    validate_seconds: float
     cpu: Mapping[str, float]
     counters: Mapping[str, float]
 
@@ -142,6 +144,7 @@ def measure_pass(spark: object, settings: object, server: Engine, roots: dict[st
     counters = {name: after[name] - before[name] for name in before}
     counters["statements"] = float(statements.count)
     return Pass(commands=commands, staged_in=stats["apply_twin"].get("staged_in", "idle"), seconds=wall,
+                validate_seconds=stats["validate"].get("seconds", 0.0),
                 cpu={**cpu, "ours": sum(cpu.values())}, counters=counters)
 
 
@@ -181,11 +184,12 @@ def report(measured: Sequence[Pass]) -> list[str]:
     fitted over the passes that found work there. An idle pass opens no Spark job: it is its own
     figure, the mean of the idle passes."""
     idle = [each for each in measured if not each.commands]
-    lines = [f"{'commands':>10} {'staged in':>9} {'wall s':>8} "
+    lines = [f"{'commands':>10} {'staged in':>9} {'wall s':>8} {'gate %':>7} "
              + " ".join(f"{name + ' s':>10}" for name in (*COMPONENTS, "ours"))
              + " " + " ".join(f"{name:>12}" for name in COUNTERS)]
     for each in sorted(measured, key=lambda p: p.commands):
         lines.append(f"{each.commands:>10,} {each.staged_in:>9} {each.seconds:8.2f} "
+                     f"{each.validate_seconds / each.seconds * 100:7.1f} "
                      + " ".join(f"{each.cpu[name]:10.2f}" for name in (*COMPONENTS, "ours"))
                      + " " + " ".join(f"{each.counters[name]:12,.0f}" for name in COUNTERS))
     for place in ("driver", "spark"):

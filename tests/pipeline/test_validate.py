@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +24,7 @@ from ackstore.ledger import migrate
 from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.store import AckStore
 from ackstore.rules.settings import Settings
-from jobs import pipeline
+from jobs import gate, pipeline
 from jobs.expectations import INVARIANTS
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
@@ -261,3 +262,43 @@ def test_the_cli_exits_non_zero_and_prints_the_failures(ledger: str) -> None:
     assert answer["validation"]["failures"][0]["invariant"] == _invariant("revision is in the event log")
     assert "settle" not in answer["steps"]
     assert "nothing settled" in done.stderr and _invariant("revision is in the event log") in done.stderr
+
+
+def _connections(url: str) -> int:
+    """Other sessions on the ledger's database than the one asking."""
+    return _count(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND pid <> pg_backend_pid()")
+
+
+def test_the_gate_is_set_up_once_per_process_and_checks_each_new_slice(ledger: str, spark) -> None:
+    """The second pass of a process reuses the first's GX set-up, yet checks its own slice: a
+    corruption in the new slice alone is found. No connection is held between passes."""
+    settings = PipelineSettings(database_url=ledger, partitions=2)
+    assert "failures" not in pipeline.run(None, settings, ("validate",))["validate"]
+    kept = gate.gate_for(ledger)
+    assert _connections(ledger) == 0
+
+    engine = make_engine(ledger)
+    store = AckStore(engine, Settings())
+    cid = _submit(store, "later", "org.acme/later", requested_acks=BOTH)
+    store.acknowledge("audit-service", ack_message(cid, LABEL, 200, value="ok", thing="org.acme/later"))
+    pipeline.run(spark, settings, ("apply_twin", "index_search", "weak_acks", "sweep"))
+    with engine.begin() as conn:
+        conn.execute(text(f"UPDATE request_results SET status = 424 WHERE signal_id = {_id('later')}"))
+        later = conn.execute(text(f"SELECT {_id('later')}")).scalar_one()
+    engine.dispose()
+
+    with pytest.raises(pipeline.ValidationFailed) as failed:
+        pipeline.run(None, replace(settings, run_id="r2"), ("validate",))
+    assert [failure.states for failure in failed.value.failures] == [_invariant("status follows from its entries")]
+    assert [sample["signal_id"] for sample in failed.value.failures[0].samples] == [later]
+    assert gate.gate_for(ledger) is kept
+    assert _connections(ledger) == 0
+
+
+def test_a_gate_that_cannot_be_prepared_fails_in_the_step_saying_why() -> None:
+    """The gate prepared on a thread for a ledger it cannot reach: the step meets the error."""
+    unreachable = "postgresql://127.0.0.1:1/nowhere?connect_timeout=2"
+    gate.prepare(unreachable)
+    with pytest.raises(Exception, match="127.0.0.1|Connection refused|connect"):
+        gate.check(unreachable, {"requests": "SELECT 1", "settlements": None})
