@@ -14,7 +14,9 @@ Then where the CPU went (benchmarks/cpu.py): µs per command of the pipeline run
 (it drives the steps), the local Spark session's JVM and Python workers, PostgreSQL (split by whom
 it served: live backends by client, and backends that ended inside the window) — and of the
 yardstick, which is PostgreSQL alone; with the machine's busy share, so that one can see whether
-a step's statement kept one core busy while the other idled.
+a step's statement kept one core busy while the other idled. Last, what the workload's ingest and
+the pipeline run wrote, per command and table (benchmarks/written.py): rows and bytes, and the
+sealed facts a command left.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from sqlalchemy import text
 
 from ackstore.ledger.database import database_url, make_engine, scratch_database
 from ackstore.ledger.migrate import upgrade
-from benchmarks import yardstick
+from ackstore.ledger.schema import SEALED_TABLES
+from benchmarks import written, yardstick
 from benchmarks.cpu import CpuWindow, peak_rss_mib, postmaster_pid, print_profile
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.sql"
@@ -122,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         generate(base_url, n, things)
         generate(unsealed_url, n, things)
         generate(warm_url, n, things)
+        empty = written.snapshot(pipe_url)
         generation = generate(pipe_url, n, things)
         baseline = run_baseline(base_url)
 
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = pipeline.run(spark, settings)
         end_to_end = time.perf_counter() - started
         pipeline_cpu.stop()
+        stored = written.snapshot(pipe_url)  # the workload's ingest and the sealed run
         # The same run without sealing, after it (if anything, warmer: the comparison favours it).
         # Sealing's cost is the difference (decisions #101): with the early seal beside sweep and
         # validate, the seal step's own time is not it.
@@ -178,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU per command: {ours:.0f} µs (goal ≤ {GOAL_CPU_PER_COMMAND_US}; the yardstick's {yardstick_ours:.0f})")
     print(f"ratio to yardstick: {end_to_end / yard:.2f}× (goal ≤ {GOAL_YARDSTICK_RATIO})")
     print(f"peak RSS of the driver: {peak_rss_mib()['this process']:,.0f} MiB")
+    print("written by the workload's ingest and the pipeline run:")
+    for line in written.per_command(empty, stored, n, (table.name for table in SEALED_TABLES)):
+        print(f"  {line}")
     return 0
 
 
