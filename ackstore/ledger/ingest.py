@@ -33,6 +33,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ackstore.ledger import handouts
+from ackstore.ledger.array_literals import text_array
 from ackstore.ledger.copying import copy_in
 from ackstore.ledger.named_sql import ledger_sql, ledger_statement
 from ackstore.rules import envelopes, errors, headers, jsontext, limits, settlement, twin
@@ -360,16 +361,6 @@ def _copy_rows(new: Iterator[_Valid], api: str, source: str) -> Iterator[str]:
 def _copy_json(value: Any) -> str:
     text = jsontext.dumps(value)
     return text if "\\" not in text else text.replace("\\", "\\\\")
-
-
-def text_array(values: Any) -> str:
-    """A ``text[]`` literal of ``values``: one parameter the server parses at once, where a list
-    would be sent as an ``ARRAY[…]`` of one constant per element."""
-    values = list(values)
-    joined = '","'.join(values)
-    if "\\" not in joined and joined.count('"') == 2 * len(values) - 2:  # nothing to escape: one join
-        return '{"' + joined + '"}'
-    return "{" + ",".join('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values) + "}"
 
 
 # --- a single envelope ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 import psycopg2
 from sqlalchemy import Connection, Engine
 
+from ackstore.ledger.array_literals import int_array
 from ackstore.ledger.named_sql import ledger_statement
 
 NOTIFY_CHANNEL = "ackstore_settlements"  # the settle step's NOTIFY channel; the payload is the source
@@ -58,7 +59,7 @@ def replies(conn: Connection, decisions: Sequence[Undone]) -> list[Reply]:
     wanted = [d for d in decisions if d.wants_reply]
     if not wanted:
         return []
-    params = {"signal_ids": [d.signal_id for d in wanted], "attempts": [d.attempt for d in wanted]}
+    params = {"signal_ids": int_array(d.signal_id for d in wanted), "attempts": int_array(d.attempt for d in wanted)}
     return [Reply(**row) for row in conn.execute(ledger_statement("settlements", "replies"), params).mappings()]
 
 
@@ -73,8 +74,8 @@ def record_carried_out(conn: Connection, decisions: Sequence[tuple[int, int]], *
     """
     if not decisions:
         return set()
-    params = {"signal_ids": [d[0] for d in decisions], "attempts": [d[1] for d in decisions], "held": held,
-              "carried_out_as": carried_out_as}
+    params = {"signal_ids": int_array(d[0] for d in decisions), "attempts": int_array(d[1] for d in decisions),
+              "held": held, "carried_out_as": carried_out_as}
     return set(conn.execute(ledger_statement("settlements", "record"), params).scalars())
 
 
@@ -86,7 +87,7 @@ def record_latest(conn: Connection, signal_ids: Iterable[int]) -> list[str]:
     ids = list(signal_ids)
     if not ids:
         return []
-    return list(conn.execute(ledger_statement("settlements", "record_latest"), {"signal_ids": ids}).scalars(
+    return list(conn.execute(ledger_statement("settlements", "record_latest"), {"signal_ids": int_array(ids)}).scalars(
         "decision"))
 
 

@@ -338,9 +338,11 @@ def test_a_message_of_a_subscription_no_source_has_any_more_is_acknowledged_not_
     assert session_backlog(own_mosquitto.url, connection, f"{topic}/new", paho.MQTTv311) == []
 
 
-def test_a_session_the_broker_lost_is_said_when_the_connector_reconnects(tmp_path, database_url: str) -> None:
+def test_a_session_the_broker_lost_is_said_when_the_connector_reconnects(tmp_path, migrated_engine,
+                                                                          database_url: str) -> None:
     """The broker loses the connector's session (here: killed, its persistence file gone): what
-    it held for the connector is gone, and the connector says so when it reconnects."""
+    it held for the connector is gone, and the connector says so when it reconnects. (The ledger
+    migrated: alone on a worker, nothing else of the run had migrated it.)"""
     from tests.support.own_mosquitto import OwnMosquitto
 
     connection, topic = names()

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
-from ackstore.ledger import ingest
+from ackstore.ledger import array_literals, ingest
 from ackstore.ledger.store import AckStore
 from ackstore.rules.errors import DittoError
 from ackstore.rules.settings import Settings
@@ -319,4 +319,13 @@ def test_a_text_array_literal_reads_back_as_its_values(engine: Engine, values: l
     """The one-parameter array of keys a batch looks up (text_array): PostgreSQL reads every list
     back as it was, on the one-join path (nothing to escape) as on the escaping one."""
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT CAST(:values AS text[])"), {"values": ingest.text_array(values)}).scalar() == values
+        assert conn.execute(text("SELECT CAST(:values AS text[])"), {"values": array_literals.text_array(values)}).scalar() == values
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=8))
+def test_a_whole_number_array_literal_reads_back_as_its_values(engine: Engine, values: list[int]) -> None:
+    """The one-parameter array of ids a connector records as carried out (int_array)."""
+    with engine.connect() as conn:
+        literal = array_literals.int_array(values)
+        assert conn.execute(text("SELECT CAST(:values AS bigint[])"), {"values": literal}).scalar() == values

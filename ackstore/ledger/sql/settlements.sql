@@ -5,13 +5,18 @@
 -- Decisions of this source not carried out yet (the partial index holds only those): which
 -- signal and attempt, the decision, whether its message was held for it (it requested acks),
 -- and whether a result is to be published to its reply-to. Narrow rows: this runs every poll.
+-- Each undone settlement's signal is looked up by its key (the lateral read is never turned into a
+-- join): joined, the planner could read every signal the source ever stored when its statistics
+-- said there were few (a young ledger's), and the poll's cost grew with the history (decisions #140).
 SELECT st.signal_id, st.attempt, st.decision,
        a.requested_acks <> '{}' AS held_for_decision,
        s.response_required AND s.headers ? 'reply-to' AS wants_reply
 FROM settlements st
-JOIN signals s ON s.id = st.signal_id
+CROSS JOIN LATERAL (
+    SELECT s.response_required, s.headers FROM signals s WHERE s.id = st.signal_id AND s.source = :source OFFSET 0
+) AS s
 JOIN attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
-WHERE st.carried_out_at IS NULL AND s.source = :source
+WHERE st.carried_out_at IS NULL
 
 -- name: replies
 -- What publishing the results of these (signal, attempt) pairs needs.
