@@ -79,7 +79,7 @@ class Gate:
             warnings.simplefilter("ignore")
             self.source = self.context.data_sources.add_sql("ledger", **ledger_url(database_url).gx(GATE_SESSION))
         expectation = _expectation_class(gx)
-        self.suites = {}
+        self.suites: dict[str, Any] = {}
         for subject in expectations.SUBJECTS:
             suite = self.context.suites.add(gx.ExpectationSuite(name=subject))
             suite.add_expectation(expectation(
