@@ -1,17 +1,17 @@
 """Great Expectations for the validate step, set up once per process and kept (issue 52).
 
-GX's import and set-up cost about 2.3 s of CPU (scipy, every expectation class, the data
-context); the gate used to pay them, and build an ephemeral context, data source, suites and
-validation definitions, in every pass. Now a process keeps one :class:`Gate` per ledger: the
+The gate built an ephemeral GX context, its data source, suites and validation definitions in
+every pass: about 0.15 s, half of a 2 000-command pass. Now a process keeps one :class:`Gate` per ledger: the
 context, the PostgreSQL data source (never the ``[spark]`` extra) and a suite per subject of
 :mod:`jobs.expectations` holding its one expectation. A slice replaces only each subject's query
 asset and validation definition, and runs them: one pass over the slice per subject, its
 unexpected rows one per broken invariant (how many rows, and some of them).
 
-:func:`prepare` builds the gate on a thread as soon as a pass finds work, so the import runs on
-the core the steps before validate leave idle (they wait on PostgreSQL and Spark); an idle pass
-never imports GX. The gate's engine is disposed after each slice: no connection is held between
-passes (the ledger's roles have connection limits).
+GX's import (about 2.3 s of CPU: scipy, every expectation class) is paid once per process, by
+its first slice, in the step: importing it on a thread beside the
+steps raced their own imports (GX imports pyspark; a pipeline killed and re-run in CI failed with
+"partially initialized module 'pyspark.sql'", decisions #139). The gate's engines are disposed after
+each slice: no connection is held between passes (the ledger's roles have connection limits).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ KEPT = 4  # gates kept per process, the most recently used (a process serves one
 # planner kept them on one (9.7 s against 6.5 s at a million, measured; a minute's slice walks
 # the keys either way).
 GATE_SESSION = {"jit": "off", "work_mem": "64MB", "parallel_tuple_cost": "0.02"}
-
-log = logging.getLogger("ackstore.pipeline.validate")
 
 
 @dataclass(frozen=True)
@@ -116,17 +114,12 @@ class Gate:
 
 
 _gates: OrderedDict[str, Gate] = OrderedDict()
-_building: dict[str, threading.Thread] = {}
 _gates_lock = threading.Lock()
 
 
 def gate_for(database_url: str) -> Gate:
-    """This process's gate for the ledger at ``database_url``, built on first use (or waiting for
-    :func:`prepare`'s thread to build it)."""
-    with _gates_lock:
-        building = _building.get(database_url)
-    if building is not None:
-        building.join()
+    """This process's gate for the ledger at ``database_url``, built on first use (a build that
+    fails is not kept: the next slice tries again)."""
     with _gates_lock:
         gate = _gates.get(database_url)
         if gate is None:
@@ -135,29 +128,6 @@ def gate_for(database_url: str) -> Gate:
                 _gates.popitem(last=False)
         _gates.move_to_end(database_url)
         return gate
-
-
-def prepare(database_url: str) -> None:
-    """Build the ledger's gate on a thread, if this process has none yet: a pass that found work
-    will validate, and the import overlaps the steps before. A failure here is left for
-    :func:`gate_for` to meet again, in the step, where it is reported."""
-    with _gates_lock:
-        if database_url in _gates or database_url in _building:
-            return
-
-        def build() -> None:
-            try:
-                gate = Gate(database_url)
-            except Exception:  # noqa: BLE001 — gate_for builds it again and raises there
-                log.debug("preparing the gate failed; validate builds it again", exc_info=True)
-                gate = None
-            with _gates_lock:
-                if gate is not None:
-                    _gates[database_url] = gate
-                del _building[database_url]
-
-        thread = _building[database_url] = threading.Thread(target=build, name="ackstore-gate", daemon=True)
-        thread.start()
 
 
 def check(database_url: str, slices: Mapping[str, str | None]) -> list[Failure]:

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
-from jobs import apply_twin, gate, index_search, seal, settle, sweep, validate, weak_acks
+from jobs import apply_twin, index_search, seal, settle, sweep, validate, weak_acks
 from jobs.settings import PipelineSettings
 from jobs.step import shared_engines
 
@@ -92,8 +92,6 @@ def _steps(spark: Any, settings: PipelineSettings, steps: tuple[str, ...]) -> di
                 raise
             if name in seal.EARLY_AFTER and "seal" in steps:
                 early.append(seal.EarlySeal(settings))
-            if "validate" in steps and found_work({name: done[name]}):  # the gate's import on the idle core
-                gate.prepare(settings.database_url)
     finally:
         for each in early:  # the run ended before its seal step: the threads end with it
             each.finish()

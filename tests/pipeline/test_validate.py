@@ -296,9 +296,10 @@ def test_the_gate_is_set_up_once_per_process_and_checks_each_new_slice(ledger: s
     assert _connections(ledger) == 0
 
 
-def test_a_gate_that_cannot_be_prepared_fails_in_the_step_saying_why() -> None:
-    """The gate prepared on a thread for a ledger it cannot reach: the step meets the error."""
+def test_a_gate_that_cannot_be_built_is_not_kept_and_says_why_each_time() -> None:
+    """A ledger the gate cannot reach: the step meets the error, and the next slice tries again
+    (no broken gate is kept for the process)."""
     unreachable = "postgresql://127.0.0.1:1/nowhere?connect_timeout=2"
-    gate.prepare(unreachable)
-    with pytest.raises(Exception, match="127.0.0.1|Connection refused|connect"):
-        gate.check(unreachable, {"requests": "SELECT 1", "settlements": None})
+    for _ in range(2):
+        with pytest.raises(Exception, match="127.0.0.1|Connection refused|connect"):
+            gate.check(unreachable, {"requests": "SELECT 1", "settlements": None})
