@@ -53,8 +53,8 @@ def snapshot(url: str) -> dict[str, Written]:
 
 def per_command(before: Mapping[str, Written], after: Mapping[str, Written], commands: int,
                 sealed: Iterable[str]) -> list[str]:
-    """Lines: each table that changed, its rows and bytes per command; then the sealed facts a
-    command left, and the totals."""
+    """Lines: each table that changed, its rows and bytes per command; then the totals, and the
+    sealed facts a command left."""
     sealed = set(sealed)
     lines = [f"{'table':<26} {'inserted':>9} {'updated':>8} {'deleted':>8} {'bytes kept':>11}   (per command)"]
     nothing = Written(0, 0, 0, 0)

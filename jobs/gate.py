@@ -29,7 +29,7 @@ from ackstore.ledger.database import database_url as ledger_url
 from jobs import expectations
 from jobs.sql import statements, without_comments
 
-JOB = "validate"
+JOB = "validate"  # the gate runs the validate job's statements (jobs/sql/validate.sql)
 KEPT = 4  # gates kept per process, the most recently used (a process serves one ledger, tests many)
 
 # The gate's sessions: one large query per subject, run once — compiling it (JIT) cost more than it
