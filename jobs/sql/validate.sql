@@ -36,7 +36,12 @@ SELECT * FROM settlements WHERE id > :settlements_after AND id <= :settlements_u
 -- as builtin_acks counts them (one column each: no row per label). Only joins, each reading the
 -- slice's rows (the stored acks are grouped over the slice, {batch} again), so that the planner
 -- sizes them from the statistics: a minute's slice walks the keys, a backlog's is hash-joined;
--- neither reads the history.
+-- neither reads the history. Each history table is read within the slice's range of signal ids
+-- (ids): the joins are on the signal's id, so the range keeps every match, and a backlog's hash
+-- joins read the slice's part of a table, not all of it (decisions #139).
+WITH ids AS MATERIALIZED (
+    SELECT min(signal_id) AS first_id, max(signal_id) AS last_id FROM {batch} AS b
+)
 SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.deadline_at,
        q.requested_acks, cardinality(q.requested_acks) AS requested,
        -- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
@@ -73,10 +78,13 @@ FROM (
                    AS body_entries_all_2xx
         FROM {batch} AS r
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+            AND a.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
         OFFSET 0
     ) AS r
     LEFT JOIN signals s ON s.id = r.signal_id
+        AND s.id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
     LEFT JOIN attempts n ON n.signal_id = r.signal_id AND n.attempt = r.attempt + 1
+        AND n.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
     OFFSET 0  -- computed once per request: not pulled up into each expression that reads it
 ) AS q
 LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, built-in ones from before the lean ledger
@@ -94,10 +102,13 @@ LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, b
     FROM {batch} AS r
     JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = counted()
     LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+        AND a.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
     GROUP BY k.signal_id, k.attempt
 ) AS k ON k.signal_id = q.signal_id AND k.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
+    AND cr.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
 LEFT JOIN command_facts f ON f.signal_id = q.signal_id
+    AND f.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
 CROSS JOIN LATERAL (
     SELECT twin_persisted() = ANY (q.requested_acks)
                AND builtin_disposition(f.persisted_at, q.opened_at, q.deadline_at, q.decided_at, q.cause,
@@ -118,7 +129,8 @@ CROSS JOIN LATERAL (
 SELECT st.id AS settlement_id, st.signal_id, st.attempt, s.id IS NOT NULL AS stored, s.source, s.api,
        EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt) AS decided
 FROM {batch} AS st
-LEFT JOIN signals s ON s.id = st.signal_id
+LEFT JOIN signals s ON s.id = st.signal_id  -- within the slice's range of signal ids, as above
+    AND s.id BETWEEN (SELECT min(signal_id) FROM {batch} AS b) AND (SELECT max(signal_id) FROM {batch} AS b)
 
 -- name: enqueue_settlements
 -- Passed: the slice's requests from connections wait for their transport decision. Which
