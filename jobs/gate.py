@@ -1,17 +1,17 @@
 """Great Expectations for the validate step, set up once per process and kept (issue 52).
 
 The gate built an ephemeral GX context, its data source, suites and validation definitions in
-every pass: about 0.15 s, half of a 2 000-command pass. Now a process keeps one :class:`Gate` per ledger: the
-context, the PostgreSQL data source (never the ``[spark]`` extra) and a suite per subject of
-:mod:`jobs.expectations` holding its one expectation. A slice replaces only each subject's query
-asset and validation definition, and runs them: one pass over the slice per subject, its
-unexpected rows one per broken invariant (how many rows, and some of them).
+every pass: about 0.15 s, half of a 2 000-command pass. Now a process keeps one :class:`Gate` per
+ledger: the context, the PostgreSQL data source (never the ``[spark]`` extra) and a suite per
+subject of :mod:`jobs.expectations` holding its one expectation. A slice replaces only each
+subject's query asset and validation definition, and runs them: one pass over the slice per
+subject, its unexpected rows one per broken invariant (how many rows, and some of them).
 
-GX's import (about 2.3 s of CPU: scipy, every expectation class) is paid once per process, by
-its first slice, in the step: importing it on a thread beside the
-steps raced their own imports (GX imports pyspark; a pipeline killed and re-run in CI failed with
-"partially initialized module 'pyspark.sql'", decisions #139). The gate's engines are disposed after
-each slice: no connection is held between passes (the ledger's roles have connection limits).
+GX's import (about 2.3 s of CPU: scipy, every expectation class) is paid once per process, by its
+first slice, in the step: importing it on a thread beside the steps raced their own imports (GX
+imports pyspark; a pipeline killed and re-run in CI failed with "partially initialized module
+'pyspark.sql'", decisions #139). The gate's engines are disposed after each slice: no connection
+is held between passes (the ledger's roles have connection limits).
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ class Gate:
         self.suites: dict[str, Any] = {}
         for subject in expectations.SUBJECTS:
             suite = self.context.suites.add(gx.ExpectationSuite(name=subject))
+            query = expectations.unexpected_rows_query(subject, statements(JOB)[subject])
             suite.add_expectation(expectation(
-                unexpected_rows_query=_gx_template(expectations.unexpected_rows_query(subject, statements(JOB)[subject])),
+                unexpected_rows_query=_gx_template(query),
                 description=f"every invariant over the {subject} of the slice holds",
             ))
             self.suites[subject] = suite

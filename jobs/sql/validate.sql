@@ -126,11 +126,14 @@ CROSS JOIN LATERAL (
 -- name: settlements
 -- One row per settlement decision of the slice: its signal (stored: false when gone — an orphan)
 -- and whether the request it settles was decided.
+WITH ids AS MATERIALIZED (
+    SELECT min(signal_id) AS first_id, max(signal_id) AS last_id FROM {batch} AS b
+)
 SELECT st.id AS settlement_id, st.signal_id, st.attempt, s.id IS NOT NULL AS stored, s.source, s.api,
        EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt) AS decided
 FROM {batch} AS st
 LEFT JOIN signals s ON s.id = st.signal_id  -- within the slice's range of signal ids, as above
-    AND s.id BETWEEN (SELECT min(signal_id) FROM {batch} AS b) AND (SELECT max(signal_id) FROM {batch} AS b)
+    AND s.id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
 
 -- name: enqueue_settlements
 -- Passed: the slice's requests from connections wait for their transport decision. Which

@@ -149,6 +149,12 @@ def _scans(plan: dict[str, Any], first_rows: bool = False) -> Iterator[str]:
         yield from _scans(child, node == "Limit")
 
 
+def _rows_read(plan: dict[str, Any], table: str) -> int:
+    """How many rows the scans of ``table`` in an analysed plan returned, over all their loops."""
+    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) if plan.get("Relation Name") == table else 0
+    return own + sum(_rows_read(child, table) for child in plan.get("Plans", []))
+
+
 def _whole(scan: dict[str, Any]) -> bool:
     return "Index Cond" not in scan and scan.get("Index Name") not in PENDING_INDEXES
 
@@ -276,12 +282,6 @@ def test_a_connector_scans_no_history_table(ledger, file: str, name: str) -> Non
     assert not scanned & HISTORY_TABLES, f"{file}.{name} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
 
 
-def _rows_read(plan: dict[str, Any], table: str) -> int:
-    """How many rows the scans of ``table`` in an analysed plan returned, over all their loops."""
-    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) if plan.get("Relation Name") == table else 0
-    return own + sum(_rows_read(child, table) for child in plan.get("Plans", []))
-
-
 def test_a_connectors_poll_reads_the_signals_of_its_undone_decisions_alone(ledger) -> None:
     """The poll for decisions to carry out (every second) on the source that stored the history:
     whatever the statistics say — here, as on a young ledger, that half the settlements are
@@ -292,7 +292,8 @@ def test_a_connectors_poll_reads_the_signals_of_its_undone_decisions_alone(ledge
             "UPDATE settlements SET carried_out_at = NULL, seq = NULL WHERE signal_id IN "
             f"(SELECT id FROM signals WHERE source = '{history.SOURCE}' AND id % 4 = 0); ANALYZE settlements")
     with engine.connect() as conn:
-        of_source = conn.execute(text("SELECT count(*) FROM signals WHERE source = :s"), {"s": history.SOURCE}).scalar_one()
+        of_source = conn.execute(text("SELECT count(*) FROM signals WHERE source = :s"),
+                                 {"s": history.SOURCE}).scalar_one()
     plan = _plans_run(engine, load(LEDGER_SQL / "settlements.sql")["undone"], {"source": history.SOURCE}, undo,
                       analyze=True)
     (run,) = plan["Plans"]
