@@ -135,6 +135,14 @@ class OwnRabbitMQ(OwnServer):
         self.kill()
         self.start()
 
+    def errors(self, most: int = 40) -> str:
+        """The node's newest ``[error]`` lines and what it logged on its last start's recovery, for a
+        failing test's message."""
+        log = self.root / "log" / f"{self.node}.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        said = [line for line in lines if "[error]" in line or "Recovering" in line]
+        return "\n".join(said[-most:]) or "(nothing)"
+
     def _sync_metadata(self) -> None:
         subprocess.run([str(CTL), "-n", self.node, "eval", "mnesia:sync_log()."], env=self._environment(),
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=True)

@@ -108,7 +108,8 @@ def test_a_broker_kill_under_held_deliveries_loses_nothing(
         carried_out = wait_for(lambda: all_carried_out(engine, messages), timeout=300, raises=False)
     finally:
         code, log = stop(process)
-    assert carried_out, f"not every decision carried out within 300 s; the connector's log:\n{log[-8000:]}"
+    assert carried_out, (f"not every decision carried out within 300 s; the connector's log:\n{log[-8000:]}\n"
+                         f"the node's errors and recoveries:\n{own_amqp10.errors()}")
     assert code == 0, log
     assert "broker connection lost" in log
     assert_at_least_once_exactly(engine, messages)
