@@ -14,7 +14,7 @@ import random
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 from sqlalchemy import Engine, text
@@ -25,13 +25,12 @@ from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.reports import Window
 from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.ledger.store import AckStore
-from ackstore.reporting.asked import Asked
-from ackstore.reporting.registry import REPORTS, WINDOWED_NAMES
 from jobs import archive, pipeline
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
 from tests.support.archive_settings import settings_for
 from tests.support.ledger import ack_message, twin_command
+from tests.support.reports_asked import reports_over
 
 SEEDS = (7, 28)
 
@@ -95,16 +94,6 @@ def windows(engine: Engine, seed: int) -> list[Window]:
     return [Window(times[0] - timedelta(seconds=1), times[-1] + timedelta(seconds=1)),
             Window(cuts[0], cuts[1] + timedelta(microseconds=1)),
             Window(cuts[1], times[-1] + timedelta(hours=1))]
-
-
-def reports_over(store: AckStore, window: Window) -> dict[str, Any]:
-    """Every windowed report over ``window``, read as `ackstore report` reads it."""
-    found = {}
-    with archive_lookups.answering(store.engine, window) as conn:
-        for name in WINDOWED_NAMES:
-            asked = Asked(limit=1_000, window=window, bucket=timedelta(seconds=1))
-            found[name] = REPORTS[name].read(conn, asked)
-    return found
 
 
 def assert_facts_of_finds_what_signal_facts_names(engine: Engine, ids: list[str]) -> None:

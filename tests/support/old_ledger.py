@@ -38,7 +38,7 @@ def answers(store: AckStore) -> dict[str, Any]:
             "SELECT thing_id, revision, document, deleted FROM things ORDER BY thing_id")).mappings()]
         positions = [dict(row) for row in conn.execute(text(
             "SELECT id, event_position FROM subscribers ORDER BY id")).mappings()]
-    return _plain({
+    return plain({
         "results": {cid: store.result(cid) for cid in correlation_ids},
         "show": {cid: store.stored_signal(cid) for cid in correlation_ids},
         "settlement_status": status,
@@ -50,7 +50,7 @@ def answers(store: AckStore) -> dict[str, Any]:
     })
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON's own form (timestamps as ISO text), so stored and fresh answers compare equal."""
     return json.loads(json.dumps(value, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v)))
 
@@ -70,9 +70,13 @@ def dump(engine: Engine, tables: list[str]) -> dict[str, Any]:
     return {"tables": tables, "rows": rows, "sequences": sequences}
 
 
-def load(engine: Engine, data: dict[str, Any]) -> None:
-    """Put a dumped ledger into a database migrated to :data:`REVISION`."""
+def load(engine: Engine, data: dict[str, Any], *, triggers: bool = True) -> None:
+    """Put a dumped ledger into a database migrated to the revision it was dumped at. Without
+    ``triggers``, as a restore loads: no trigger writes a row of its own (since 0008, a signal's
+    attempt 1) or refuses one already sealed; the dump holds them all."""
     with engine.begin() as conn:
+        if not triggers:
+            conn.execute(text("SET LOCAL session_replication_role = replica"))
         conn.execute(text(f"TRUNCATE {', '.join(data['tables'])}"))  # rows the migrations wrote (watermarks)
         for table in data["tables"]:
             if data["rows"][table]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
+from typing import Callable
 
 from ackstore.ledger import settlements
 from ackstore.ledger.database import make_engine, scratch_database
@@ -143,17 +145,19 @@ def build(store: AckStore, run) -> None:
     s.submit(live_message("live-waiting", requested_acks=["live-response"], timeout="20m"))
 
 
-def main() -> None:
+def write_fixture(path: Path, revision: str, answers: Callable[[AckStore], dict]) -> None:
+    """Build the ledger with this checkout's code, which must be at ``revision``, and write its rows
+    and what ``answers`` gives for it to ``path``."""
     from jobs import pipeline
     from jobs.settings import PipelineSettings
     from jobs.spark import spark_session
 
-    spark = spark_session("old-ledger", cores=2)
+    spark = spark_session("ledger-fixture", cores=2)
     try:
         with scratch_database(SERVER, "old_ledger") as url:
             engine = make_engine(url)
             upgrade(engine)
-            assert current_revision(engine) == REVISION, current_revision(engine)
+            assert current_revision(engine) == revision, current_revision(engine)
 
             def run(*steps: str) -> None:
                 settings = PipelineSettings(database_url=url, partitions=2, rules=Settings(max_attempts=2))
@@ -166,9 +170,13 @@ def main() -> None:
             engine.dispose()
     finally:
         spark.stop()
-    FIXTURE.parent.mkdir(exist_ok=True)
-    FIXTURE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {FIXTURE}")
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    write_fixture(FIXTURE, REVISION, answers)
 
 
 if __name__ == "__main__":
