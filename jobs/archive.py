@@ -118,7 +118,7 @@ def handouts_query(prefix: Prefix) -> str:
 
 
 def _archived_query(table: str, types: dict[str, str], joined: str, prefix: Prefix, numbered_by: str = "t.seq") -> str:
-    columns = [f"(extract(epoch FROM t.{name}) * 1000000)::bigint AS {name}" if kind == "timestamptz"
+    columns = [f"{_micros(f't.{name}')} AS {name}" if kind == "timestamptz"
                else f"t.{name}::text AS {name}" if kind == "jsonb" else f"t.{name}"
                for name, kind in types.items() if name != "seq"]
     return (f"SELECT {', '.join(columns)}, {numbered_by} AS seq, z.number AS seal, "
@@ -126,6 +126,14 @@ def _archived_query(table: str, types: dict[str, str], joined: str, prefix: Pref
             f"CROSS JOIN LATERAL (SELECT s.number, s.sealed_at FROM seals s WHERE s.upto_seq >= {numbered_by} "
             f"ORDER BY s.upto_seq LIMIT 1) z "
             f"WHERE {numbered_by} > {int(prefix.after_seq)} AND {numbered_by} <= {int(prefix.upto_seq)}")
+
+
+def _micros(column: str) -> str:
+    """A timestamp as the archive keeps it: microseconds since 1970; -infinity and infinity as
+    canonical.INFINITE_MICROS (extract gives them as infinite numbers, which no bigint holds)."""
+    infinite = " ".join(f"WHEN {column} = '{name}' THEN CAST('{micros}' AS bigint)"
+                        for name, micros in canonical.INFINITE_MICROS.items())
+    return f"CASE {infinite} ELSE (extract(epoch FROM {column}) * 1000000)::bigint END"
 
 
 def write(spark: Any, step: Step, prefix: Prefix, root: str, counts: dict[str, int]) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Iterable, Iterator, Protocol
 
 from sqlalchemy import Connection, Engine, MetaData, Select, Table, Text, delete, insert, or_, select
@@ -28,7 +27,7 @@ from ackstore.ledger.named_sql import ledger_statement
 from ackstore.ledger.reports import Window
 from ackstore.ledger.seals import FACT_TYPES, canonical_columns, column_types
 from ackstore.rules import errors
-from ackstore.rules.canonical import UNIX_EPOCH, micros
+from ackstore.rules.canonical import from_micros, micros
 
 # The rows found by the signal's id: its facts that name it (schema.SIGNAL_FACT_TABLES) and its
 # hand-outs, which go with it; and the tables read whole (positions: a row per name).
@@ -178,7 +177,7 @@ def facts_of(source: Rowsource, asked: Lookup) -> dict[str, Rows]:
         found[table] = source.rows(table, "signal_id", ids, first)
     found["search_marks"] = source.marks(_revisions(found["signals"], found["command_responses"]))
     batches = {row["batch_id"] for table in ("command_responses", "request_results", "search_marks")
-               for row in found[table]}
+               for row in found[table] if row["batch_id"] is not None}  # a live response is in no batch
     found["ledger_batches"] = source.rows("ledger_batches", "id", batches, first)
     found["validation_passes"] = source.passes(min(batches), max(batches)) if batches else []
     return found
@@ -317,5 +316,5 @@ def _from_archive(table: str, row: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if kind == "timestamptz":
-            row[name] = UNIX_EPOCH + timedelta(microseconds=value)
+            row[name] = from_micros(value)
     return {name: row.get(name) for name in types}

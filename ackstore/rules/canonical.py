@@ -28,7 +28,7 @@ archive carry jsonb columns as that text, so a leaf is rebuilt without re-serial
 from __future__ import annotations
 
 import struct
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 # PostgreSQL's type OIDs of the types a sealed table has (pg_type; fixed since 8.x, jsonb since 9.4).
@@ -37,6 +37,12 @@ OIDS = {"bool": 16, "int2": 21, "int4": 23, "int8": 20, "text": 25, "timestamptz
 INT_BYTES = {"int2": 2, "int4": 4, "int8": 8}
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 POSTGRES_EPOCH_MICROS = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970
+# PostgreSQL's -infinity and infinity as microseconds: a bigint's extremes, as PostgreSQL keeps
+# them (a live hand-out never leased is available from -infinity). Read back, they are the earliest
+# and the latest datetime, as psycopg2 reads the infinities.
+INFINITE_MICROS = {"-infinity": -(2**63), "infinity": 2**63 - 1}
+_INFINITE_DATETIMES = {-(2**63): datetime.min.replace(tzinfo=timezone.utc),
+                       2**63 - 1: datetime.max.replace(tzinfo=timezone.utc)}
 
 
 def encode_row(table: str, row: Mapping[str, Any], types: Mapping[str, str]) -> bytes:
@@ -57,6 +63,11 @@ def micros(value: datetime | int) -> int:
         raise ValueError("a timestamp without a time zone has no canonical form")
     delta = value - UNIX_EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    """The aware datetime of microseconds since 1970 (:data:`INFINITE_MICROS`: the earliest or latest)."""
+    return _INFINITE_DATETIMES.get(value) or UNIX_EPOCH + timedelta(microseconds=value)
 
 
 def _value(kind: str, value: Any) -> bytes:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
@@ -24,6 +25,7 @@ from sqlalchemy import Engine, text
 from ackstore import cli
 from ackstore.ledger import archive_reader, heads, seals, verify
 from ackstore.ledger.database import make_engine, scratch_database
+from ackstore.ledger.reports import Window
 from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.ledger.store import AckStore
 from jobs import archive, pipeline
@@ -32,6 +34,8 @@ from tests.conftest import ADMIN_URL
 from tests.support.archive_settings import settings_for
 from tests.support.auditor import independent
 from tests.support.ledger import ack_message, copy_of, twin_command
+from tests.support.live_signals import live_message
+from tests.support.reports_asked import reports_over
 
 FAULTS = ("archive:written", "archive:manifest", "archive:read_back", "archive:deleting")
 
@@ -142,6 +146,39 @@ def test_a_signal_not_done_keeps_its_seal_and_every_later_one_hot(ledger: Engine
     left = hot(ledger)
     assert left["signals"] == 2 and left["attempts"] == 2
     assert verify.verify(ledger, None).ok
+
+
+def test_a_live_message_answered_by_one_subscriber_and_never_pulled_by_another_archives_and_reads_back(
+    ledger: Engine, tmp_path: Path, spark
+) -> None:
+    """A live message is handed out to every live subscriber at once (available from -infinity);
+    one answers it, its response stored outside any batch, the other never pulls. The archive took
+    neither: no bigint holds an infinite timestamp's microseconds, and the look-ups met a response
+    without a batch. Now it leaves, and `show` and the windowed reports read it back as before."""
+    store = AckStore(ledger)
+    for subscriber in ("responder", "listener"):
+        assert store.declare(subscriber, [], channels=["live"]) == {"status": 204}
+    assert store.submit(live_message("live-1", requested_acks=["live-response"], timeout="60s"))["status"] == 202
+    (handed,) = store.pull("responder")
+    assert store.respond("responder", {"topic": handed["topic"], "path": handed["path"], "status": 200, "value": "yes",
+                                       "headers": {"correlation-id": "live-1"}}) == {"status": 204}
+    pipeline.run(spark, PipelineSettings(database_url=ledger.url.render_as_string(hide_password=False), partitions=2))
+    shown, window = store.show("live-1"), _everything(ledger)
+    assert shown["result"]["status"] == 200
+    assert {"responder", "listener"} <= {delivery["subscriber"] for delivery in shown["deliveries"]}
+    reports = reports_over(store, window)
+
+    assert archive.run(spark, settings_for(ledger, tmp_path / "archive"))["seals"] >= 1
+    assert hot(ledger)["signals"] == 0
+    archived = store.show("live-1")
+    assert archived.pop("archived")["seal"] >= 1 and archived == shown
+    assert reports_over(store, window) == reports
+
+
+def _everything(engine: Engine) -> Window:
+    with engine.connect() as conn:
+        first, last = conn.execute(text("SELECT min(received_at), max(received_at) FROM signals")).one()
+    return Window(first, last + timedelta(seconds=1))
 
 
 def test_a_row_changed_before_archiving_stops_it_with_nothing_deleted(ledger: Engine, tmp_path: Path, spark) -> None:
