@@ -3,9 +3,10 @@
 The gate built an ephemeral GX context, its data source, suites and validation definitions in
 every pass: about 0.15 s, half of a 2 000-command pass. Now a process keeps one :class:`Gate` per
 ledger: the context, the PostgreSQL data source (never the ``[spark]`` extra) and a suite per
-subject of :mod:`jobs.expectations` holding its one expectation. A slice replaces only each
-subject's query asset and validation definition, and runs them: one pass over the slice per
-subject, its unexpected rows one per broken invariant (how many rows, and some of them).
+subject of :mod:`jobs.expectations`. A :class:`Slice` replaces only each subject's query asset,
+its one expectation (its facts query names the slice's signal ids as literals, for the planner)
+and validation definition, and runs them: one pass over the slice per subject, its unexpected
+rows one per broken invariant (how many rows, and some of them).
 
 GX's import (about 2.3 s of CPU: scipy, every expectation class) is paid once per process, by its
 first slice, in the step: importing it on a thread beside the steps raced their own imports (GX
@@ -27,9 +28,8 @@ from typing import Any, ClassVar, Mapping
 
 from ackstore.ledger.database import database_url as ledger_url
 from jobs import expectations
-from jobs.sql import statements, without_comments
+from jobs.sql import without_comments
 
-JOB = "validate"  # the gate runs the validate job's statements (jobs/sql/validate.sql)
 KEPT = 4  # gates kept per process, the most recently used (a process serves one ledger, tests many)
 
 # The gate's sessions: one large query per subject, run once — compiling it (JIT) cost more than it
@@ -38,6 +38,15 @@ KEPT = 4  # gates kept per process, the most recently used (a process serves one
 # planner kept them on one (9.7 s against 6.5 s at a million, measured; a minute's slice walks
 # the keys either way).
 GATE_SESSION = {"jit": "off", "work_mem": "64MB", "parallel_tuple_cost": "0.02"}
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A subject's slice as SQL, the ledger's ids in it as literals: its rows (GX's query asset)
+    and the subject's facts query over them (``{batch}``, where GX puts the rows)."""
+
+    rows: str
+    facts: str
 
 
 @dataclass(frozen=True)
@@ -76,20 +85,13 @@ class Gate:
         with warnings.catch_warnings():  # add_sql suggests add_postgres, which wants a user in a URL
             warnings.simplefilter("ignore")
             self.source = self.context.data_sources.add_sql("ledger", **ledger_url(database_url).gx(GATE_SESSION))
-        expectation = _expectation_class(gx)
-        self.suites: dict[str, Any] = {}
-        for subject in expectations.SUBJECTS:
-            suite = self.context.suites.add(gx.ExpectationSuite(name=subject))
-            query = expectations.unexpected_rows_query(subject, statements(JOB)[subject])
-            suite.add_expectation(expectation(
-                unexpected_rows_query=_gx_template(query),
-                description=f"every invariant over the {subject} of the slice holds",
-            ))
-            self.suites[subject] = suite
+        self._expectation = _expectation_class(gx)
+        self.suites = {subject: self.context.suites.add(gx.ExpectationSuite(name=subject))
+                       for subject in expectations.SUBJECTS}
 
-    def check(self, slices: Mapping[str, str | None]) -> list[Failure]:
-        """Run every invariant over the slice, each subject's given as a query (None: the slice
-        holds nothing of it); the failures, in INVARIANTS order."""
+    def check(self, slices: Mapping[str, Slice | None]) -> list[Failure]:
+        """Run every invariant over the slice, each subject's given as a :class:`Slice` (None: the
+        slice holds nothing of it); the failures, in INVARIANTS order."""
         failures: dict[expectations.Invariant, Failure] = {}
         with self._lock:
             try:
@@ -101,15 +103,22 @@ class Gate:
                 self.source.get_execution_engine().engine.dispose()
         return [failures[invariant] for invariant in expectations.INVARIANTS if invariant in failures]
 
-    def _run(self, subject: str, slice_query: str) -> Any:
-        """The subject's expectation over this slice: its query asset and validation definition
-        replaced (a definition names its asset's batch)."""
+    def _run(self, subject: str, slice_: Slice) -> Any:
+        """The subject's expectation over this slice: its query asset, expectation and validation
+        definition replaced (a definition names its asset's batch and its suite)."""
         if subject in {asset.name for asset in self.source.assets}:  # the definition first: it reads its asset
             self.context.validation_definitions.delete(subject)
             self.source.delete_asset(subject)
-        batch = self.source.add_query_asset(subject, query=slice_query).add_batch_definition_whole_table("slice")
+        suite = self.suites[subject]
+        for old in list(suite.expectations):
+            suite.delete_expectation(old)
+        suite.add_expectation(self._expectation(
+            unexpected_rows_query=_gx_template(expectations.unexpected_rows_query(subject, slice_.facts)),
+            description=f"every invariant over the {subject} of the slice holds",
+        ))
+        batch = self.source.add_query_asset(subject, query=slice_.rows).add_batch_definition_whole_table("slice")
         definition = self.context.validation_definitions.add(
-            self._gx.ValidationDefinition(name=subject, data=batch, suite=self.suites[subject]))
+            self._gx.ValidationDefinition(name=subject, data=batch, suite=suite))
         (result,) = definition.run(result_format={"result_format": "COMPLETE"}).results
         return result
 
@@ -131,7 +140,7 @@ def gate_for(database_url: str) -> Gate:
         return gate
 
 
-def check(database_url: str, slices: Mapping[str, str | None]) -> list[Failure]:
+def check(database_url: str, slices: Mapping[str, Slice | None]) -> list[Failure]:
     """Every invariant over the slice (see :meth:`Gate.check`), on this process's gate."""
     return gate_for(database_url).check(slices)
 

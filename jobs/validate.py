@@ -27,9 +27,12 @@ from jobs.sql import statement, with_literals
 from jobs.step import Step
 
 JOB = "validate"
-# Each subject's slice: (after, up to] these bounds (jobs/sql/validate.sql, "slice").
+# Each subject's slice: (after, up to] these bounds, and the range of signal ids it holds
+# (jobs/sql/validate.sql, "slice").
 SLICE_BOUNDS = {"requests": ("results_after", "results_upto"),
                 "settlements": ("settlements_after", "settlements_upto")}
+SIGNAL_RANGES = {"requests": ("results_first_signal", "results_last_signal"),
+                 "settlements": ("settlements_first_signal", "settlements_last_signal")}
 
 log = logging.getLogger("ackstore.pipeline.validate")
 
@@ -53,7 +56,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
         step.stats.update(decisions=bounds.pop("decisions"), settlements=bounds.pop("settlements"))
         if step.stats["decisions"] == 0 and step.stats["settlements"] == 0:
             return step.record()
-        slices = {subject: _slice_query(subject, bounds) for subject in expectations.SUBJECTS}
+        slices = {subject: slice_of(subject, bounds) for subject in expectations.SUBJECTS}
         failures = step.timed("expectations", lambda: gate.check(settings.database_url, slices))
         step.stats["invariants"] = len(expectations.INVARIANTS)
         if failures:
@@ -68,7 +71,7 @@ def run(spark: Any, settings: PipelineSettings) -> dict[str, Any]:
 
 
 def _slice_bounds(step: Step) -> dict[str, Any]:
-    """The slice: after the watermarks, up to what is committed now; and its size."""
+    """The slice: after the watermarks, up to what is committed now; its size and signal ids."""
     with step.engine.connect() as conn:
         after = conn.execute(statement(JOB, "watermarks")).one()._asdict()
         found = conn.execute(statement(JOB, "slice"), after).one()._asdict()
@@ -86,12 +89,14 @@ def _pass(step: Step, bounds: dict[str, Any]) -> None:
         step.refresh_statistics(conn, {queue_settle: step.stats["to_settle"]})
 
 
-def _slice_query(subject: str, bounds: dict[str, Any]) -> str | None:
-    """The slice of ``subject`` as SQL for a GX query asset (which takes no parameters): the
-    bounds are rendered by SQLAlchemy as literals, from the ids the ledger returned. None: the
-    slice holds nothing of it."""
+def slice_of(subject: str, bounds: dict[str, Any]) -> gate.Slice | None:
+    """The slice of ``subject`` as SQL for the gate (GX takes no parameters: the ledger's ids are
+    rendered by SQLAlchemy as literals): its rows, and its facts query over them reading the
+    history within the slice's signal ids. None: the slice holds nothing of it."""
     names = SLICE_BOUNDS[subject]
     values = {name: bounds[name] for name in names}
     if values[names[1]] is None:
         return None
-    return with_literals(JOB, f"{subject}_slice", values)
+    first, last = (bounds[name] for name in SIGNAL_RANGES[subject])
+    return gate.Slice(rows=with_literals(JOB, f"{subject}_slice", values),
+                      facts=with_literals(JOB, subject, {"first_signal_id": first, "last_signal_id": last}))

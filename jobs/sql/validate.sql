@@ -4,7 +4,8 @@
 -- query over its slice ({batch}: Great Expectations puts the slice there, jobs/validate.py); the
 -- invariants over those facts are jobs/expectations.py.
 -- Bind parameters: :results_after, :results_upto, :settlements_after, :settlements_upto,
--- :transport_api, :local_sources.
+-- :transport_api, :local_sources; in a subject's facts, its slice's :first_signal_id and
+-- :last_signal_id (rendered as literals: a GX query takes no parameters).
 
 -- name: watermarks
 -- Where the last passed validation stopped. Read first and bound, so that the planner sees the
@@ -15,11 +16,17 @@ FROM pipeline_watermarks w
 
 -- name: slice
 -- How much there is to validate, and where the slice ends: what is committed now. A sweep batch
--- that commits later has a greater id (sweeps run one at a time), so it is the next slice's.
-SELECT (SELECT count(*) FROM request_results r WHERE r.batch_id > :results_after) AS decisions,
-       (SELECT max(r.batch_id) FROM request_results r WHERE r.batch_id > :results_after) AS results_upto,
-       (SELECT count(*) FROM settlements st WHERE st.id > :settlements_after) AS settlements,
-       (SELECT max(st.id) FROM settlements st WHERE st.id > :settlements_after) AS settlements_upto
+-- that commits later has a greater id (sweeps run one at a time), so it is the next slice's; so
+-- is a settlement (settle steps too).
+-- With each subject's range of signal ids, which its facts query reads the history tables within.
+SELECT r.decisions, r.results_upto, r.results_first_signal, r.results_last_signal,
+       st.settlements, st.settlements_upto, st.settlements_first_signal, st.settlements_last_signal
+FROM (SELECT count(*) AS decisions, max(x.batch_id) AS results_upto,
+             min(x.signal_id) AS results_first_signal, max(x.signal_id) AS results_last_signal
+      FROM request_results x WHERE x.batch_id > :results_after) AS r
+CROSS JOIN (SELECT count(*) AS settlements, max(y.id) AS settlements_upto,
+                   min(y.signal_id) AS settlements_first_signal, max(y.signal_id) AS settlements_last_signal
+            FROM settlements y WHERE y.id > :settlements_after) AS st
 
 -- name: requests_slice
 -- The decided requests of the slice: the results of its sweep batches.
@@ -37,11 +44,10 @@ SELECT * FROM settlements WHERE id > :settlements_after AND id <= :settlements_u
 -- slice's rows (the stored acks are grouped over the slice, {batch} again), so that the planner
 -- sizes them from the statistics: a minute's slice walks the keys, a backlog's is hash-joined;
 -- neither reads the history. Each history table is read within the slice's range of signal ids
--- (ids): the joins are on the signal's id, so the range keeps every match, and a backlog's hash
--- joins read the slice's part of a table, not all of it (decisions #139).
-WITH ids AS MATERIALIZED (
-    SELECT min(signal_id) AS first_id, max(signal_id) AS last_id FROM {batch} AS b
-)
+-- (:first_signal_id, :last_signal_id, from "slice", rendered as literals so that the planner
+-- sizes each read by them: as sub-selects it guessed 1/200 of a backlog and walked 120 000 keys
+-- one by one): the joins are on the signal's id, so the range keeps every match, and a backlog's
+-- hash joins read the slice's part of a table, not all of it (decisions #139).
 SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.deadline_at,
        q.requested_acks, cardinality(q.requested_acks) AS requested,
        -- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
@@ -78,13 +84,13 @@ FROM (
                    AS body_entries_all_2xx
         FROM {batch} AS r
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
-            AND a.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+            AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
         OFFSET 0
     ) AS r
     LEFT JOIN signals s ON s.id = r.signal_id
-        AND s.id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+        AND s.id BETWEEN :first_signal_id AND :last_signal_id
     LEFT JOIN attempts n ON n.signal_id = r.signal_id AND n.attempt = r.attempt + 1
-        AND n.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+        AND n.signal_id BETWEEN :first_signal_id AND :last_signal_id
     OFFSET 0  -- computed once per request: not pulled up into each expression that reads it
 ) AS q
 LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, built-in ones from before the lean ledger
@@ -102,13 +108,13 @@ LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, b
     FROM {batch} AS r
     JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = counted()
     LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
-        AND a.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+        AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
     GROUP BY k.signal_id, k.attempt
 ) AS k ON k.signal_id = q.signal_id AND k.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id
-    AND cr.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+    AND cr.signal_id BETWEEN :first_signal_id AND :last_signal_id
 LEFT JOIN command_facts f ON f.signal_id = q.signal_id
-    AND f.signal_id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+    AND f.signal_id BETWEEN :first_signal_id AND :last_signal_id
 CROSS JOIN LATERAL (
     SELECT twin_persisted() = ANY (q.requested_acks)
                AND builtin_disposition(f.persisted_at, q.opened_at, q.deadline_at, q.decided_at, q.cause,
@@ -126,14 +132,11 @@ CROSS JOIN LATERAL (
 -- name: settlements
 -- One row per settlement decision of the slice: its signal (stored: false when gone — an orphan)
 -- and whether the request it settles was decided.
-WITH ids AS MATERIALIZED (
-    SELECT min(signal_id) AS first_id, max(signal_id) AS last_id FROM {batch} AS b
-)
 SELECT st.id AS settlement_id, st.signal_id, st.attempt, s.id IS NOT NULL AS stored, s.source, s.api,
        EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt) AS decided
 FROM {batch} AS st
 LEFT JOIN signals s ON s.id = st.signal_id  -- within the slice's range of signal ids, as above
-    AND s.id BETWEEN (SELECT first_id FROM ids) AND (SELECT last_id FROM ids)
+    AND s.id BETWEEN :first_signal_id AND :last_signal_id
 
 -- name: enqueue_settlements
 -- Passed: the slice's requests from connections wait for their transport decision. Which
