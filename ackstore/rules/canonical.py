@@ -37,12 +37,12 @@ OIDS = {"bool": 16, "int2": 21, "int4": 23, "int8": 20, "text": 25, "timestamptz
 INT_BYTES = {"int2": 2, "int4": 4, "int8": 8}
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 POSTGRES_EPOCH_MICROS = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970
-# PostgreSQL's -infinity and infinity as microseconds: a bigint's extremes, as PostgreSQL keeps
-# them (a live hand-out never leased is available from -infinity). Read back, they are the earliest
-# and the latest datetime, as psycopg2 reads the infinities.
+# PostgreSQL's -infinity and infinity as the archive keeps them: a bigint's extremes, as PostgreSQL
+# does. Only hand-outs hold them (a live one never leased is available from -infinity), and they
+# are in no seal: encode_row's bytes are not PostgreSQL's for an infinity, and no fact holds one.
 INFINITE_MICROS = {"-infinity": -(2**63), "infinity": 2**63 - 1}
-_INFINITE_DATETIMES = {-(2**63): datetime.min.replace(tzinfo=timezone.utc),
-                       2**63 - 1: datetime.max.replace(tzinfo=timezone.utc)}
+_INFINITE_DATETIMES = {INFINITE_MICROS["-infinity"]: datetime.min.replace(tzinfo=timezone.utc),
+                       INFINITE_MICROS["infinity"]: datetime.max.replace(tzinfo=timezone.utc)}
 
 
 def encode_row(table: str, row: Mapping[str, Any], types: Mapping[str, str]) -> bytes:
@@ -66,7 +66,9 @@ def micros(value: datetime | int) -> int:
 
 
 def from_micros(value: int) -> datetime:
-    """The aware datetime of microseconds since 1970 (:data:`INFINITE_MICROS`: the earliest or latest)."""
+    """The aware datetime of microseconds since 1970; :data:`INFINITE_MICROS` as the earliest or the
+    latest datetime, as psycopg2 reads the infinities (so a row reads the same hot or archived; its
+    microseconds are then those of year 1 or 9999, not the extremes again)."""
     return _INFINITE_DATETIMES.get(value) or UNIX_EPOCH + timedelta(microseconds=value)
 
 

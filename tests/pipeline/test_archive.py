@@ -28,6 +28,7 @@ from ackstore.ledger.database import make_engine, scratch_database
 from ackstore.ledger.reports import Window
 from ackstore.ledger.schema import SEALED_TABLES
 from ackstore.ledger.store import AckStore
+from ackstore.rules import canonical
 from jobs import archive, pipeline
 from jobs.settings import PipelineSettings
 from tests.conftest import ADMIN_URL
@@ -170,6 +171,9 @@ def test_a_live_message_answered_by_one_subscriber_and_never_pulled_by_another_a
 
     assert archive.run(spark, settings_for(ledger, tmp_path / "archive"))["seals"] >= 1
     assert hot(ledger)["signals"] == 0
+    kept = ds.dataset(str(tmp_path / "archive" / "deliveries"), format="parquet", partitioning="hive")
+    never_pulled = kept.to_table(filter=ds.field("subscriber_id") == "listener").column("available_at").to_pylist()
+    assert never_pulled == [canonical.INFINITE_MICROS["-infinity"]]
     archived = store.show("live-1")
     assert archived.pop("archived")["seal"] >= 1 and archived == shown
     assert reports_over(store, window) == reports

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ackstore.rules.canonical import OIDS, encode_row
+from ackstore.rules.canonical import INFINITE_MICROS, OIDS, encode_row, from_micros, micros
 
 UTC = timezone.utc
 Y2K = datetime(2000, 1, 1, tzinfo=UTC)
@@ -73,3 +73,16 @@ def test_every_value_and_the_table_name_count(row: dict) -> None:
     name = sorted(row)[0]
     assert encode_row("t", {**row, name: row[name] + 1}, types) != encode_row("t", row, types)
     assert encode_row("u", row, types) != encode_row("t", row, types)
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)))
+def test_a_timestamp_in_microseconds_reads_back_as_itself(moment: datetime) -> None:
+    assert from_micros(micros(moment)) == moment
+
+
+def test_the_infinities_read_back_as_psycopg2_reads_them() -> None:
+    """The archive keeps PostgreSQL's infinities as a bigint's extremes; read back, they are the
+    earliest and the latest datetime, as psycopg2 gives them for the hot row."""
+    assert from_micros(INFINITE_MICROS["-infinity"]) == datetime.min.replace(tzinfo=UTC)
+    assert from_micros(INFINITE_MICROS["infinity"]) == datetime.max.replace(tzinfo=UTC)
+    assert INFINITE_MICROS == {"-infinity": -(2**63), "infinity": 2**63 - 1}
