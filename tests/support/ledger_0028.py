@@ -57,11 +57,11 @@ def _proof(found: tuple[list[verify.Inclusion], list[str]] | None) -> Any:
         return None
     inclusions, unsealed = found  # in no set order (signal_facts is a union): in the order of their numbers
     return {"inclusions": [{"table": i.table, "key": i.key, "seq": i.seq, "seal": i.seal.number, "index": i.index,
-                            "leaf": i.leaf.hex(), "checks": i.checks()} for i in sorted(inclusions, key=_number)],
+                            "leaf": i.leaf.hex(), "checks": i.checks()} for i in sorted(inclusions, key=_seq)],
             "unsealed": sorted(unsealed)}
 
 
-def _number(inclusion: verify.Inclusion) -> int:
+def _seq(inclusion: verify.Inclusion) -> int:
     return inclusion.seq
 
 

@@ -8,7 +8,7 @@ derives a fact), not on a later one:
     git worktree add /tmp/ackstore-0028 f640f37
     cp tests/support/ledger_0028.py tests/support/ledger_0028_build.py tests/support/old_ledger.py \
        tests/support/old_ledger_build.py tests/support/reports_asked.py /tmp/ackstore-0028/tests/support/
-    cd /tmp/ackstore-0028 && /work/main/.venv/bin/python -m tests.support.ledger_0028_build
+    cd /tmp/ackstore-0028 && <this repository>/.venv/bin/python -m tests.support.ledger_0028_build
     cp /tmp/ackstore-0028/tests/support/data/ledger_0028.json <this repository>/tests/support/data/
 
 The signals are those of ``tests/support/old_ledger_build.py`` (the suite's own tests' kinds),
