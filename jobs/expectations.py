@@ -33,6 +33,9 @@ def _literals(values: tuple[str, ...]) -> str:
 
 SAMPLES = 5  # failing rows named per invariant
 
+# The table each subject's slice is rows of: Great Expectations' asset, where it puts ``{batch}``.
+SUBJECT_TABLES = {"requests": "request_results", "settlements": "settlements"}
+
 # Which columns name a row of each subject in a failure's samples.
 SUBJECT_IDS = {
     "requests": ("signal_id", "attempt"),

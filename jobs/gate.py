@@ -2,11 +2,13 @@
 
 The gate built an ephemeral GX context, its data source, suites and validation definitions in
 every pass: about 0.15 s, half of a 2 000-command pass. Now a process keeps one :class:`Gate` per
-ledger: the context, the PostgreSQL data source (never the ``[spark]`` extra) and a suite per
-subject of :mod:`jobs.expectations`. A :class:`Slice` replaces only each subject's query asset,
-its one expectation (its facts query names the slice's signal ids as literals, for the planner)
-and validation definition, and runs them: one pass over the slice per subject, its unexpected
-rows one per broken invariant (how many rows, and some of them).
+ledger: the context, the PostgreSQL data source (never the ``[spark]`` extra) and per subject of
+:mod:`jobs.expectations` a table asset (its table: ``{batch}``), a suite and a validation
+definition. A slice replaces only each subject's one expectation — its facts query over the
+slice, the slice's ids in it as literals, for the planner — and runs it: one pass over the slice
+per subject, its unexpected rows one per broken invariant (how many rows, and some of them).
+Replacing an asset or a definition made GX write its whole configuration as YAML, three times a
+slice: 40 % of the gate at 2 000 commands.
 
 GX's import (about 2.3 s of CPU: scipy, every expectation class) is paid once per process, by its
 first slice, in the step: importing it on a thread beside the steps raced their own imports (GX
@@ -38,15 +40,6 @@ KEPT = 4  # gates kept per process, the most recently used (a process serves one
 # planner kept them on one (9.7 s against 6.5 s at a million, measured; a minute's slice walks
 # the keys either way).
 GATE_SESSION = {"jit": "off", "work_mem": "64MB", "parallel_tuple_cost": "0.02"}
-
-
-@dataclass(frozen=True)
-class Slice:
-    """A subject's slice as SQL, the ledger's ids in it as literals: its rows (GX's query asset)
-    and the subject's facts query over them (``{batch}``, where GX puts the rows)."""
-
-    rows: str
-    facts: str
 
 
 @dataclass(frozen=True)
@@ -86,12 +79,19 @@ class Gate:
             warnings.simplefilter("ignore")
             self.source = self.context.data_sources.add_sql("ledger", **ledger_url(database_url).gx(GATE_SESSION))
         self._expectation = _expectation_class(gx)
-        self.suites = {subject: self.context.suites.add(gx.ExpectationSuite(name=subject))
-                       for subject in expectations.SUBJECTS}
+        self.suites: dict[str, Any] = {}
+        self.definitions: dict[str, Any] = {}
+        for subject in expectations.SUBJECTS:
+            table = expectations.SUBJECT_TABLES[subject]
+            batch = self.source.add_table_asset(subject, table_name=table).add_batch_definition_whole_table("table")
+            self.suites[subject] = self.context.suites.add(gx.ExpectationSuite(name=subject))
+            self.definitions[subject] = self.context.validation_definitions.add(
+                gx.ValidationDefinition(name=subject, data=batch, suite=self.suites[subject]))
 
-    def check(self, slices: Mapping[str, Slice | None]) -> list[Failure]:
-        """Run every invariant over the slice, each subject's given as a :class:`Slice` (None: the
-        slice holds nothing of it); the failures, in INVARIANTS order."""
+    def check(self, slices: Mapping[str, str | None]) -> list[Failure]:
+        """Run every invariant over the slice, each subject's given as its facts query over its
+        slice (``{batch}``: the subject's table; None: the slice holds nothing of it); the
+        failures, in INVARIANTS order."""
         failures: dict[expectations.Invariant, Failure] = {}
         with self._lock:
             try:
@@ -103,23 +103,16 @@ class Gate:
                 self.source.get_execution_engine().engine.dispose()
         return [failures[invariant] for invariant in expectations.INVARIANTS if invariant in failures]
 
-    def _run(self, subject: str, slice_: Slice) -> Any:
-        """The subject's expectation over this slice: its query asset, expectation and validation
-        definition replaced (a definition names its asset's batch and its suite)."""
-        if subject in {asset.name for asset in self.source.assets}:  # the definition first: it reads its asset
-            self.context.validation_definitions.delete(subject)
-            self.source.delete_asset(subject)
+    def _run(self, subject: str, facts: str) -> Any:
+        """The subject's expectation over this slice, replacing the last slice's."""
         suite = self.suites[subject]
         for old in list(suite.expectations):
             suite.delete_expectation(old)
         suite.add_expectation(self._expectation(
-            unexpected_rows_query=_gx_template(expectations.unexpected_rows_query(subject, slice_.facts)),
+            unexpected_rows_query=_gx_template(expectations.unexpected_rows_query(subject, facts)),
             description=f"every invariant over the {subject} of the slice holds",
         ))
-        batch = self.source.add_query_asset(subject, query=slice_.rows).add_batch_definition_whole_table("slice")
-        definition = self.context.validation_definitions.add(
-            self._gx.ValidationDefinition(name=subject, data=batch, suite=suite))
-        (result,) = definition.run(result_format={"result_format": "COMPLETE"}).results
+        (result,) = self.definitions[subject].run(result_format={"result_format": "COMPLETE"}).results
         return result
 
 
@@ -140,7 +133,7 @@ def gate_for(database_url: str) -> Gate:
         return gate
 
 
-def check(database_url: str, slices: Mapping[str, Slice | None]) -> list[Failure]:
+def check(database_url: str, slices: Mapping[str, str | None]) -> list[Failure]:
     """Every invariant over the slice (see :meth:`Gate.check`), on this process's gate."""
     return gate_for(database_url).check(slices)
 

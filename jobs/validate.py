@@ -89,14 +89,16 @@ def _pass(step: Step, bounds: dict[str, Any]) -> None:
         step.refresh_statistics(conn, {queue_settle: step.stats["to_settle"]})
 
 
-def slice_of(subject: str, bounds: dict[str, Any]) -> gate.Slice | None:
-    """The slice of ``subject`` as SQL for the gate (GX takes no parameters: the ledger's ids are
-    rendered by SQLAlchemy as literals): its rows, and its facts query over them reading the
-    history within the slice's signal ids. None: the slice holds nothing of it."""
+def slice_of(subject: str, bounds: dict[str, Any]) -> str | None:
+    """The facts of ``subject`` over its slice, as SQL for the gate (GX takes no parameters: the
+    ledger's ids are rendered by SQLAlchemy as literals): its rows are read from ``{batch}``, the
+    subject's table, and the history within the slice's signal ids. None: the slice holds nothing
+    of it."""
     names = SLICE_BOUNDS[subject]
     values = {name: bounds[name] for name in names}
     if values[names[1]] is None:
         return None
     first, last = (bounds[name] for name in SIGNAL_RANGES[subject])
-    return gate.Slice(rows=with_literals(JOB, f"{subject}_slice", values),
-                      facts=with_literals(JOB, subject, {"first_signal_id": first, "last_signal_id": last}))
+    rows = with_literals(JOB, f"{subject}_slice", values)
+    facts = with_literals(JOB, subject, {"first_signal_id": first, "last_signal_id": last})
+    return facts.replace("{slice}", f"({rows})")

@@ -1,8 +1,9 @@
 -- Statements of the validate job. The slice is what the ledger decided and wrote since the last
 -- passed validation, read where it lies: the results of the sweep batches past the watermark
 -- validated_results, and the settlements past validated_settlements. Each subject's facts are a
--- query over its slice ({batch}: Great Expectations puts the slice there, jobs/validate.py); the
--- invariants over those facts are jobs/expectations.py.
+-- query over its slice ({slice}: jobs/validate.py puts its rows query there, which reads the
+-- subject's table where Great Expectations puts it, {batch}); the invariants over those facts are
+-- jobs/expectations.py.
 -- Bind parameters: :results_after, :results_upto, :settlements_after, :settlements_upto,
 -- :transport_api, :local_sources; in a subject's facts, its slice's :first_signal_id and
 -- :last_signal_id (rendered as literals: a GX query takes no parameters).
@@ -29,19 +30,19 @@ CROSS JOIN (SELECT count(*) AS settlements, max(y.id) AS settlements_upto,
             FROM settlements y WHERE y.id > :settlements_after) AS st
 
 -- name: requests_slice
--- The decided requests of the slice: the results of its sweep batches.
-SELECT * FROM request_results WHERE batch_id > :results_after AND batch_id <= :results_upto
+-- The decided requests of the slice: the results of its sweep batches ({batch}: request_results).
+SELECT * FROM {batch} AS t WHERE t.batch_id > :results_after AND t.batch_id <= :results_upto
 
 -- name: settlements_slice
--- The settlement decisions of the slice.
-SELECT * FROM settlements WHERE id > :settlements_after AND id <= :settlements_upto
+-- The settlement decisions of the slice ({batch}: settlements).
+SELECT * FROM {batch} AS t WHERE t.id > :settlements_after AND t.id <= :settlements_upto
 
 -- name: requests
 -- One row per decided request of the slice, with the facts the request invariants are stated
 -- over: its attempt (stored: false when its signal or attempt is gone — an orphan), its response,
 -- its counted acks — the stored ones aggregated per request, the derived built-in ones per label
 -- as builtin_acks counts them (one column each: no row per label). Only joins, each reading the
--- slice's rows (the stored acks are grouped over the slice, {batch} again), so that the planner
+-- slice's rows (the stored acks are grouped over the slice, {slice} again), so that the planner
 -- sizes them from the statistics: a minute's slice walks the keys, a backlog's is hash-joined;
 -- neither reads the history. Each history table is read within the slice's range of signal ids
 -- (:first_signal_id, :last_signal_id, from "slice", rendered as literals so that the planner
@@ -82,7 +83,7 @@ FROM (
                    AS body_has_other_labels,
                NOT jsonb_path_exists(r.body, '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
                    AS body_entries_all_2xx
-        FROM {batch} AS r
+        FROM {slice} AS r
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
         OFFSET 0
@@ -105,7 +106,7 @@ LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, b
            bool_or(k.weak AND (k.headers ->> 'ditto-weak-ack') IS DISTINCT FROM 'true') AS weak_unmarked,
            bool_or(k.weak AND k.label <> ALL (builtin_labels())
                    AND NOT EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label)) AS weak_undeclared
-    FROM {batch} AS r
+    FROM {slice} AS r
     JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = counted()
     LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
         AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
@@ -134,7 +135,7 @@ CROSS JOIN LATERAL (
 -- and whether the request it settles was decided.
 SELECT st.id AS settlement_id, st.signal_id, st.attempt, s.id IS NOT NULL AS stored, s.source, s.api,
        EXISTS (SELECT 1 FROM request_results r WHERE r.signal_id = st.signal_id AND r.attempt = st.attempt) AS decided
-FROM {batch} AS st
+FROM {slice} AS st
 LEFT JOIN signals s ON s.id = st.signal_id  -- within the slice's range of signal ids, as above
     AND s.id BETWEEN :first_signal_id AND :last_signal_id
 

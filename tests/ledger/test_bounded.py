@@ -241,17 +241,17 @@ def test_the_validation_gate_reads_a_backlogs_part_of_each_history_table(ledger,
 def test_the_validation_gate_reads_its_slice_alone(ledger, subject: str) -> None:
     """What Great Expectations runs for each subject, its slice where GX puts it."""
     engine, bounds = ledger
-    slice_ = validate.slice_of(subject, bounds)
-    assert slice_ is not None, f"the seeded slice has no {subject}"
-    plan = _plan(engine, _gate_query(subject, slice_))
+    facts = validate.slice_of(subject, bounds)
+    assert facts is not None, f"the seeded slice has no {subject}"
+    plan = _plan(engine, _gate_query(subject, facts))
     scanned = set(_scans(plan))
     assert not scanned & HISTORY_TABLES, f"validating the {subject} scans {sorted(scanned & HISTORY_TABLES)}: {plan}"
 
 
-def _gate_query(subject: str, slice_) -> str:
+def _gate_query(subject: str, facts: str) -> str:
     """What Great Expectations runs for ``subject``: its invariants over the slice's facts, the
-    slice's rows where GX puts them."""
-    return expectations.unexpected_rows_query(subject, slice_.facts).replace("{batch}", f"({slice_.rows})")
+    subject's table where GX puts it."""
+    return expectations.unexpected_rows_query(subject, facts).replace("{batch}", expectations.SUBJECT_TABLES[subject])
 
 
 @pytest.mark.parametrize("name", PULL_READS)

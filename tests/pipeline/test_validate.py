@@ -302,4 +302,4 @@ def test_a_gate_that_cannot_be_built_is_not_kept_and_says_why_each_time() -> Non
     unreachable = "postgresql://127.0.0.1:1/nowhere?connect_timeout=2"
     for _ in range(2):
         with pytest.raises(Exception, match="127.0.0.1|Connection refused|connect"):
-            gate.check(unreachable, {"requests": gate.Slice(rows="SELECT 1", facts="SELECT 1"), "settlements": None})
+            gate.check(unreachable, {"requests": "SELECT 1", "settlements": None})
