@@ -65,14 +65,14 @@ class Failure:
 
 
 class Gate:
-    """GX set up for one ledger: its context, data source and a suite per subject."""
+    """GX set up for one ledger: its context, data source and per subject a table asset, a suite and
+    a validation definition."""
 
     def __init__(self, database_url: str) -> None:
         gx = _gx()
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
-        self._gx = gx
-        self._lock = threading.Lock()  # one slice at a time: the assets are replaced per slice
+        self._lock = threading.Lock()  # one slice at a time: the expectations are replaced per slice
         self.context = gx.get_context(mode="ephemeral")
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         with warnings.catch_warnings():  # add_sql suggests add_postgres, which wants a user in a URL
