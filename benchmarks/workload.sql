@@ -70,11 +70,6 @@ DELETE FROM queue_apply;
 DELETE FROM queue_decide;
 
 INSERT INTO request_results (signal_id, status, body, headers, cause, batch_id)
-SELECT s.id, 200,
-       jsonb_build_object('twin-persisted', jsonb_build_object('status', r.status, 'headers',
-                              jsonb_build_object('correlation-id', s.correlation_id))
-                              || CASE WHEN r.payload IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('payload', r.payload) END,
-                          'search-persisted', jsonb_build_object('status', 204, 'headers',
-                              jsonb_build_object('correlation-id', s.correlation_id))),
+SELECT s.id, 200, derived_builtin_body(),  -- the entries are derived where read (decisions #141)
        jsonb_build_object('correlation-id', s.correlation_id), 'acks', 3
 FROM signals s JOIN command_responses r ON r.signal_id = s.id;

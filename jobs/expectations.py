@@ -80,6 +80,11 @@ INVARIANTS: tuple[Invariant, ...] = (
         "an aggregated status follows from its entries: 200 if all are 2xx, else 424",
         "stored AND aggregated AND body_is_object AND status <> CASE WHEN body_entries_all_2xx THEN 200 ELSE 424 END",
     ),
+    Invariant(
+        "requests",
+        "an answer whose entries are derived where read asked for both built-in labels and has their facts",
+        "stored AND body_derived AND NOT body_derivable",
+    ),
     # --- the counted acks of decided requests -----------------------------------------------
     Invariant(
         "requests",

@@ -8,8 +8,10 @@
 -- the queue — its current attempt, undecided — builtin_acks counts a fact iff it is there, and
 -- it is in time iff its time is by the deadline), all 2xx. The built-in-only shortcut (one
 -- shortcut label, a response required: :shortcut_labels) is the plain response, cause 'response'.
--- A created thing's location (wire.location) is written here when it needs no percent-escaping;
--- otherwise the request goes to Python too. The headers are the aggregated ones: NULL, derived by
+-- An aggregated body over both labels is stored as derived_builtin_body(): its entries follow from
+-- the facts and request_answers derives them where read (decisions #141) — a created thing's
+-- location (wire.location) too, when it needs no percent-escaping; otherwise the request goes to
+-- Python, which stores its body. The headers are the aggregated ones: NULL, derived by
 -- request_answers. decide_common below then decides what is left.
 -- The joins come first, on their own (MATERIALIZED): equi-joins the planner sizes from the tables'
 -- statistics, so a backlog of a million is hash- or merge-joined and a minute's few requests
@@ -17,7 +19,7 @@
 WITH facts AS MATERIALIZED (
     SELECT q.signal_id, q.attempt, s.correlation_id, s.response_required, s.api, s.thing_id, s.path,
            a.requested_acks, a.deadline_at, f.persisted_at, f.persisted_status, f.persisted_payload,
-           f.indexed_at, f.indexed_status, f.indexed_payload, f.indexed_weak
+           f.indexed_at, f.indexed_status, f.indexed_payload
     FROM queue_decide q
     JOIN signals s ON s.id = q.signal_id
     JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
@@ -25,15 +27,11 @@ WITH facts AS MATERIALIZED (
     WHERE a.requested_acks <@ ARRAY[twin_persisted(), search_persisted()] AND a.requested_acks <> '{}'
 ), decided AS (
     SELECT f.signal_id, f.attempt, f.correlation_id, f.response_required,
-           CASE WHEN f.api = 'http' AND f.persisted_status = 201
-                THEN jsonb_build_object('location', '/api/2/things/' || f.thing_id
-                                                    || CASE WHEN f.path IN ('', '/') THEN '' ELSE f.path END)
-                ELSE '{}'::jsonb END AS persisted_headers,
            cardinality(f.requested_acks) AS labels,
            twin_persisted() = ANY (f.requested_acks) AS persisted, search_persisted() = ANY (f.requested_acks) AS indexed,
            f.response_required AND cardinality(f.requested_acks) = 1
                AND f.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])) AS plain,
-           f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload, f.indexed_weak
+           f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload
     FROM facts f
     WHERE (twin_persisted() <> ALL (f.requested_acks)
            OR (f.persisted_at <= f.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
@@ -50,11 +48,7 @@ WITH facts AS MATERIALIZED (
                 ELSE 200 END,
            CASE WHEN NOT d.response_required THEN NULL
                 WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_payload ELSE d.indexed_payload END
-                ELSE jsonb_build_object(
-                         twin_persisted(), ack_entry(d.persisted_status, d.persisted_payload, d.persisted_headers, false,
-                                                     d.correlation_id),
-                         search_persisted(), ack_entry(d.indexed_status, d.indexed_payload, '{}', d.indexed_weak,
-                                                       d.correlation_id)) END,
+                ELSE derived_builtin_body() END,
            CASE WHEN d.plain THEN jsonb_build_object('correlation-id', d.correlation_id) END,  -- else aggregated
            CASE WHEN d.plain THEN 'response' ELSE 'acks' END,
            CASE WHEN d.plain THEN '{}'::jsonb

@@ -54,7 +54,15 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
        -- An aggregated decision over two or more labels answers with a body keyed by label (B.4.3);
        -- with response-required=false a success has no body at all.
        q.cause IN ('acks', 'deadline') AND cardinality(q.requested_acks) >= 2 AND q.has_body AS aggregated,
-       q.body_is_object, q.body_has_every_label, q.body_has_other_labels, q.body_entries_all_2xx,
+       q.body_is_object, q.body_has_every_label, q.body_has_other_labels,
+       -- a derived entry (derived_builtin_body) has its fact's status, as request_answers derives it
+       q.body_entries_all_2xx AND (NOT q.body_derived OR COALESCE(f.persisted_status BETWEEN 200 AND 299
+                                                                  AND f.indexed_status BETWEEN 200 AND 299, false))
+           AS body_entries_all_2xx,
+       -- derived entries answer an aggregated request over both built-in labels, from both facts
+       q.body_derived, q.cause = 'acks' AND cardinality(q.requested_acks) = 2
+                       AND q.requested_acks @> ARRAY[twin_persisted(), search_persisted()]
+                       AND f.persisted_at IS NOT NULL AND f.indexed_at IS NOT NULL AS body_derivable,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
                   FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY[twin_persisted()] END
@@ -81,8 +89,11 @@ FROM (
                r.body ?& a.requested_acks AS body_has_every_label,
                jsonb_typeof(r.body) = 'object' AND r.body - a.requested_acks <> jsonb_build_object()
                    AS body_has_other_labels,
-               NOT jsonb_path_exists(r.body, '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
-                   AS body_entries_all_2xx
+               r.body = derived_builtin_body()  -- its entries are its facts' (below)
+               OR NOT jsonb_path_exists(r.body,
+                                        '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
+                   AS body_entries_all_2xx,
+               r.body = derived_builtin_body() AS body_derived
         FROM {slice} AS r
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id

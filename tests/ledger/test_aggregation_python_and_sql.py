@@ -29,6 +29,7 @@ DEADLINE = timedelta(seconds=10)
 IN_TIME, LATE = timedelta(seconds=5), timedelta(seconds=20)
 CUSTOM = ("x:a", "x:b")
 DITTO_JSON = "application/vnd.eclipse.ditto+json"
+DERIVED_ENTRIES = {"twin-persisted": None, "search-persisted": None}  # derived_builtin_body()
 
 ack_spec = st.fixed_dictionaries({
     "status": st.sampled_from([200, 200, 201, 204, 204, 400, 408, 424, 503]),  # mostly 2xx: the common case
@@ -129,15 +130,19 @@ def _python_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
     return decided
 
 
-def _sql_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
-    """What decide_builtin and decide_common write, read back (the caller rolls back)."""
+def _sql_decisions(conn: Any) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[tuple[int, int], Any]]:
+    """What decide_builtin and decide_common write, read back as every reader sees an answer, and
+    each new result's body as stored (the caller rolls back)."""
     before = set(conn.execute(text("SELECT signal_id, attempt FROM request_results")).all())
     for name in sweep.COMMON_STATEMENTS:
         conn.execute(text(statements("sweep")[name]), {**sweep.COMMON_PARAMS, "batch_id": 0})
     rows = conn.execute(text("SELECT signal_id, attempt, status, body, headers, cause, ack_statuses "
-                             "FROM request_answers")).mappings()  # as every reader sees an answer
-    return {(r["signal_id"], r["attempt"]): {k: r[k] for k in ("status", "body", "headers", "cause", "ack_statuses")}
-            for r in rows if (r["signal_id"], r["attempt"]) not in before}
+                             "FROM request_answers")).mappings()
+    answers = {(r["signal_id"], r["attempt"]): {k: r[k] for k in ("status", "body", "headers", "cause", "ack_statuses")}
+               for r in rows if (r["signal_id"], r["attempt"]) not in before}
+    stored = {(r.signal_id, r.attempt): r.body for r in conn.execute(text(
+        "SELECT signal_id, attempt, body FROM request_results"))}
+    return answers, {key: stored[key] for key in answers}
 
 
 def _is_common(python: dict[str, Any], requested: list[str], response_required: bool) -> bool:
@@ -169,10 +174,14 @@ def test_sql_decides_the_common_case_exactly_as_python_does(engine: Engine, spec
         attempts = {(r.signal_id, r.attempt): (list(r.requested_acks), r.response_required) for r in conn.execute(text(
             "SELECT q.signal_id, q.attempt, a.requested_acks, s.response_required FROM queue_decide q "
             "JOIN attempts a USING (signal_id, attempt) JOIN signals s ON s.id = q.signal_id"))}
-        sql = _sql_decisions(conn)
+        sql, stored = _sql_decisions(conn)
         conn.rollback()
     for key, answer in sql.items():
         assert python.get(key) == answer, (key, specs[key[0] - 1])
+        # an answer over both built-in labels stores no entry: each is derived where read (decisions #141)
+        requested, response_required = attempts[key]
+        derived = response_required and sorted(requested) == ["search-persisted", "twin-persisted"]
+        assert (stored[key] == DERIVED_ENTRIES) == derived, (key, stored[key], specs[key[0] - 1])
     for key, answer in python.items():
         assert (key in sql) == _is_common(answer, *attempts[key]), (key, answer, specs[key[0] - 1])
 

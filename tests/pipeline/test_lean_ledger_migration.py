@@ -102,18 +102,21 @@ def test_the_downgrade_stores_the_derived_acks_and_headers_as_rows(old_ledger: E
 
     migrate.upgrade(old_ledger)
     url = old_ledger.url.render_as_string(hide_password=False)
-    # a command the new model decides in SQL: its answer's headers are derived (#61)
+    # a command the new model decides in SQL: its answer's headers are derived (#61), and its
+    # entries (#141); not sealed, so that 0029's downgrade may store them in its row
     AckStore(old_ledger, Settings()).submit(twin_command(
         "create", thing="org.acme/after-0008", path="/", value={}, correlation_id="after-0008",
         requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
-    pipeline.run(spark, PipelineSettings(database_url=url, partitions=2))
+    pipeline.run(spark, PipelineSettings(database_url=url, partitions=2),
+                 tuple(step for step in pipeline.STEPS if step != "seal"))
     acks = ("SELECT signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition "
             "FROM {} ORDER BY 1, 2, 3, 9, 10")
     events = "SELECT id, thing_id, revision, signal_id, action, path, value, headers, created_at FROM thing_events ORDER BY id"
     answers = "SELECT signal_id, attempt, status, body, headers, cause, ack_statuses, decided_at FROM {} ORDER BY 1, 2"
     with old_ledger.connect() as conn:
         derived = conn.execute(text("SELECT count(*) FROM builtin_acks")).scalar_one()
-        aggregated = conn.execute(text("SELECT count(*) FROM request_results WHERE headers IS NULL")).scalar_one()
+        aggregated = conn.execute(text("SELECT count(*) FROM request_results WHERE headers IS NULL "
+                                       "AND body = derived_builtin_body()")).scalar_one()
         before = (conn.execute(text(acks.format("request_acks"))).all(), conn.execute(text(events)).all(),
                   conn.execute(text(answers.format("request_answers"))).all())
     assert derived > 0 and aggregated > 0
@@ -121,6 +124,27 @@ def test_the_downgrade_stores_the_derived_acks_and_headers_as_rows(old_ledger: E
     with old_ledger.connect() as conn:
         assert (conn.execute(text(acks.format("acks"))).all(), conn.execute(text(events)).all(),
                 conn.execute(text(answers.format("request_results"))).all()) == before
+
+
+@pytest.mark.spark
+def test_the_downgrade_past_0029_refuses_once_derived_entries_are_sealed(old_ledger: Engine, spark) -> None:
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    migrate.upgrade(old_ledger)
+    AckStore(old_ledger, Settings()).submit(twin_command(
+        "create", thing="org.acme/sealed", path="/", value={}, correlation_id="sealed",
+        requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
+    pipeline.run(spark, PipelineSettings(database_url=old_ledger.url.render_as_string(hide_password=False),
+                                         partitions=2))
+    answers = "SELECT signal_id, attempt, status, body, headers FROM request_answers ORDER BY 1, 2"
+    with old_ledger.connect() as conn:
+        before = conn.execute(text(answers)).all()
+    with pytest.raises(Exception, match="1 sealed request results hold derived built-in entries"):
+        migrate.downgrade(old_ledger, "0028")
+    assert migrate.current_revision(old_ledger) == migrate.head_revision()
+    with old_ledger.connect() as conn:
+        assert conn.execute(text(answers)).all() == before
 
 
 def _rows(data: dict[str, Any], table: str) -> list[str]:

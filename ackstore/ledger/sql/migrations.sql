@@ -82,3 +82,16 @@ LOCK TABLE alembic_version IN SHARE ROW EXCLUSIVE MODE
 -- migrates as that role (a database migrated before 0006 is the current user's to migrate).
 SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE')
 FROM pg_roles WHERE rolname = :role
+
+-- name: derived_builtin_sealed
+-- What keeps a downgrade past 0029 from giving derived entries back as rows (migration 0029): the
+-- request results holding them that are sealed (a sealed row never changes), and whether anything
+-- was archived (an archived result may hold them, and 0028's look-ups would read nulls).
+SELECT count(*) FILTER (WHERE seq <= sealed_upto()) AS sealed, EXISTS (SELECT FROM archives) AS archived
+FROM request_results WHERE body = derived_builtin_body()
+
+-- name: store_derived_builtin_entries
+-- A downgrade past 0029 stores the entries request_answers derives in the rows that hold none.
+UPDATE request_results r SET body = a.body
+FROM request_answers a
+WHERE r.body = derived_builtin_body() AND a.signal_id = r.signal_id AND a.attempt = r.attempt

@@ -16,11 +16,11 @@ $$;
 
 -- name: ack_entry
 -- An ack as an aggregated answer's entry shows it (B.4.2, B.4.3): wire.ack_entry and
--- wire.external_headers in SQL, for the sweep's decisions. One jsonb_build_object per level and
--- no || when the ack carries no headers of its own (every built-in ack but a created thing's
--- twin-persisted): each || decodes and re-encodes both sides, and the sweep writes this twice per
--- request. STABLE, as jsonb_build_object is: an IMMUTABLE function over it would not be inlined
--- (5× slower).
+-- wire.external_headers in SQL, for the sweep's decisions and the entries request_answers derives.
+-- One jsonb_build_object per level and no || when the ack carries no headers of its own (every
+-- built-in ack but a created thing's twin-persisted): each || decodes and re-encodes both sides,
+-- and an answer over both built-in labels is read with two of these. STABLE, as jsonb_build_object
+-- is: an IMMUTABLE function over it would not be inlined (5× slower).
 -- version: 0008
 CREATE OR REPLACE FUNCTION ack_entry(status integer, payload jsonb, headers jsonb, weak boolean, correlation_id text)
 RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE AS $$
@@ -30,18 +30,52 @@ SELECT CASE WHEN payload IS NULL
                                     'headers', ack_entry_headers(headers, weak, correlation_id)) END
 $$;
 
+-- name: derived_builtin_body
+-- The body a request result stores for an aggregated answer over both built-in labels, every
+-- label counted in time and 2xx (the sweep's decide_builtin, decisions #141): an entry per label,
+-- each JSON null — "derived from its fact where read" (request_answers). A stored entry is always
+-- an object, so a null entry says so unambiguously; the entries follow from the command's response
+-- and its search mark, both sealed facts, and are not stored a second time.
+-- version: 0029
+CREATE OR REPLACE FUNCTION derived_builtin_body() RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT jsonb_build_object(twin_persisted(), NULL::jsonb, search_persisted(), NULL::jsonb)
+$$;
+
 -- name: request_answers
--- What the requester of each decided attempt is told (A.2.4): the stored answer, its headers
--- derived when they are an aggregated answer's (request_results.headers NULL) — the command's
--- own without requested-acks, with its correlation id and response-required false, as
--- aggregation.Request.aggregated_headers gives them (tests/ledger/test_aggregation_python_and_sql.py). Every
--- reader of an answer reads it here.
--- version: 0008
+-- What the requester of each decided attempt is told (A.2.4): the stored answer, with what the
+-- ledger stores only once derived here. Its headers, when they are an aggregated answer's
+-- (request_results.headers NULL): the command's own without requested-acks, with its correlation
+-- id and response-required false, as aggregation.Request.aggregated_headers gives them. Its body,
+-- when it is derived_builtin_body(): each built-in label's entry from its fact (command_facts), as
+-- wire.ack_entry gives it — a created thing's twin-persisted with its location over HTTP
+-- (wire.location; one needing percent-escaping is decided in Python and stored). Both as
+-- tests/ledger/test_aggregation_python_and_sql.py proves on generated ledgers. Every reader of an
+-- answer reads it here.
+-- version: 0029
 CREATE OR REPLACE VIEW request_answers AS
-SELECT r.signal_id, r.attempt, r.status, r.body,
+SELECT r.signal_id, r.attempt, r.status,
+       CASE WHEN f.signal_id IS NULL THEN r.body
+            ELSE jsonb_build_object(
+                     twin_persisted(),
+                     ack_entry(f.persisted_status, f.persisted_payload,
+                               CASE WHEN s.api = 'http' AND f.persisted_status = 201
+                                    THEN jsonb_build_object('location', '/api/2/things/' || s.thing_id
+                                                            || CASE WHEN s.path IN ('', '/') THEN '' ELSE s.path END)
+                                    ELSE '{}'::jsonb END,
+                               false, f.correlation_id),
+                     search_persisted(),
+                     ack_entry(f.indexed_status, f.indexed_payload, '{}', f.indexed_weak, f.correlation_id)) END
+           AS body,
        COALESCE(r.headers, (s.headers - 'requested-acks')
                            || jsonb_build_object('correlation-id', s.correlation_id, 'response-required', false))
            AS headers,
        r.cause, r.ack_statuses, r.decided_at, r.batch_id
 FROM request_results r
-LEFT JOIN signals s ON s.id = r.signal_id AND r.headers IS NULL;
+LEFT JOIN signals s ON s.id = r.signal_id AND (r.headers IS NULL OR r.body = derived_builtin_body())
+LEFT JOIN LATERAL (  -- looked up by key, for derived entries only; OFFSET 0 keeps command_facts' five
+                     -- tables out of a reader's join list, which past eight (join_collapse_limit)
+                     -- would plan this view whole and join a reader's few keys to all of it
+    SELECT c.signal_id, c.correlation_id, c.persisted_status, c.persisted_payload, c.indexed_status,
+           c.indexed_payload, c.indexed_weak
+    FROM command_facts c WHERE c.signal_id = r.signal_id AND r.body = derived_builtin_body() OFFSET 0
+) AS f ON true;
