@@ -11,6 +11,8 @@ A value is JSON: a timestamp as microseconds since 1970, a jsonb value as its js
 text[] as a list. The rows are the ledger's as it holds them now, hot or archived; "leaf" is what
 the seal's stored leaves say the row was (trusted only as far as their root is the seal's) — for
 an archived seal, whose leaves are not kept, the row's own leaf, which its root alone checks.
+Rows are what is stored, so a request result's body may hold derived entries as nulls (decisions
+#141): what its requester was told follows from the command's response and search mark, both here.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@
 -- shortcut label, a response required: :shortcut_labels) is the plain response, cause 'response'.
 -- An aggregated body over both labels is stored as derived_builtin_body(): its entries follow from
 -- the facts and request_answers derives them where read (decisions #141) — a created thing's
--- location (wire.location) too, when it needs no percent-escaping; otherwise the request goes to
--- Python, which stores its body. The headers are the aggregated ones: NULL, derived by
+-- location too, when it needs no percent-escaping (created_location); otherwise the request goes
+-- to Python, which stores its body. The headers are the aggregated ones: NULL, derived by
 -- request_answers. decide_common below then decides what is left.
 -- The joins come first, on their own (MATERIALIZED): equi-joins the planner sizes from the tables'
 -- statistics, so a backlog of a million is hash- or merge-joined and a minute's few requests
@@ -38,8 +38,7 @@ WITH facts AS MATERIALIZED (
       AND (search_persisted() <> ALL (f.requested_acks) OR f.indexed_at <= f.deadline_at)
       AND NOT (f.api = 'http' AND f.response_required AND cardinality(f.requested_acks) >= 2
                AND twin_persisted() = ANY (f.requested_acks) AND f.persisted_status = 201
-               AND NOT (f.thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$'
-                        AND f.path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'))
+               AND created_location(f.thing_id, f.path) IS NULL)
 ), stored AS (
     INSERT INTO request_results (signal_id, attempt, status, body, headers, cause, ack_statuses, batch_id)
     SELECT d.signal_id, d.attempt,

@@ -59,10 +59,12 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
        q.body_entries_all_2xx AND (NOT q.body_derived OR COALESCE(f.persisted_status BETWEEN 200 AND 299
                                                                   AND f.indexed_status BETWEEN 200 AND 299, false))
            AS body_entries_all_2xx,
-       -- derived entries answer an aggregated request over both built-in labels, from both facts
+       -- derived entries answer an aggregated request over both built-in labels, from both facts,
+       -- with no created thing's location that needs percent-escaping (only Python writes one)
        q.body_derived, q.cause = 'acks' AND cardinality(q.requested_acks) = 2
                        AND q.requested_acks @> ARRAY[twin_persisted(), search_persisted()]
-                       AND f.persisted_at IS NOT NULL AND f.indexed_at IS NOT NULL AS body_derivable,
+                       AND f.persisted_at IS NOT NULL AND f.indexed_at IS NOT NULL
+                       AND NOT (q.location_escaped AND f.persisted_status = 201) AS body_derivable,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
                   FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY[twin_persisted()] END
@@ -80,7 +82,8 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
            AND NOT EXISTS (SELECT 1 FROM ledger_batches rb WHERE rb.id = cr.batch_id AND rb.step = 'migrated')
            AS builtin_stored_since_lean
 FROM (
-    SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at
+    SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at,
+           r.body_derived AND s.api = 'http' AND created_location(s.thing_id, s.path) IS NULL AS location_escaped
     FROM (  -- what the body says, against the labels requested, before any other join: a body is
             -- wide, and carried through the joins it cost more than reading it
         SELECT r.signal_id, r.attempt, r.cause, r.status, r.decided_at, r.body IS NOT NULL AS has_body,
@@ -89,11 +92,11 @@ FROM (
                r.body ?& a.requested_acks AS body_has_every_label,
                jsonb_typeof(r.body) = 'object' AND r.body - a.requested_acks <> jsonb_build_object()
                    AS body_has_other_labels,
-               r.body = derived_builtin_body()  -- its entries are its facts' (below)
+               holds_derived_entries(r.body, r.cause, r.ack_statuses)  -- its entries are its facts' (below)
                OR NOT jsonb_path_exists(r.body,
                                         '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
                    AS body_entries_all_2xx,
-               r.body = derived_builtin_body() AS body_derived
+               holds_derived_entries(r.body, r.cause, r.ack_statuses) AS body_derived
         FROM {slice} AS r
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id

@@ -28,6 +28,8 @@ depends_on = None
 def upgrade() -> None:
     bind = op.get_bind()
     objects.create(bind, "derived_builtin_body", revision)
+    objects.create(bind, "holds_derived_entries", revision)
+    objects.create(bind, "created_location", revision)
     objects.create(bind, "request_answers", revision)
     op.execute(ledger_statement("migrations", "own_everything"))  # a superuser's new function: the admin role's
 
@@ -36,10 +38,15 @@ def downgrade() -> None:
     bind = op.get_bind()
     held = bind.execute(ledger_statement("migrations", "derived_builtin_sealed")).one()
     if held.sealed or held.archived:
-        raise RuntimeError(
-            f"migration 0029 cannot be undone here: {held.sealed} sealed request results hold derived built-in "
-            f"entries{' and results were archived' if held.archived else ''}; a sealed fact never changes and "
-            "revision 0028 cannot derive them. Restore a backup taken before the upgrade.")
-    bind.execute(ledger_statement("migrations", "store_derived_builtin_entries"))
+        why = (f"{held.sealed} sealed request results hold derived built-in entries, and a sealed fact never "
+               "changes" if held.sealed else
+               "results were archived, and an archived one may hold derived built-in entries, which 0028 cannot read")
+        raise RuntimeError(f"migration 0029 cannot be undone: {why}. Restore a backup taken before the upgrade.")
+    left = bind.execute(ledger_statement("migrations", "store_derived_builtin_entries")).scalar_one()
+    if left:
+        raise RuntimeError(f"migration 0029 cannot be undone: {left} request results hold derived built-in "
+                           "entries whose facts are gone")
     objects.create(bind, "request_answers", "0008")
+    op.execute("DROP FUNCTION created_location(text, text)")
+    op.execute("DROP FUNCTION holds_derived_entries(jsonb, text, jsonb)")
     op.execute("DROP FUNCTION derived_builtin_body()")

@@ -33,7 +33,7 @@ DERIVED_ENTRIES = {"twin-persisted": None, "search-persisted": None}  # derived_
 
 ack_spec = st.fixed_dictionaries({
     "status": st.sampled_from([200, 200, 201, 204, 204, 400, 408, 424, 503]),  # mostly 2xx: the common case
-    "payload": st.sampled_from([None, {"ok": 1}, "text", [], 0]),
+    "payload": st.sampled_from([None, {"ok": 1}, "text", [], 0, DERIVED_ENTRIES]),  # a sender may send the form
     "json_null": st.booleans(),  # a JSON null payload, as distinct from none
     "weak": st.booleans(),
     "late": st.sampled_from([False, False, False, True]),
@@ -49,7 +49,8 @@ request_spec = st.fixed_dictionaries({
         st.lists(st.sampled_from(["twin-persisted", "search-persisted"]), unique=True, max_size=2),
         st.lists(st.sampled_from(["twin-persisted", "search-persisted", "live-response", *CUSTOM]), unique=True,
                  max_size=3)),
-    "response": st.sampled_from(["none", "created", "modified", "modified", "modified", "error"]),
+    # "marked": a created value that equals the stored form of derived entries (derived_builtin_body)
+    "response": st.sampled_from(["none", "created", "marked", "modified", "modified", "modified", "error"]),
     "persisted_late": st.sampled_from([False, False, False, True]),
     "indexed": st.sampled_from(["no", "changed", "changed", "unchanged"]),
     "indexed_late": st.sampled_from([False, False, False, True]),
@@ -83,8 +84,10 @@ def _insert(conn: Any, n: int, spec: dict[str, Any]) -> None:
         conn.execute(text(
             "INSERT INTO command_responses (signal_id, status, payload, is_error, batch_id, event_id, revision, "
             "event_action) VALUES (:n, :status, CAST(:payload AS jsonb), :error, :batch, :event, :revision, :action)"),
-            {"n": n, "status": {"created": 201, "modified": 204, "error": 404}[spec["response"]],
-             "payload": json.dumps({"thingId": thing}) if spec["response"] != "modified" else None, "error": error,
+            {"n": n, "status": {"created": 201, "marked": 201, "modified": 204, "error": 404}[spec["response"]],
+             "payload": None if spec["response"] == "modified" else json.dumps(
+                 DERIVED_ENTRIES if spec["response"] == "marked" else {"thingId": thing}),
+             "error": error,
              "batch": batch, "event": None if error else n, "revision": None if error else 1,
              "action": None if error else "created"})
         if not error and spec["indexed"] != "no":
@@ -132,7 +135,7 @@ def _python_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
 
 def _sql_decisions(conn: Any) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[tuple[int, int], Any]]:
     """What decide_builtin and decide_common write, read back as every reader sees an answer, and
-    each new result's body as stored (the caller rolls back)."""
+    each new result's body as stored with whether it holds derived entries (the caller rolls back)."""
     before = set(conn.execute(text("SELECT signal_id, attempt FROM request_results")).all())
     for name in sweep.COMMON_STATEMENTS:
         conn.execute(text(statements("sweep")[name]), {**sweep.COMMON_PARAMS, "batch_id": 0})
@@ -140,8 +143,9 @@ def _sql_decisions(conn: Any) -> tuple[dict[tuple[int, int], dict[str, Any]], di
                              "FROM request_answers")).mappings()
     answers = {(r["signal_id"], r["attempt"]): {k: r[k] for k in ("status", "body", "headers", "cause", "ack_statuses")}
                for r in rows if (r["signal_id"], r["attempt"]) not in before}
-    stored = {(r.signal_id, r.attempt): r.body for r in conn.execute(text(
-        "SELECT signal_id, attempt, body FROM request_results"))}
+    stored = {(r.signal_id, r.attempt): (r.body, r.derived) for r in conn.execute(text(
+        "SELECT signal_id, attempt, body, holds_derived_entries(body, cause, ack_statuses) AS derived "
+        "FROM request_results"))}
     return answers, {key: stored[key] for key in answers}
 
 
@@ -181,7 +185,8 @@ def test_sql_decides_the_common_case_exactly_as_python_does(engine: Engine, spec
         # an answer over both built-in labels stores no entry: each is derived where read (decisions #141)
         requested, response_required = attempts[key]
         derived = response_required and sorted(requested) == ["search-persisted", "twin-persisted"]
-        assert (stored[key] == DERIVED_ENTRIES) == derived, (key, stored[key], specs[key[0] - 1])
+        body, holds_derived = stored[key]
+        assert holds_derived == derived and (body == DERIVED_ENTRIES or not derived), (key, specs[key[0] - 1])
     for key, answer in python.items():
         assert (key in sql) == _is_common(answer, *attempts[key]), (key, answer, specs[key[0] - 1])
 

@@ -137,14 +137,9 @@ def test_the_downgrade_past_0029_refuses_once_derived_entries_are_sealed(old_led
         requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
     pipeline.run(spark, PipelineSettings(database_url=old_ledger.url.render_as_string(hide_password=False),
                                          partitions=2))
-    answers = "SELECT signal_id, attempt, status, body, headers FROM request_answers ORDER BY 1, 2"
-    with old_ledger.connect() as conn:
-        before = conn.execute(text(answers)).all()
-    with pytest.raises(Exception, match="1 sealed request results hold derived built-in entries"):
+    with pytest.raises(RuntimeError, match="1 sealed request results hold derived built-in entries"):
         migrate.downgrade(old_ledger, "0028")
     assert migrate.current_revision(old_ledger) == migrate.head_revision()
-    with old_ledger.connect() as conn:
-        assert conn.execute(text(answers)).all() == before
 
 
 def _rows(data: dict[str, Any], table: str) -> list[str]:

@@ -138,7 +138,9 @@ CORRUPTIONS = [
      "acks"),
     ("entries derived where read for a request that did not ask for both built-in labels",
      "asked for both built-in labels and has their facts",
-     [f"UPDATE request_results SET body = derived_builtin_body() WHERE signal_id = {_id('shortcut')}"], "shortcut"),
+     ["UPDATE request_results SET cause = 'acks', body = derived_builtin_body(), "
+      "ack_statuses = '{\"twin-persisted\": 201, \"search-persisted\": 204}' "
+      f"WHERE signal_id = {_id('shortcut')}"], "shortcut"),
     ("an aggregated status that does not follow from its entries", "status follows from its entries",
      [f"UPDATE request_results SET status = 424 WHERE signal_id = {_id('acks')}"], "acks"),
     ("two counted acks for one label", "at most one counted ack",

@@ -88,10 +88,18 @@ FROM pg_roles WHERE rolname = :role
 -- request results holding them that are sealed (a sealed row never changes), and whether anything
 -- was archived (an archived result may hold them, and 0028's look-ups would read nulls).
 SELECT count(*) FILTER (WHERE seq <= sealed_upto()) AS sealed, EXISTS (SELECT FROM archives) AS archived
-FROM request_results WHERE body = derived_builtin_body()
+FROM request_results WHERE holds_derived_entries(body, cause, ack_statuses)
 
 -- name: store_derived_builtin_entries
--- A downgrade past 0029 stores the entries request_answers derives in the rows that hold none.
-UPDATE request_results r SET body = a.body
-FROM request_answers a
-WHERE r.body = derived_builtin_body() AND a.signal_id = r.signal_id AND a.attempt = r.attempt
+-- A downgrade past 0029 stores the entries request_answers derives in the rows that hold none,
+-- and says how many it could not (their facts gone): the rows holding them as this statement
+-- began (what its outer read sees) less those it stored.
+WITH stored AS (
+    UPDATE request_results r SET body = a.body
+    FROM request_answers a
+    WHERE holds_derived_entries(r.body, r.cause, r.ack_statuses) AND a.signal_id = r.signal_id
+      AND a.attempt = r.attempt AND a.body IS DISTINCT FROM r.body
+    RETURNING r.signal_id
+)
+SELECT count(*) FILTER (WHERE holds_derived_entries(body, cause, ack_statuses)) - (SELECT count(*) FROM stored)
+FROM request_results

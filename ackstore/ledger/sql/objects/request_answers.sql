@@ -33,12 +33,38 @@ $$;
 -- name: derived_builtin_body
 -- The body a request result stores for an aggregated answer over both built-in labels, every
 -- label counted in time and 2xx (the sweep's decide_builtin, decisions #141): an entry per label,
--- each JSON null — "derived from its fact where read" (request_answers). A stored entry is always
--- an object, so a null entry says so unambiguously; the entries follow from the command's response
--- and its search mark, both sealed facts, and are not stored a second time.
+-- each JSON null — "derived from its fact where read" (request_answers). Its entries follow from
+-- the command's response and its search mark, both sealed facts, and are not stored a second time.
+-- Whether a row holds it is holds_derived_entries, never this value alone: a payload may equal it.
 -- version: 0029
 CREATE OR REPLACE FUNCTION derived_builtin_body() RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT jsonb_build_object(twin_persisted(), NULL::jsonb, search_persisted(), NULL::jsonb)
+$$;
+
+-- name: created_location
+-- A created thing's location header over HTTP, as wire.location writes it — or NULL when the
+-- thing's id or the path needs percent-escaping, which only Python writes (the sweep sends such a
+-- request to Python, whose answer is stored). request_answers derives it for a derived
+-- twin-persisted entry; decide_builtin and the validation gate ask whether it is NULL.
+-- version: 0029
+CREATE OR REPLACE FUNCTION created_location(thing_id text, path text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN thing_id ~ '^[A-Za-z0-9_.~:@!$&()*+,;=-]*$' AND path ~ '^[A-Za-z0-9_.~/:@!$&''()*+,;=-]*$'
+            THEN jsonb_build_object('location', '/api/2/things/' || thing_id
+                                                || CASE WHEN path IN ('', '/') THEN '' ELSE path END) END
+$$;
+
+-- name: holds_derived_entries
+-- Whether a request result's body is derived_builtin_body() standing for its entries: an
+-- aggregated answer ('acks') with a status for both built-in labels. Such an answer's stored body
+-- is an object of entries, each an object (B.4.3), so no body a sender chose — a response's or an
+-- ack's payload, the body of a one-label answer — can pass for it. The one test of the form:
+-- request_answers, the validation gate and migration 0029's downgrade read it here.
+-- version: 0029
+CREATE OR REPLACE FUNCTION holds_derived_entries(body jsonb, cause text, ack_statuses jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT COALESCE(cause = 'acks' AND ack_statuses ?& ARRAY[twin_persisted(), search_persisted()]
+                AND body = derived_builtin_body(), false)
 $$;
 
 -- name: request_answers
@@ -46,11 +72,12 @@ $$;
 -- ledger stores only once derived here. Its headers, when they are an aggregated answer's
 -- (request_results.headers NULL): the command's own without requested-acks, with its correlation
 -- id and response-required false, as aggregation.Request.aggregated_headers gives them. Its body,
--- when it is derived_builtin_body(): each built-in label's entry from its fact (command_facts), as
+-- when it holds_derived_entries: each built-in label's entry from its fact (command_facts), as
 -- wire.ack_entry gives it — a created thing's twin-persisted with its location over HTTP
--- (wire.location; one needing percent-escaping is decided in Python and stored). Both as
--- tests/ledger/test_aggregation_python_and_sql.py proves on generated ledgers. Every reader of an
--- answer reads it here.
+-- (created_location; one needing percent-escaping is decided in Python and stored). Both as
+-- tests/ledger/test_aggregation_python_and_sql.py proves on generated ledgers. A derived answer
+-- always has its facts: the validation gate holds it, and a signal's facts are sealed and archived
+-- together. Every reader of an answer reads it here.
 -- version: 0029
 CREATE OR REPLACE VIEW request_answers AS
 SELECT r.signal_id, r.attempt, r.status,
@@ -59,9 +86,7 @@ SELECT r.signal_id, r.attempt, r.status,
                      twin_persisted(),
                      ack_entry(f.persisted_status, f.persisted_payload,
                                CASE WHEN s.api = 'http' AND f.persisted_status = 201
-                                    THEN jsonb_build_object('location', '/api/2/things/' || s.thing_id
-                                                            || CASE WHEN s.path IN ('', '/') THEN '' ELSE s.path END)
-                                    ELSE '{}'::jsonb END,
+                                    THEN created_location(s.thing_id, s.path) ELSE '{}'::jsonb END,
                                false, f.correlation_id),
                      search_persisted(),
                      ack_entry(f.indexed_status, f.indexed_payload, '{}', f.indexed_weak, f.correlation_id)) END
@@ -71,11 +96,13 @@ SELECT r.signal_id, r.attempt, r.status,
            AS headers,
        r.cause, r.ack_statuses, r.decided_at, r.batch_id
 FROM request_results r
-LEFT JOIN signals s ON s.id = r.signal_id AND (r.headers IS NULL OR r.body = derived_builtin_body())
+LEFT JOIN signals s  -- derived entries need it too (a created thing's location), whatever the headers
+    ON s.id = r.signal_id AND (r.headers IS NULL OR holds_derived_entries(r.body, r.cause, r.ack_statuses))
 LEFT JOIN LATERAL (  -- looked up by key, for derived entries only; OFFSET 0 keeps command_facts' five
                      -- tables out of a reader's join list, which past eight (join_collapse_limit)
                      -- would plan this view whole and join a reader's few keys to all of it
     SELECT c.signal_id, c.correlation_id, c.persisted_status, c.persisted_payload, c.indexed_status,
            c.indexed_payload, c.indexed_weak
-    FROM command_facts c WHERE c.signal_id = r.signal_id AND r.body = derived_builtin_body() OFFSET 0
+    FROM command_facts c
+    WHERE c.signal_id = r.signal_id AND holds_derived_entries(r.body, r.cause, r.ack_statuses) OFFSET 0
 ) AS f ON true;
