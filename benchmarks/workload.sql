@@ -69,7 +69,7 @@ CROSS JOIN LATERAL (VALUES
 DELETE FROM queue_apply;
 DELETE FROM queue_decide;
 
-INSERT INTO request_results (signal_id, status, body, headers, cause, batch_id)
-SELECT s.id, 200, derived_builtin_body(),  -- the entries are derived where read (decisions #141)
-       jsonb_build_object('correlation-id', s.correlation_id), 'acks', 3
+INSERT INTO request_results (signal_id, status, body, headers, cause, ack_statuses, batch_id)
+SELECT s.id, 200, derived_builtin_body(), NULL, 'acks',  -- entries and headers derived where read (decisions #141)
+       jsonb_build_object('twin-persisted', r.status, 'search-persisted', 204), 3
 FROM signals s JOIN command_responses r ON r.signal_id = s.id;

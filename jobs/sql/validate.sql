@@ -61,10 +61,12 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
            AS body_entries_all_2xx,
        -- derived entries answer an aggregated request over both built-in labels, from both facts,
        -- with no created thing's location that needs percent-escaping (only Python writes one)
-       q.body_derived, q.cause = 'acks' AND cardinality(q.requested_acks) = 2
-                       AND q.requested_acks @> ARRAY[twin_persisted(), search_persisted()]
-                       AND f.persisted_at IS NOT NULL AND f.indexed_at IS NOT NULL
-                       AND NOT (q.location_escaped AND f.persisted_status = 201) AS body_derivable,
+       q.body_derived,
+       COALESCE(q.cause = 'acks' AND cardinality(q.requested_acks) = 2
+                AND q.requested_acks @> ARRAY[twin_persisted(), search_persisted()]
+                AND f.persisted_at IS NOT NULL AND f.indexed_at IS NOT NULL
+                AND NOT (f.persisted_status = 201 AND q.derived_over_http  -- created: the location, if derived
+                         AND created_location(q.thing_id, q.path) IS NULL), false) AS body_derivable,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
                   FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY[twin_persisted()] END
@@ -83,7 +85,7 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
            AS builtin_stored_since_lean
 FROM (
     SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at,
-           r.body_derived AND s.api = 'http' AND created_location(s.thing_id, s.path) IS NULL AS location_escaped
+           r.body_derived AND s.api = 'http' AS derived_over_http, s.thing_id, s.path
     FROM (  -- what the body says, against the labels requested, before any other join: a body is
             -- wide, and carried through the joins it cost more than reading it
         SELECT r.signal_id, r.attempt, r.cause, r.status, r.decided_at, r.body IS NOT NULL AS has_body,

@@ -9,7 +9,8 @@ an entry per label that only restates the command's response and its search mark
 of their own. The sweep now stores derived_builtin_body() (each entry JSON null) and the view
 request_answers derives the entries where they are read. Rows stored before keep their bodies,
 which request_answers passes through: a sealed row never changes. The downgrade stores the derived
-entries in their rows, and refuses once one of those is sealed or anything was archived.
+entries in their rows, and refuses once one of those is sealed, when one cannot be derived (its
+facts gone), or when anything was archived (an archived result may hold the form).
 """
 
 from __future__ import annotations
