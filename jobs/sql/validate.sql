@@ -56,9 +56,9 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
        q.cause IN ('acks', 'deadline') AND cardinality(q.requested_acks) >= 2 AND q.has_body AS aggregated,
        q.body_is_object, q.body_has_every_label, q.body_has_other_labels,
        -- a derived entry (derived_builtin_body) has its fact's status, as request_answers derives it
-       q.body_entries_all_2xx AND (NOT q.body_derived OR COALESCE(f.persisted_status BETWEEN 200 AND 299
-                                                                  AND f.indexed_status BETWEEN 200 AND 299, false))
-           AS body_entries_all_2xx,
+       CASE WHEN q.body_derived THEN COALESCE(f.persisted_status BETWEEN 200 AND 299
+                                              AND f.indexed_status BETWEEN 200 AND 299, false)
+            ELSE q.body_entries_all_2xx END AS body_entries_all_2xx,
        -- derived entries answer an aggregated request over both built-in labels, from both facts,
        -- with no created thing's location that needs percent-escaping (only Python writes one)
        q.body_derived,
@@ -94,9 +94,7 @@ FROM (
                r.body ?& a.requested_acks AS body_has_every_label,
                jsonb_typeof(r.body) = 'object' AND r.body - a.requested_acks <> jsonb_build_object()
                    AS body_has_other_labels,
-               holds_derived_entries(r.body, r.cause, r.ack_statuses)  -- its entries are its facts' (below)
-               OR NOT jsonb_path_exists(r.body,
-                                        '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
+               NOT jsonb_path_exists(r.body, '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
                    AS body_entries_all_2xx,
                holds_derived_entries(r.body, r.cause, r.ack_statuses) AS body_derived
         FROM {slice} AS r

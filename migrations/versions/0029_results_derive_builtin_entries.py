@@ -37,13 +37,14 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     bind = op.get_bind()
-    held = bind.execute(ledger_statement("migrations", "derived_builtin_sealed")).one()
+    held = bind.execute(ledger_statement("migrations", "derived_builtin_held")).one()
     if held.sealed or held.archived:
         why = (f"{held.sealed} sealed request results hold derived built-in entries, and a sealed fact never "
                "changes" if held.sealed else
                "results were archived, and an archived one may hold derived built-in entries, which 0028 cannot read")
         raise RuntimeError(f"migration 0029 cannot be undone: {why}. Restore a backup taken before the upgrade.")
-    left = bind.execute(ledger_statement("migrations", "store_derived_builtin_entries")).scalar_one()
+    bind.execute(ledger_statement("migrations", "store_derived_builtin_entries"))
+    left = bind.execute(ledger_statement("migrations", "derived_builtin_held")).one().held
     if left:
         raise RuntimeError(f"migration 0029 cannot be undone: {left} request results hold derived built-in "
                            "entries whose facts are gone")

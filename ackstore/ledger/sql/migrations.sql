@@ -83,23 +83,19 @@ LOCK TABLE alembic_version IN SHARE ROW EXCLUSIVE MODE
 SELECT pg_has_role(current_user, oid, 'MEMBER') AND has_schema_privilege(oid, current_schema(), 'CREATE')
 FROM pg_roles WHERE rolname = :role
 
--- name: derived_builtin_sealed
--- What keeps a downgrade past 0029 from giving derived entries back as rows (migration 0029): the
--- request results holding them that are sealed (a sealed row never changes), and whether anything
--- was archived (an archived result may hold them, and 0028's look-ups would read nulls).
-SELECT count(*) FILTER (WHERE seq <= sealed_upto()) AS sealed, EXISTS (SELECT FROM archives) AS archived
+-- name: derived_builtin_held
+-- The request results holding derived built-in entries (migration 0029), and what keeps a
+-- downgrade past 0029 from storing them in their rows: those of them that are sealed (a sealed row
+-- never changes), and whether anything was archived (an archived result may hold them, and 0028's
+-- look-ups would read nulls).
+SELECT count(*) AS held, count(*) FILTER (WHERE seq <= sealed_upto()) AS sealed,
+       EXISTS (SELECT FROM archives) AS archived
 FROM request_results WHERE holds_derived_entries(body, cause, ack_statuses)
 
 -- name: store_derived_builtin_entries
--- A downgrade past 0029 stores the entries request_answers derives in the rows that hold none,
--- and says how many it could not (their facts gone): the rows holding them as this statement
--- began (what its outer read sees) less those it stored.
-WITH stored AS (
-    UPDATE request_results r SET body = a.body
-    FROM request_answers a
-    WHERE holds_derived_entries(r.body, r.cause, r.ack_statuses) AND a.signal_id = r.signal_id
-      AND a.attempt = r.attempt AND a.body IS DISTINCT FROM r.body
-    RETURNING r.signal_id
-)
-SELECT count(*) FILTER (WHERE holds_derived_entries(body, cause, ack_statuses)) - (SELECT count(*) FROM stored)
-FROM request_results
+-- A downgrade past 0029 stores the entries request_answers derives in the rows that hold none; a
+-- row whose facts are gone keeps the form (its answer would be the stored nulls).
+UPDATE request_results r SET body = a.body
+FROM request_answers a
+WHERE holds_derived_entries(r.body, r.cause, r.ack_statuses) AND a.signal_id = r.signal_id
+  AND a.attempt = r.attempt AND a.body IS DISTINCT FROM r.body
