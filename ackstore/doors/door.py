@@ -27,6 +27,16 @@ class Sockets:
 
     def __init__(self) -> None:
         self._open: dict[str, int] = {}
+        self._declaring: dict[str, asyncio.Lock] = {}  # one a login: logins are the door's, few
+
+    def declaring(self, login: str) -> asyncio.Lock:
+        """Held while a login's subscriber is declared: the declarations run in threads, so a last
+        socket's release and the next socket's declaration would otherwise land in either order,
+        and the release after would take the labels the new socket declared."""
+        return self._declaring.setdefault(login, asyncio.Lock())
+
+    def has_open(self, login: str) -> bool:
+        return login in self._open
 
     @property
     def open(self) -> int:

@@ -111,7 +111,10 @@ class Socket:
         """Give the login's labels back, and its streams, when its last socket closed (Ditto frees
         a socket's labels; no live signal is handed out to a subscriber nobody pulls for)."""
         try:
-            await asyncio.to_thread(self.store.declare, self.subscriber, [], channels=list(ws_protocol.BARE.channels))
+            async with self.door.sockets.declaring(self.login.name):
+                if not self.door.sockets.has_open(self.login.name):  # else a socket opened since declares
+                    await asyncio.to_thread(self.store.declare, self.subscriber, [],
+                                            channels=list(ws_protocol.BARE.channels))
         except Exception:  # noqa: BLE001 — the next socket's declaration replaces them anyway
             log.warning("releasing the labels of %s failed", self.subscriber, exc_info=True)
 
@@ -186,8 +189,7 @@ class Socket:
             # declared when it changes, or first needed to pull; LIVE-EVENTS, a STOP of what was
             # not started: nothing to declare
             if wanted != (self.subscription or ws_protocol.BARE) or pushing and self.subscription is None:
-                answered = await asyncio.to_thread(self.store.declare, self.subscriber, self.declared,
-                                                   filter=wanted.filter, channels=list(wanted.channels))
+                answered = await self._declared(self.declared, filter=wanted.filter, channels=list(wanted.channels))
                 if answered["status"] >= 400:
                     self._send(ws_protocol.refused(answered))
                     return
@@ -248,13 +250,17 @@ class Socket:
         return ws_protocol.is_live(message) and message.get("headers", {}).get("correlation-id") in self.own_live
 
     async def _declare(self, declared: list[Any]) -> bool:
-        answered = await asyncio.to_thread(self.store.declare, self.subscriber, declared,
-                                           channels=list(ws_protocol.BARE.channels))
+        answered = await self._declared(declared, channels=list(ws_protocol.BARE.channels))
         if answered["status"] < 400:
             self.subscription = ws_protocol.BARE
             return True
         self._send(ws_protocol.refused(answered))
         return False
+
+    async def _declared(self, labels: list[Any], **given: Any) -> dict[str, Any]:
+        """The subscriber declared (``AckStore.declare``), one declaration of the login at a time."""
+        async with self.door.sockets.declaring(self.login.name):
+            return await asyncio.to_thread(self.store.declare, self.subscriber, labels, **given)
 
     async def _guarded(self, work: Any, envelope: dict[str, Any] | None) -> None:
         """Ditto's error for what one frame's work refused; 503 while the database is away, 500
