@@ -580,3 +580,40 @@ def test_a_connections_metrics_and_log_read_a_day_at_most(ledger, name: str) -> 
     plan = _plan(engine, load(LEDGER_SQL / "connections.sql")[name], {"connection": history.SOURCE, "limit": 100})
     scanned = set(_scans(plan)) | set(_function_scans(plan))
     assert not scanned & (HISTORY_TABLES | {"connection_log"}), f"connections.{name} scans {sorted(scanned)}: {plan}"
+
+
+# A command's built-in facts, read one command at a time (`show`, `result`, the held answers, the
+# metrics' late facts): its search mark is the first of its thing's marks reaching its revision.
+FACT_READS = {"command_facts": "SELECT * FROM command_facts WHERE signal_id = :signal",
+              "builtin_fact_times": "SELECT * FROM builtin_fact_times(:signal)"}
+
+
+def _visited(plan: dict[str, Any], table: str) -> float:
+    """The rows the scans of ``table`` in an analysed plan returned or filtered out, over all their loops."""
+    own = sum(plan.get(key, 0) for key in ("Actual Rows", "Rows Removed by Filter", "Rows Removed by Index Recheck")
+              ) * plan.get("Actual Loops", 1) if plan.get("Relation Name") == table else 0
+    return own + sum(_visited(child, table) for child in plan.get("Plans", []))
+
+
+@pytest.mark.parametrize("read", FACT_READS)
+def test_a_commands_search_mark_is_read_alone_however_often_its_thing_was_indexed_since(ledger, read: str) -> None:
+    """A thing indexed in every pass has a mark a pass: an old command's built-in facts read its own
+    mark, not the 20 000 that came after it (a range join on the marks' key read them all)."""
+    engine, _ = ledger
+    with engine.connect() as conn:
+        signal, thing, batch = conn.execute(text(
+            "SELECT r.signal_id, s.thing_id, m.batch_id FROM command_responses r JOIN signals s ON s.id = r.signal_id "
+            "JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision "
+            "AND r.revision <= m.to_revision WHERE r.event_id IS NOT NULL ORDER BY r.signal_id LIMIT 1")).one()
+        conn.execute(text("INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed) "
+                          "SELECT :thing, t.top + g - 1, t.top + g, :batch, true FROM generate_series(1, 20000) g, "
+                          "(SELECT max(to_revision) AS top FROM search_marks WHERE thing_id = :thing) t"),
+                     {"thing": thing, "batch": batch})
+        facts = conn.execute(text(FACT_READS[read]), {"signal": signal}).mappings().all()
+        plan = conn.execute(text(f"EXPLAIN (ANALYZE, FORMAT JSON) {FACT_READS[read]}"), {"signal": signal}).scalar_one()
+        conn.rollback()
+    found = {"command_facts": lambda: facts[0]["indexed_at"],
+             "builtin_fact_times": lambda: {f["label"] for f in facts} == {"twin-persisted", "search-persisted"}}
+    assert found[read](), facts  # its mark found
+    plan = (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]
+    assert _visited(plan, "search_marks") <= 2, plan

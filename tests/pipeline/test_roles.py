@@ -426,6 +426,8 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
             store.acknowledge("app", ack_message("c1", "app:done", 503, thing="org.acme/c1"))
             store.submit_many([twin_command("create", thing=f"org.acme/b{n}", path="/", value={}, correlation_id=f"b{n}")
                                for n in (1, 2)])  # a batch: staged, then merged
+            store.submit(twin_command("create", thing="org.acme/c4", path="/", value={}, correlation_id="t4",
+                                      requested_acks=["twin-persisted", "search-persisted"]))
             store.submit(live_message("l1"))
             (message,) = store.pull("responder")
             store.respond("responder", {"topic": message["topic"], "path": "/outbox/messages/ask", "status": 200,
@@ -437,6 +439,8 @@ def test_no_role_holds_a_grant_its_component_does_not_use(engine: Engine, databa
     def ingest_after(url: str) -> None:
         with AckStore.connect(url) as store:
             assert store.result("t1")["status"] == 200
+            # its entries derived from the built-in facts (decisions #141): the command's search mark read
+            assert set(store.result("t4")["body"]) == {"twin-persisted", "search-persisted"}
             again, _ = store.ingest([twin_command("create", thing="org.acme/c1", path="/", value={},
                                                   correlation_id="c1", requested_acks=["app:done"]),
                                      twin_command("create", thing="org.acme/c3", path="/", value={}, correlation_id="c3")],

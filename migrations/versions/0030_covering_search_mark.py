@@ -1,0 +1,46 @@
+"""a command's search mark is read as the first mark reaching its revision, not by a range join
+
+Revision ID: 0030
+Revises: 0029
+Create Date: 2026-11-29 15:00:00
+
+command_facts and builtin_fact_times found a command's search mark by a range join on the mark's
+key (thing_id, to_revision): an index scan from the command's revision over every later mark of
+its thing, each filtered out but the one. A thing indexed in every pass has a mark a pass, so a
+command's read grew with its thing's history. covering_search_mark reads the first row of the key
+at the revision (a thing's marks follow one another: the same answer), and both use it. Nothing
+stored changes. The function runs as its caller, as an inlined function does inside a view, so
+the ingest role, which reads the answers, may now read the marks.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from ackstore.ledger import objects
+from ackstore.ledger.named_sql import ledger_statement
+from migrations.roles import roles_exist
+
+revision = '0030'
+down_revision = '0029'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    objects.create(bind, "covering_search_mark", revision)
+    objects.create(bind, "command_facts", revision)
+    objects.create(bind, "builtin_fact_times", revision)
+    op.execute(ledger_statement("migrations", "own_everything"))  # a superuser's new function: the admin role's
+    if roles_exist():
+        op.execute("GRANT SELECT ON search_marks TO ackstore_ingest")
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    objects.create(bind, "command_facts", "0007")
+    objects.create(bind, "builtin_fact_times", "0025")
+    op.execute("DROP FUNCTION covering_search_mark(text, bigint)")
+    if roles_exist():
+        op.execute("REVOKE SELECT ON search_marks FROM ackstore_ingest")
