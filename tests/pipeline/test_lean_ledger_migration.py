@@ -142,6 +142,33 @@ def test_the_downgrade_past_0029_refuses_once_derived_entries_are_sealed(old_led
     assert migrate.current_revision(old_ledger) == migrate.head_revision()
 
 
+@pytest.mark.spark
+def test_the_downgrade_past_0029_refuses_derived_entries_whose_facts_are_gone(old_ledger: Engine, spark) -> None:
+    """An entry the downgrade cannot derive (its search mark gone) is never stored as null: the
+    downgrade refuses, and leaves every row as it was."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    migrate.upgrade(old_ledger)
+    AckStore(old_ledger, Settings()).submit(twin_command(
+        "create", thing="org.acme/gone", path="/", value={}, correlation_id="gone",
+        requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
+    pipeline.run(spark, PipelineSettings(database_url=old_ledger.url.render_as_string(hide_password=False),
+                                         partitions=2), tuple(step for step in pipeline.STEPS if step != "seal"))
+    with old_ledger.begin() as conn:
+        conn.execute(text("SET LOCAL session_replication_role = replica"))  # past the triggers that keep a fact
+        conn.execute(text("DELETE FROM search_marks WHERE thing_id = (SELECT thing_id FROM signals "
+                          "WHERE correlation_id = 'gone')"))
+    results = "SELECT * FROM request_results ORDER BY signal_id, attempt"
+    with old_ledger.connect() as conn:
+        before = conn.execute(text(results)).all()
+    with pytest.raises(RuntimeError, match="1 request results hold derived built-in entries whose facts are gone"):
+        migrate.downgrade(old_ledger, "0028")
+    assert migrate.current_revision(old_ledger) == migrate.head_revision()
+    with old_ledger.connect() as conn:
+        assert conn.execute(text(results)).all() == before
+
+
 def _rows(data: dict[str, Any], table: str) -> list[str]:
     """A table's rows, comparable: without the ids the database hands out in write order."""
     import json

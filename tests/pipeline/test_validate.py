@@ -59,6 +59,10 @@ def _seed(store: AckStore) -> None:
     _submit(store, "api", "org.acme/api", api="http", source="api", requested_acks=["twin-persisted"])
     _submit(store, "cli", "org.acme/cli", source="cli", requested_acks=["twin-persisted"])
     _submit(store, "gateway", "org.acme/gateway", api="http", source="gateway", requested_acks=["twin-persisted"])
+    # both built-in labels over HTTP for a created thing whose location needs percent-escaping: its
+    # entries are stored (Python writes the location), never derived
+    _submit(store, "escaped", "org.acme/t%1", api="http", source="api",
+            requested_acks=["twin-persisted", "search-persisted"])
 
 
 def _seed_weak(store: AckStore) -> None:
@@ -141,6 +145,9 @@ CORRUPTIONS = [
      ["UPDATE request_results SET cause = 'acks', body = derived_builtin_body(), "
       "ack_statuses = '{\"twin-persisted\": 201, \"search-persisted\": 204}' "
       f"WHERE signal_id = {_id('shortcut')}"], "shortcut"),
+    ("entries derived where read for a created thing whose location needs escaping",
+     "asked for both built-in labels and has their facts",
+     [f"UPDATE request_results SET body = derived_builtin_body() WHERE signal_id = {_id('escaped')}"], "escaped"),
     ("an aggregated status that does not follow from its entries", "status follows from its entries",
      [f"UPDATE request_results SET status = 424 WHERE signal_id = {_id('acks')}"], "acks"),
     ("two counted acks for one label", "at most one counted ack",
@@ -201,7 +208,7 @@ def _count(url: str, sql: str) -> int:
 
 def test_a_spec_correct_slice_passes_and_is_settled(ledger: str) -> None:
     stats = pipeline.run(None, PipelineSettings(database_url=ledger, partitions=2), ("validate",))
-    assert stats["validate"]["decisions"] == 9 and "failures" not in stats["validate"]
+    assert stats["validate"]["decisions"] == 10 and "failures" not in stats["validate"]
     # The connection's decided requests (not API, CLI or gateway ones) wait for settle.
     assert _count(ledger, "SELECT count(*) FROM queue_settle") == 6
     assert _count(ledger, "SELECT count(*) FROM awaiting_validation()") == 0
@@ -233,7 +240,7 @@ def test_a_corrupted_ledger_stops_the_run_before_settle(
     assert recorded == _invariant(fragment)
     assert _count(ledger, "SELECT count(*) FROM settlements") == settlements_before
     assert _count(ledger, "SELECT count(*) FROM queue_settle") == 0
-    assert _count(ledger, "SELECT count(*) FROM awaiting_validation()") == 9  # the slice waits for a repair
+    assert _count(ledger, "SELECT count(*) FROM awaiting_validation()") == 10  # the slice waits for a repair
 
 
 def test_after_a_repair_the_next_run_passes_and_settles(ledger: str) -> None:
