@@ -27,7 +27,8 @@ class Sockets:
 
     def __init__(self) -> None:
         self._open: dict[str, int] = {}
-        self._declaring: dict[str, asyncio.Lock] = {}  # one a login: logins are the door's, few
+        self._declaring: dict[str, asyncio.Lock] = {}  # one a login: logins are database roles, few
+        self._owed: set[str] = set()  # logins whose labels a closed socket left to their last socket to give back
 
     def declaring(self, login: str) -> asyncio.Lock:
         """Held while a login's subscriber is declared: the declarations run in threads, so a last
@@ -37,6 +38,17 @@ class Sockets:
 
     def has_open(self, login: str) -> bool:
         return login in self._open
+
+    def owe(self, login: str) -> None:
+        """A release skipped because a socket of the login opened meanwhile: its last one gives the
+        labels back, whether or not it declared any."""
+        self._owed.add(login)
+
+    def owed(self, login: str) -> bool:
+        return login in self._owed
+
+    def paid(self, login: str) -> None:
+        self._owed.discard(login)
 
     @property
     def open(self) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, TypeVar
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.responses import Response
@@ -32,6 +32,7 @@ from ackstore.ledger import failures, things
 from ackstore.rules import envelopes, errors, fields, headers, http_api, jsontext, ws_protocol
 
 log = logging.getLogger("ackstore.doors")
+T = TypeVar("T")
 
 OUTGOING_MAX = 1_000  # frames a socket may have waiting to be sent; past it the client is not reading
 PUSH_BATCH = 100  # signals a pull hands out at most
@@ -59,7 +60,7 @@ async def serve(door: Door, websocket: WebSocket) -> None:
     try:
         await socket.run(declared)
     finally:
-        if door.sockets.closed(login.name) and (declared or socket.subscribed):
+        if door.sockets.closed(login.name) and (declared or socket.subscribed or door.sockets.owed(login.name)):
             await socket.release()
 
 
@@ -110,11 +111,15 @@ class Socket:
     async def release(self) -> None:
         """Give the login's labels back, and its streams, when its last socket closed (Ditto frees
         a socket's labels; no live signal is handed out to a subscriber nobody pulls for)."""
+        sockets = self.door.sockets
         try:
-            async with self.door.sockets.declaring(self.login.name):
-                if not self.door.sockets.has_open(self.login.name):  # else a socket opened since declares
-                    await asyncio.to_thread(self.store.declare, self.subscriber, [],
-                                            channels=list(ws_protocol.BARE.channels))
+            async with sockets.declaring(self.login.name):
+                if sockets.has_open(self.login.name):  # a socket opened since: its last one gives them back
+                    sockets.owe(self.login.name)
+                    return
+                await _finished(asyncio.to_thread(self.store.declare, self.subscriber, [],
+                                                  channels=list(ws_protocol.BARE.channels)))
+                sockets.paid(self.login.name)
         except Exception:  # noqa: BLE001 — the next socket's declaration replaces them anyway
             log.warning("releasing the labels of %s failed", self.subscriber, exc_info=True)
 
@@ -260,7 +265,7 @@ class Socket:
     async def _declared(self, labels: list[Any], **given: Any) -> dict[str, Any]:
         """The subscriber declared (``AckStore.declare``), one declaration of the login at a time."""
         async with self.door.sockets.declaring(self.login.name):
-            return await asyncio.to_thread(self.store.declare, self.subscriber, labels, **given)
+            return await _finished(asyncio.to_thread(self.store.declare, self.subscriber, labels, **given))
 
     async def _guarded(self, work: Any, envelope: dict[str, Any] | None) -> None:
         """Ditto's error for what one frame's work refused; 503 while the database is away, 500
@@ -318,6 +323,18 @@ class Socket:
             await self.websocket.close(code, reason)
         except Exception:  # noqa: BLE001 — closed by the client meanwhile
             pass
+
+
+async def _finished(work: Coroutine[Any, Any, T]) -> T:
+    """``work``'s result; cancelled (its socket closing), it is waited for all the same before the
+    cancellation goes on: a thread cannot be stopped, and a declaration must not land after the
+    lock it ran under was let go."""
+    running = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait([running])
+        raise
 
 
 def _thing_id(message: dict[str, Any]) -> str | None:

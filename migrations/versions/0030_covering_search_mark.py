@@ -4,13 +4,14 @@ Revision ID: 0030
 Revises: 0029
 Create Date: 2026-11-29 15:00:00
 
-command_facts and builtin_fact_times found a command's search mark by a range join on the mark's
-key (thing_id, to_revision): an index scan from the command's revision over every later mark of
-its thing, each filtered out but the one. A thing indexed in every pass has a mark a pass, so a
-command's read grew with its thing's history. covering_search_mark reads the first row of the key
-at the revision (a thing's marks follow one another: the same answer), and both use it. Nothing
-stored changes. The function runs as its caller, as an inlined function does inside a view, so
-the ingest role, which reads the answers, may now read the marks.
+command_facts, builtin_fact_times and signal_facts found a command's search mark by a range join
+on the mark's key (thing_id, to_revision): an index scan from the command's revision over every
+later mark of its thing, each filtered out but the one. A thing indexed in every pass has a mark
+a pass, so a command's read grew with its thing's history (the archive job's and `prove`'s read of
+an old command the most). covering_search_mark reads the first row of the key at the revision (a
+thing's marks follow one another: the same answer), and all three use it. Nothing stored changes.
+The function runs as its caller, as an inlined function does inside a view, so the ingest role,
+which reads the answers, may now read the marks.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def upgrade() -> None:
     objects.create(bind, "covering_search_mark", revision)
     objects.create(bind, "command_facts", revision)
     objects.create(bind, "builtin_fact_times", revision)
+    objects.create(bind, "signal_facts", revision)
     op.execute(ledger_statement("migrations", "own_everything"))  # a superuser's new function: the admin role's
     if roles_exist():
         op.execute("GRANT SELECT ON search_marks TO ackstore_ingest")
@@ -41,6 +43,7 @@ def downgrade() -> None:
     bind = op.get_bind()
     objects.create(bind, "command_facts", "0007")
     objects.create(bind, "builtin_fact_times", "0025")
+    objects.create(bind, "signal_facts", "0019")
     op.execute("DROP FUNCTION covering_search_mark(text, bigint)")
     if roles_exist():
         op.execute("REVOKE SELECT ON search_marks FROM ackstore_ingest")

@@ -279,6 +279,22 @@ def test_a_login_reconnecting_at_once_keeps_the_labels_its_new_socket_declared(
             assert _received(second)["value"]["error"] == "acknowledgement:request.notfound"
 
 
+def test_a_logins_labels_are_given_back_by_its_last_socket_whichever_declared_them(
+        door, two_logins) -> None:  # noqa: F811
+    """A socket that declared labels closes while another of the login's, which declared none, has
+    just opened: the labels are given back when that one closes, and another login may take them."""
+    holder, other = two_logins
+    for round in range(5):
+        label = f"app:left-{round}"
+        with door.socket(holder, query=f"declared-acks={label}") as first:
+            first.send("STOP-SEND-EVENTS")
+            assert first.recv(30) == "STOP-SEND-EVENTS:ACK"
+        with door.socket(holder) as second:  # declares nothing
+            second.send("STOP-SEND-EVENTS")
+            assert second.recv(30) == "STOP-SEND-EVENTS:ACK"
+        wait_for(lambda: _declares(door, other, label), what=f"{label} given back")
+
+
 def _declares(door: DoorProcess, login: str, label: str) -> bool:
     """Whether a socket of ``login`` declaring ``label`` is served (not refused and closed: the
     door may have closed it before the frame is sent, or after)."""

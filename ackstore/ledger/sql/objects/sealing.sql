@@ -59,14 +59,14 @@ FROM validation_passes v WHERE v.seq IS NOT NULL;
 -- table (schema.SEALED_TABLES), by the signal's id for those that name it
 -- (schema.SIGNAL_FACT_TABLES): tests/ledger/test_migrations.py; archive_lookups.facts_of spells it as
 -- look-ups over the archive too, and tests/pipeline/test_archive_lookups.py holds the two together.
--- version: 0019
+-- The search mark is covering_search_mark's.
+-- version: 0030
 CREATE OR REPLACE FUNCTION signal_facts(signal bigint) RETURNS TABLE (fact_table text, seq bigint)
 LANGUAGE sql STABLE AS $$
 WITH s AS (SELECT g.id, g.seq, g.thing_id FROM signals g WHERE g.id = signal),
 r AS (SELECT cr.seq, cr.batch_id, cr.revision FROM command_responses cr WHERE cr.signal_id = signal),
 x AS (SELECT rr.seq, rr.batch_id FROM request_results rr WHERE rr.signal_id = signal),
-m AS (SELECT mk.seq, mk.batch_id FROM search_marks mk JOIN s ON mk.thing_id = s.thing_id
-      JOIN r ON mk.from_revision < r.revision AND r.revision <= mk.to_revision)
+m AS (SELECT mk.seq, mk.batch_id FROM s CROSS JOIN r CROSS JOIN LATERAL covering_search_mark(s.thing_id, r.revision) mk)
 SELECT 'signals', s.seq FROM s
 UNION ALL SELECT 'attempts', a.seq FROM attempts a WHERE a.signal_id = signal
 UNION ALL SELECT 'acks', k.seq FROM acks k WHERE k.signal_id = signal
