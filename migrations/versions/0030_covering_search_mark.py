@@ -4,14 +4,13 @@ Revision ID: 0030
 Revises: 0029
 Create Date: 2026-11-29 15:00:00
 
-command_facts, builtin_fact_times and signal_facts found a command's search mark by a range join
-on the mark's key (thing_id, to_revision): an index scan from the command's revision over every
-later mark of its thing, each filtered out but the one. A thing indexed in every pass has a mark
-a pass, so a command's read grew with its thing's history (the archive job's and `prove`'s read of
-an old command the most). covering_search_mark reads the first row of the key at the revision (a
-thing's marks follow one another: the same answer), and all three use it. Nothing stored changes.
-The function runs as its caller, as an inlined function does inside a view, so the ingest role,
-which reads the answers, may now read the marks.
+builtin_fact_times and signal_facts found one command's search mark by a range join on the marks'
+key (thing_id, to_revision): an index scan from the command's revision over every later mark of
+its thing, each filtered out but the one. A thing indexed in every pass has a mark a pass, so the
+read of an old command (the metrics' late facts, `prove`, the archive job) grew with its thing's
+history. covering_search_mark reads the first row of the key at the revision (a thing's marks
+follow one another: the same answer). mark_covers is the rule both it and command_facts' join use
+(decisions #142). Nothing stored changes.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from alembic import op
 
 from ackstore.ledger import objects
 from ackstore.ledger.named_sql import ledger_statement
-from migrations.roles import roles_exist
 
 revision = '0030'
 down_revision = '0029'
@@ -30,13 +28,12 @@ depends_on = None
 
 def upgrade() -> None:
     bind = op.get_bind()
+    objects.create(bind, "mark_covers", revision)
     objects.create(bind, "covering_search_mark", revision)
     objects.create(bind, "command_facts", revision)
     objects.create(bind, "builtin_fact_times", revision)
     objects.create(bind, "signal_facts", revision)
     op.execute(ledger_statement("migrations", "own_everything"))  # a superuser's new function: the admin role's
-    if roles_exist():
-        op.execute("GRANT SELECT ON search_marks TO ackstore_ingest")
 
 
 def downgrade() -> None:
@@ -45,5 +42,4 @@ def downgrade() -> None:
     objects.create(bind, "builtin_fact_times", "0025")
     objects.create(bind, "signal_facts", "0019")
     op.execute("DROP FUNCTION covering_search_mark(text, bigint)")
-    if roles_exist():
-        op.execute("REVOKE SELECT ON search_marks FROM ackstore_ingest")
+    op.execute("DROP FUNCTION mark_covers(bigint, bigint, bigint)")

@@ -585,11 +585,10 @@ def test_a_connections_metrics_and_log_read_a_day_at_most(ledger, name: str) -> 
     assert not scanned & (HISTORY_TABLES | {"connection_log"}), f"connections.{name} scans {sorted(scanned)}: {plan}"
 
 
-# A command's built-in facts, read one command at a time (`show`, `result`, the held answers, the
-# metrics' late facts, `prove` and the archive job's check of what it moves): its search mark is the
-# first of its thing's marks reaching its revision.
-FACT_READS = {"command_facts": "SELECT * FROM command_facts WHERE signal_id = :signal",
-              "builtin_fact_times": "SELECT * FROM builtin_fact_times(:signal)",
+# One old command's built-in facts, as the metrics' late facts and the seal's awaited facts read
+# them, and its facts as `prove` and the archive job do: its search mark is the first of its
+# thing's marks reaching its revision (covering_search_mark; command_facts joins, decisions #142).
+FACT_READS = {"builtin_fact_times": "SELECT * FROM builtin_fact_times(:signal)",
               "signal_facts": "SELECT * FROM signal_facts(:signal)"}
 LATER_MARKS = ("INSERT INTO search_marks (thing_id, from_revision, to_revision, batch_id, changed) "
                "SELECT :thing, t.top + g - 1, t.top + g, :batch, true FROM generate_series(1, 20000) g, "
@@ -611,14 +610,13 @@ def test_a_commands_search_mark_is_read_alone_however_often_its_thing_was_indexe
     with engine.connect() as conn:
         signal, thing, batch = conn.execute(text(
             "SELECT r.signal_id, s.thing_id, m.batch_id FROM command_responses r JOIN signals s ON s.id = r.signal_id "
-            "JOIN search_marks m ON m.thing_id = s.thing_id AND m.from_revision < r.revision "
-            "AND r.revision <= m.to_revision WHERE r.event_id IS NOT NULL ORDER BY r.signal_id LIMIT 1")).one()
+            "JOIN search_marks m ON m.thing_id = s.thing_id AND mark_covers(m.from_revision, m.to_revision, r.revision) "
+            "WHERE r.event_id IS NOT NULL ORDER BY r.signal_id LIMIT 1")).one()
         later = {"thing": thing, "batch": batch}
         conn.execute(text(LATER_MARKS), later)
         facts = conn.execute(text(FACT_READS[read]), {"signal": signal}).mappings().all()
         conn.rollback()
-    found = {"command_facts": lambda: facts[0]["indexed_at"],
-             "builtin_fact_times": lambda: {f["label"] for f in facts} == {"twin-persisted", "search-persisted"},
+    found = {"builtin_fact_times": lambda: {f["label"] for f in facts} == {"twin-persisted", "search-persisted"},
              "signal_facts": lambda: "search_marks" in {f["fact_table"] for f in facts}}
     assert found[read](), facts  # its mark found
     plan = _plans_run(engine, FACT_READS[read], {"signal": signal}, analyze=True,

@@ -19,13 +19,24 @@ SELECT CASE WHEN fact_at IS NULL OR next_opened_at <= fact_at THEN NULL
             ELSE counted() END
 $$;
 
+-- name: mark_covers
+-- Whether a search mark's revisions (from, to] hold a revision: the mark of the index batch that
+-- reached a command's change (B.8, B.11). The one spelling of the rule: command_facts joins the
+-- marks by it, covering_search_mark reads one command's mark by it. Inlined, so an index serves
+-- the join; PARALLEL SAFE, as builtin_disposition says why.
+-- version: 0030
+CREATE OR REPLACE FUNCTION mark_covers(from_revision bigint, to_revision bigint, revision bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT from_revision < revision AND revision <= to_revision
+$$;
+
 -- name: covering_search_mark
--- The search mark whose revisions (from, to] hold a thing's revision: the thing's first mark that
--- reaches the revision, if it began before it (a thing's marks follow one another, each from the
--- revision the index held). Read as the first row of the mark's key at the revision, never the
--- thing's later marks, which grow with every pass that indexes it: a range join walked them all
--- (a command of a thing indexed every minute for a year read 500 000). Inlined where it is
--- called; PARALLEL SAFE, as builtin_disposition says why.
+-- The search mark that covers a thing's revision (mark_covers), read as the first row of the
+-- marks' key at the revision: a thing's marks follow one another, each from the revision the index
+-- held, so the first that reaches the revision is the one, if any. A join on the key walks every
+-- later mark of the thing instead, one a pass for a thing indexed in every pass (a command of a
+-- thing indexed every minute for a year: 500 000). What reads one command's facts by it:
+-- builtin_fact_times, signal_facts. Inlined where it is called; PARALLEL SAFE.
 -- version: 0030
 CREATE OR REPLACE FUNCTION covering_search_mark(thing text, revision bigint)
 RETURNS SETOF search_marks LANGUAGE sql STABLE PARALLEL SAFE AS $$
@@ -33,7 +44,7 @@ SELECT m.*
 FROM (SELECT k.* FROM search_marks k
       WHERE k.thing_id = covering_search_mark.thing AND k.to_revision >= covering_search_mark.revision
       ORDER BY k.to_revision LIMIT 1) m
-WHERE m.from_revision < covering_search_mark.revision
+WHERE mark_covers(m.from_revision, m.to_revision, covering_search_mark.revision)
 $$;
 
 -- name: command_facts
@@ -42,8 +53,11 @@ $$;
 -- apply_twin persisted; search-persisted the index reaching the command's revision — a weak 200
 -- when it already held that state (B.8, B.11). Responses from before the lean ledger (batch
 -- 'migrated') kept their twin-persisted acks as rows: no fact time here. Joins only (no UNION),
--- so a statement joining it from a few requests reads their rows alone; the search mark is
--- covering_search_mark's.
+-- so a statement joining it from a few requests reads their rows alone, and a backlog's hash-
+-- joins the marks (by mark_covers: a probe per command, covering_search_mark, cost the sweep and
+-- the gate a third more per 100 000). Read for one old command of a thing indexed since in every
+-- pass, it walks the thing's later marks: left for an index that bounds a range look-up and still
+-- joins by hash (decisions #142).
 -- version: 0030
 CREATE OR REPLACE VIEW command_facts AS
 SELECT r.signal_id, s.correlation_id,
@@ -57,7 +71,7 @@ SELECT r.signal_id, s.correlation_id,
 FROM command_responses r
 JOIN signals s ON s.id = r.signal_id
 JOIN ledger_batches rb ON rb.id = r.batch_id
-LEFT JOIN LATERAL covering_search_mark(s.thing_id, r.revision) m ON true
+LEFT JOIN search_marks m ON m.thing_id = s.thing_id AND mark_covers(m.from_revision, m.to_revision, r.revision)
 LEFT JOIN ledger_batches mb ON mb.id = m.batch_id
 WHERE r.event_id IS NOT NULL;
 

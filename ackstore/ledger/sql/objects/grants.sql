@@ -36,9 +36,6 @@ END $$
 -- fill. It reads what those paths and `result` and `search` read.
 GRANT SELECT ON signals, attempts, acks, command_responses, subscribers, declared_labels, deliveries, settlements,
                 request_results, search_index, search_things, things TO ackstore_ingest;  -- things: the HTTP API (0027)
--- The search marks, which the views below read through covering_search_mark, a function that runs
--- as its caller (migration 0030).
-GRANT SELECT ON search_marks TO ackstore_ingest;
 GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
               headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
 GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
