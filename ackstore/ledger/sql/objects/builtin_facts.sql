@@ -54,10 +54,10 @@ $$;
 -- when it already held that state (B.8, B.11). Responses from before the lean ledger (batch
 -- 'migrated') kept their twin-persisted acks as rows: no fact time here. Joins only (no UNION),
 -- so a statement joining it from a few requests reads their rows alone, and a backlog's hash-
--- joins the marks (by mark_covers: a probe per command, covering_search_mark, cost the sweep and
--- the gate a third more per 100 000). Read for one old command of a thing indexed since in every
--- pass, it walks the thing's later marks: left for an index that bounds a range look-up and still
--- joins by hash (decisions #142).
+-- joins the marks (by mark_covers; a probe per command, covering_search_mark, cost decide_builtin
+-- and the gate 0.2–0.7 s more per 100 000). Read for one old command of a thing indexed in every
+-- pass since, it walks the thing's later marks: left for an index that bounds a range look-up and
+-- still joins by hash (decisions #142).
 -- version: 0030
 CREATE OR REPLACE VIEW command_facts AS
 SELECT r.signal_id, s.correlation_id,

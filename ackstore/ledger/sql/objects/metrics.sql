@@ -57,8 +57,8 @@ $$;
 
 -- name: builtin_fact_times
 -- One signal's built-in facts, when each became visible, and the fact number of the row that holds
--- it (its response, or the search mark covering its revision): command_facts' joins, for one
--- command, with the numbers the metrics count by.
+-- it (its response, or the search mark covering its revision, covering_search_mark's): what
+-- command_facts says of one command, with the numbers the metrics count by.
 -- version: 0030
 CREATE OR REPLACE FUNCTION builtin_fact_times(signal bigint)
 RETURNS TABLE (label text, fact_at timestamptz, seq bigint)
