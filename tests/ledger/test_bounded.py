@@ -610,7 +610,8 @@ def test_a_commands_search_mark_is_read_alone_however_often_its_thing_was_indexe
     with engine.connect() as conn:
         signal, thing, batch = conn.execute(text(
             "SELECT r.signal_id, s.thing_id, m.batch_id FROM command_responses r JOIN signals s ON s.id = r.signal_id "
-            "JOIN search_marks m ON m.thing_id = s.thing_id AND mark_covers(m.from_revision, m.to_revision, r.revision) "
+            "JOIN search_marks m ON m.thing_id = s.thing_id "
+            "AND mark_covers(m.from_revision, m.to_revision, r.revision) "
             "WHERE r.event_id IS NOT NULL ORDER BY r.signal_id LIMIT 1")).one()
         later = {"thing": thing, "batch": batch}
         conn.execute(text(LATER_MARKS), later)
