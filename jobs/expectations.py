@@ -85,6 +85,11 @@ INVARIANTS: tuple[Invariant, ...] = (
         "an answer whose entries are derived where read asked for both built-in labels and has their facts",
         "stored AND body_derived AND NOT body_derivable",
     ),
+    Invariant(
+        "requests",
+        "a plain response derived where read asked for twin-persisted alone and has its command's response",
+        "stored AND response_derived AND NOT response_derivable",
+    ),
     # --- the counted acks of decided requests -----------------------------------------------
     Invariant(
         "requests",

@@ -12,7 +12,9 @@ text[] as a list. The rows are the ledger's as it holds them now, hot or archive
 the seal's stored leaves say the row was (trusted only as far as their root is the seal's) — for
 an archived seal, whose leaves are not kept, the row's own leaf, which its root alone checks.
 Rows are what is stored, so a request result's body may hold derived entries as nulls (decisions
-#141): what its requester was told follows from the command's response and search mark, both here.
+#141), and a plain response's body and headers may both be NULL (#143, cause "response" with NULL
+headers: not "no body"): what its requester was told follows from the command's response, its
+search mark and its signal, all here.
 """
 
 from __future__ import annotations

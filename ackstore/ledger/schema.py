@@ -259,15 +259,17 @@ attempts = Table(
 # What the requester of an attempt is told, once decided: its status and body as decided (A.2.4),
 # and its headers — or NULL for the headers of an aggregated answer, which are the command's own
 # (without requested-acks, with response-required false: Request.aggregated_headers) and follow
-# from the signal, so the view request_answers derives them; the sweep's SQL writes them so.
+# from the signal, so the view request_answers derives them; the sweep's SQL writes them so. A
+# plain response the sweep's SQL decides stores NULL headers and no body: both follow from the
+# command's response and its signal (holds_derived_response, decisions #143).
 request_results = Table(
     "request_results",
     metadata,
     Column("signal_id", BigInteger, nullable=False),
     Column("attempt", Integer, nullable=False, server_default=text("1")),
     _status(),
-    Column("body", JSONB, nullable=True),  # SQL NULL: no body
-    Column("headers", JSONB, nullable=True),  # SQL NULL: the command's own, as aggregated (request_answers)
+    Column("body", JSONB, nullable=True),  # SQL NULL: no body, or a plain response's, derived (request_answers)
+    Column("headers", JSONB, nullable=True),  # SQL NULL: derived by request_answers (aggregated, or plain)
     Column("cause", Text, nullable=False),
     # label -> status of every entry an aggregated decision counted (408 placeholders too);
     # {} for a plain response, an error or command.timeout. Settlement reads it (B.9).

@@ -7,17 +7,19 @@
 -- (twin-persisted, search-persisted) and its fact in time (command_facts; for a request waiting in
 -- the queue — its current attempt, undecided — builtin_acks counts a fact iff it is there, and
 -- it is in time iff its time is by the deadline), all 2xx. The built-in-only shortcut (one
--- shortcut label, a response required: :shortcut_labels) is the plain response, cause 'response'.
--- An aggregated body over both labels is stored as derived_builtin_body(): its entries follow from
--- the facts and request_answers derives them where read (decisions #141) — a created thing's
--- location too, when it needs no percent-escaping (created_location); otherwise the request goes
--- to Python, which stores its body. The headers are the aggregated ones: NULL, derived by
--- request_answers. decide_common below then decides what is left.
+-- shortcut label, a response required: :shortcut_labels) is the plain response, cause 'response',
+-- stored without its body and headers (holds_derived_response: request_answers derives both from
+-- the command's response and its signal, decisions #143). An aggregated body over both labels is
+-- stored as derived_builtin_body(): its entries follow from the facts and request_answers derives
+-- them where read (decisions #141) — a created thing's location too, when it needs no
+-- percent-escaping (created_location); otherwise the request goes to Python, which stores its
+-- body. An aggregated answer's headers are NULL too: request_answers derives them from the signal.
+-- decide_common below then decides what is left.
 -- The joins come first, on their own (MATERIALIZED): equi-joins the planner sizes from the tables'
 -- statistics, so a backlog of a million is hash- or merge-joined and a minute's few requests
 -- walk the keys; the conditions across tables (no statistics can size them) filter its rows.
 WITH facts AS MATERIALIZED (
-    SELECT q.signal_id, q.attempt, s.correlation_id, s.response_required, s.api, s.thing_id, s.path,
+    SELECT q.signal_id, q.attempt, s.response_required, s.api, s.thing_id, s.path,
            a.requested_acks, a.deadline_at, f.persisted_at, f.persisted_status, f.persisted_payload,
            f.indexed_at, f.indexed_status, f.indexed_payload
     FROM queue_decide q
@@ -26,7 +28,7 @@ WITH facts AS MATERIALIZED (
     JOIN command_facts f ON f.signal_id = q.signal_id
     WHERE a.requested_acks <@ ARRAY[twin_persisted(), search_persisted()] AND a.requested_acks <> '{}'
 ), decided AS (
-    SELECT f.signal_id, f.attempt, f.correlation_id, f.response_required,
+    SELECT f.signal_id, f.attempt, f.response_required,
            cardinality(f.requested_acks) AS labels,
            twin_persisted() = ANY (f.requested_acks) AS persisted, search_persisted() = ANY (f.requested_acks) AS indexed,
            f.response_required AND cardinality(f.requested_acks) = 1
@@ -45,10 +47,10 @@ WITH facts AS MATERIALIZED (
            CASE WHEN NOT d.response_required THEN 202
                 WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_status ELSE d.indexed_status END
                 ELSE 200 END,
-           CASE WHEN NOT d.response_required THEN NULL
+           CASE WHEN NOT d.response_required OR d.plain THEN NULL  -- none, or derived (holds_derived_response)
                 WHEN d.labels = 1 THEN CASE WHEN d.persisted THEN d.persisted_payload ELSE d.indexed_payload END
                 ELSE derived_builtin_body() END,
-           CASE WHEN d.plain THEN jsonb_build_object('correlation-id', d.correlation_id) END,  -- else aggregated
+           NULL::jsonb,  -- derived by request_answers: the plain response's, or the aggregated ones
            CASE WHEN d.plain THEN 'response' ELSE 'acks' END,
            CASE WHEN d.plain THEN '{}'::jsonb
                 WHEN d.persisted AND d.indexed THEN jsonb_build_object(twin_persisted(), d.persisted_status,

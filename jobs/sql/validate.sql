@@ -67,6 +67,13 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
                 AND f.persisted_at IS NOT NULL AND f.indexed_at IS NOT NULL
                 AND NOT (f.persisted_status = 201 AND q.derived_over_http  -- created: the location, if derived
                          AND created_location(q.thing_id, q.path) IS NULL), false) AS body_derivable,
+       -- a plain response derived where read (holds_derived_response) is the built-in-only shortcut's
+       -- over twin-persisted, a response required: its command's response, with its status, is there
+       -- to derive it from, and no stored body would be hidden by it
+       q.response_derived,
+       COALESCE(q.cause = 'response' AND q.response_required AND q.requested_acks = ARRAY[twin_persisted()]
+                AND NOT q.has_body AND f.persisted_at IS NOT NULL AND q.status = f.persisted_status, false)
+           AS response_derivable,
        CASE WHEN k.in_time IS NULL THEN b.persisted_in_time::int + b.indexed_in_time::int
             ELSE (SELECT count(DISTINCT l.label)
                   FROM unnest(k.in_time || CASE WHEN b.persisted_in_time THEN ARRAY[twin_persisted()] END
@@ -85,7 +92,7 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
            AS builtin_stored_since_lean
 FROM (
     SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at,
-           r.body_derived AND s.api = 'http' AS derived_over_http, s.thing_id, s.path
+           r.body_derived AND s.api = 'http' AS derived_over_http, s.thing_id, s.path, s.response_required
     FROM (  -- what the body says, against the labels requested, before any other join: a body is
             -- wide, and carried through the joins it cost more than reading it
         SELECT r.signal_id, r.attempt, r.cause, r.status, r.decided_at, r.body IS NOT NULL AS has_body,
@@ -96,7 +103,8 @@ FROM (
                    AS body_has_other_labels,
                NOT jsonb_path_exists(r.body, '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
                    AS body_entries_all_2xx,
-               holds_derived_entries(r.body, r.cause, r.ack_statuses) AS body_derived
+               holds_derived_entries(r.body, r.cause, r.ack_statuses) AS body_derived,
+               holds_derived_response(r.cause, r.headers) AS response_derived
         FROM {slice} AS r
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id

@@ -135,7 +135,8 @@ def _python_decisions(conn: Any) -> dict[tuple[int, int], dict[str, Any]]:
 
 def _sql_decisions(conn: Any) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[tuple[int, int], Any]]:
     """What decide_builtin and decide_common write, read back as every reader sees an answer, and
-    each new result's body as stored with whether it holds derived entries (the caller rolls back)."""
+    each new result's body and headers as stored with whether it holds derived entries or a derived
+    plain response (the caller rolls back)."""
     before = set(conn.execute(text("SELECT signal_id, attempt FROM request_results")).all())
     for name in sweep.COMMON_STATEMENTS:
         conn.execute(text(statements("sweep")[name]), {**sweep.COMMON_PARAMS, "batch_id": 0})
@@ -143,9 +144,9 @@ def _sql_decisions(conn: Any) -> tuple[dict[tuple[int, int], dict[str, Any]], di
                              "FROM request_answers")).mappings()
     answers = {(r["signal_id"], r["attempt"]): {k: r[k] for k in ("status", "body", "headers", "cause", "ack_statuses")}
                for r in rows if (r["signal_id"], r["attempt"]) not in before}
-    stored = {(r.signal_id, r.attempt): (r.body, r.derived) for r in conn.execute(text(
-        "SELECT signal_id, attempt, body, holds_derived_entries(body, cause, ack_statuses) AS derived "
-        "FROM request_results"))}
+    stored = {(r.signal_id, r.attempt): (r.body, r.headers, r.derived, r.response) for r in conn.execute(text(
+        "SELECT signal_id, attempt, body, headers, holds_derived_entries(body, cause, ack_statuses) AS derived, "
+        "holds_derived_response(cause, headers) AS response FROM request_results"))}
     return answers, {key: stored[key] for key in answers}
 
 
@@ -185,8 +186,11 @@ def test_sql_decides_the_common_case_exactly_as_python_does(engine: Engine, spec
         # an answer over both built-in labels stores no entry: each is derived where read (decisions #141)
         requested, response_required = attempts[key]
         derived = response_required and sorted(requested) == ["search-persisted", "twin-persisted"]
-        body, holds_derived = stored[key]
+        body, headers, holds_derived, holds_response = stored[key]
         assert holds_derived == derived and (body == DERIVED_ENTRIES or not derived), (key, specs[key[0] - 1])
+        # the built-in-only shortcut's plain response stores neither body nor headers (decisions #143)
+        plain = response_required and requested == ["twin-persisted"]
+        assert holds_response == plain and (body is None and headers is None or not plain), (key, specs[key[0] - 1])
     for key, answer in python.items():
         assert (key in sql) == _is_common(answer, *attempts[key]), (key, answer, specs[key[0] - 1])
 

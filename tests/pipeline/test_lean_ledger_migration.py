@@ -107,6 +107,10 @@ def test_the_downgrade_stores_the_derived_acks_and_headers_as_rows(old_ledger: E
     AckStore(old_ledger, Settings()).submit(twin_command(
         "create", thing="org.acme/after-0008", path="/", value={}, correlation_id="after-0008",
         requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
+    # and one asking for twin-persisted alone: its plain response is derived where read (#143)
+    AckStore(old_ledger, Settings()).submit(twin_command(
+        "create", thing="org.acme/plain-since-0031", path="/", value={"attributes": {"a": 1}},
+        correlation_id="plain-since-0031", requested_acks=["twin-persisted"], timeout="60s"))
     pipeline.run(spark, PipelineSettings(database_url=url, partitions=2),
                  tuple(step for step in pipeline.STEPS if step != "seal"))
     acks = ("SELECT signal_id, attempt, label, status, payload, headers, issuer, weak, received_at, disposition "
@@ -117,9 +121,11 @@ def test_the_downgrade_stores_the_derived_acks_and_headers_as_rows(old_ledger: E
         derived = conn.execute(text("SELECT count(*) FROM builtin_acks")).scalar_one()
         aggregated = conn.execute(text("SELECT count(*) FROM request_results WHERE headers IS NULL "
                                        "AND holds_derived_entries(body, cause, ack_statuses)")).scalar_one()
+        plain = conn.execute(text("SELECT count(*) FROM request_results WHERE holds_derived_response(cause, headers) "
+                                  "AND body IS NULL")).scalar_one()
         before = (conn.execute(text(acks.format("request_acks"))).all(), conn.execute(text(events)).all(),
                   conn.execute(text(answers.format("request_answers"))).all())
-    assert derived > 0 and aggregated > 0
+    assert derived > 0 and aggregated > 0 and plain == 1
     migrate.downgrade(old_ledger, REVISION)
     with old_ledger.connect() as conn:
         assert (conn.execute(text(acks.format("acks"))).all(), conn.execute(text(events)).all(),
@@ -155,18 +161,77 @@ def test_the_downgrade_past_0029_refuses_derived_entries_whose_facts_are_gone(ol
         requested_acks=["twin-persisted", "search-persisted"], timeout="60s"))
     pipeline.run(spark, PipelineSettings(database_url=old_ledger.url.render_as_string(hide_password=False),
                                          partitions=2), tuple(step for step in pipeline.STEPS if step != "seal"))
+    _refused_once_facts_are_gone(
+        old_ledger,
+        "DELETE FROM search_marks WHERE thing_id = (SELECT thing_id FROM signals WHERE correlation_id = 'gone')",
+        "0028", "1 request results hold derived built-in entries whose facts are gone")
+
+
+def _refused_once_facts_are_gone(old_ledger: Engine, delete: str, down_to: str, refusal: str) -> None:
+    """Deletes a fact past the triggers that keep it; the downgrade to ``down_to`` then refuses,
+    and leaves every request result as it was."""
     with old_ledger.begin() as conn:
         conn.execute(text("SET LOCAL session_replication_role = replica"))  # past the triggers that keep a fact
-        conn.execute(text("DELETE FROM search_marks WHERE thing_id = (SELECT thing_id FROM signals "
-                          "WHERE correlation_id = 'gone')"))
+        conn.execute(text(delete))
     results = "SELECT * FROM request_results ORDER BY signal_id, attempt"
     with old_ledger.connect() as conn:
         before = conn.execute(text(results)).all()
-    with pytest.raises(RuntimeError, match="1 request results hold derived built-in entries whose facts are gone"):
-        migrate.downgrade(old_ledger, "0028")
+    with pytest.raises(RuntimeError, match=refusal):
+        migrate.downgrade(old_ledger, down_to)
     assert migrate.current_revision(old_ledger) == migrate.head_revision()
     with old_ledger.connect() as conn:
         assert conn.execute(text(results)).all() == before
+
+
+def _plain_request(old_ledger: Engine, spark, steps: tuple[str, ...] | None = None) -> None:
+    """A request for twin-persisted alone, decided: its plain response derived where read (#143)."""
+    from jobs import pipeline
+    from jobs.settings import PipelineSettings
+
+    migrate.upgrade(old_ledger)
+    AckStore(old_ledger, Settings()).submit(twin_command(
+        "create", thing="org.acme/plain", path="/", value={"attributes": {"a": 1}}, correlation_id="plain",
+        requested_acks=["twin-persisted"], timeout="60s"))
+    pipeline.run(spark, PipelineSettings(database_url=old_ledger.url.render_as_string(hide_password=False),
+                                         partitions=2), steps or pipeline.STEPS)
+
+
+@pytest.mark.spark
+def test_the_downgrade_past_0031_refuses_once_a_derived_plain_response_is_sealed(old_ledger: Engine, spark) -> None:
+    _plain_request(old_ledger, spark)
+    with pytest.raises(RuntimeError, match="1 sealed request results hold a derived plain response"):
+        migrate.downgrade(old_ledger, "0030")
+    assert migrate.current_revision(old_ledger) == migrate.head_revision()
+
+
+@pytest.mark.spark
+def test_the_downgrade_past_0031_refuses_once_anything_was_archived(old_ledger: Engine, spark) -> None:
+    """An archived result may hold the form, which 0030's look-ups would read as a response without a
+    body: the ledger keeps no mark of which archives were written since 0031."""
+    from jobs import pipeline
+
+    _plain_request(old_ledger, spark, tuple(step for step in pipeline.STEPS if step != "seal"))
+    with old_ledger.begin() as conn:
+        conn.execute(text("INSERT INTO archives (number, first_seal, last_seal, after_seq, upto_seq, location, counts) "
+                          "VALUES (1, 1, 1, 0, 0, '/archived-elsewhere', '{}')"))
+    with pytest.raises(RuntimeError, match="results were archived"):
+        migrate.downgrade(old_ledger, "0030")
+    assert migrate.current_revision(old_ledger) == migrate.head_revision()
+
+
+@pytest.mark.spark
+def test_the_downgrade_past_0031_refuses_a_derived_plain_response_whose_facts_are_gone(
+    old_ledger: Engine, spark
+) -> None:
+    """A body without a payload would read as a response that had none: the downgrade refuses, and
+    leaves every row as it was."""
+    from jobs import pipeline
+
+    _plain_request(old_ledger, spark, tuple(step for step in pipeline.STEPS if step != "seal"))
+    _refused_once_facts_are_gone(
+        old_ledger,
+        "DELETE FROM command_responses WHERE signal_id = (SELECT id FROM signals WHERE correlation_id = 'plain')",
+        "0030", "1 request results hold a derived plain response whose facts are gone")
 
 
 def _rows(data: dict[str, Any], table: str) -> list[str]:

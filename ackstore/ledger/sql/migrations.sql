@@ -99,3 +99,22 @@ UPDATE request_results r SET body = a.body
 FROM request_answers a
 WHERE holds_derived_entries(r.body, r.cause, r.ack_statuses) AND a.signal_id = r.signal_id
   AND a.attempt = r.attempt AND a.body IS DISTINCT FROM r.body
+
+-- name: derived_response_held
+-- The request results holding a derived plain response (migration 0031), and what keeps a
+-- downgrade past 0031 from storing it in their rows: those of them that are sealed (a sealed row
+-- never changes), those whose command's response or signal is gone (nothing to store: a body
+-- without a payload would look like a response that had none), and whether anything was archived
+-- (an archived result may hold the form, which 0030's look-ups would read as no body).
+SELECT count(*) AS held, count(*) FILTER (WHERE r.seq <= sealed_upto()) AS sealed,
+       count(*) FILTER (WHERE NOT EXISTS (SELECT FROM command_responses c WHERE c.signal_id = r.signal_id)
+                           OR NOT EXISTS (SELECT FROM signals s WHERE s.id = r.signal_id)) AS underivable,
+       EXISTS (SELECT FROM archives) AS archived
+FROM request_results r WHERE holds_derived_response(r.cause, r.headers)
+
+-- name: store_derived_responses
+-- A downgrade past 0031 stores the plain responses request_answers derives in the rows that hold
+-- neither body nor headers.
+UPDATE request_results r SET body = a.body, headers = a.headers
+FROM request_answers a
+WHERE holds_derived_response(r.cause, r.headers) AND a.signal_id = r.signal_id AND a.attempt = r.attempt

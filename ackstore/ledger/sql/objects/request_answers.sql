@@ -69,6 +69,21 @@ SELECT COALESCE(cause = 'acks' AND ack_statuses ?& ARRAY[twin_persisted(), searc
                 AND body = derived_builtin_body(), false)
 $$;
 
+-- name: holds_derived_response
+-- Whether a request result stands for the plain response (cause 'response': the built-in-only
+-- shortcut, B.5) without storing it: its headers are SQL NULL. A plain response restates the
+-- command's response — its payload as the body, the request's correlation id as its headers
+-- (aggregation.decide) — a sealed fact of its own, so the sweep's decide_builtin stores neither
+-- and request_answers derives both where read (decisions #143). No row stored before 0031 has
+-- the form: every plain response stored its headers (an object), and only the sweep's SQL stored
+-- NULL headers, for an aggregated answer (cause 'acks'). The one test of the form: request_answers,
+-- the validation gate and migration 0031's downgrade read it here.
+-- version: 0031
+CREATE OR REPLACE FUNCTION holds_derived_response(cause text, headers jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT COALESCE(cause = 'response' AND headers IS NULL, false)
+$$;
+
 -- name: request_answers
 -- What the requester of each decided attempt is told (A.2.4): the stored answer, with what the
 -- ledger stores only once derived here. Its headers, when they are an aggregated answer's
@@ -76,25 +91,33 @@ $$;
 -- id and response-required false, as aggregation.Request.aggregated_headers gives them. Its body,
 -- when it holds_derived_entries: each built-in label's entry from its fact (command_facts), as
 -- wire.ack_entry gives it — a created thing's twin-persisted with its location over HTTP
--- (created_location; one needing percent-escaping is decided in Python and stored). Both as
--- tests/ledger/test_aggregation_python_and_sql.py proves on generated ledgers. A derived answer
--- always has its facts: the validation gate holds it, and a signal's facts are sealed and archived
--- together. Every reader of an answer reads it here.
--- version: 0029
+-- (created_location; one needing percent-escaping is decided in Python and stored). A plain
+-- response that holds_derived_response: the command's response's payload as its body, and the
+-- correlation id as its headers (decisions #143). All as tests/ledger/test_aggregation_python_and_sql.py
+-- proves on generated ledgers. A derived answer always has its facts: the validation gate holds
+-- it, and a signal's facts are sealed and archived together; were they gone, the stored nulls
+-- show, never an answer made up. Every reader of an answer reads it here.
+-- version: 0031
 CREATE OR REPLACE VIEW request_answers AS
 SELECT r.signal_id, r.attempt, r.status,
-       CASE WHEN f.signal_id IS NULL THEN r.body
-            ELSE jsonb_build_object(
+       CASE WHEN f.signal_id IS NOT NULL
+            THEN jsonb_build_object(
                      twin_persisted(),
                      ack_entry(f.persisted_status, f.persisted_payload,
                                CASE WHEN s.api = 'http' AND f.persisted_status = 201
                                     THEN created_location(s.thing_id, s.path) ELSE '{}'::jsonb END,
                                false, f.correlation_id),
                      search_persisted(),
-                     ack_entry(f.indexed_status, f.indexed_payload, '{}', f.indexed_weak, f.correlation_id)) END
+                     ack_entry(f.indexed_status, f.indexed_payload, '{}', f.indexed_weak, f.correlation_id))
+            WHEN p.signal_id IS NOT NULL AND s.id IS NOT NULL THEN p.payload  -- with its headers, as below
+            ELSE r.body END
            AS body,
-       COALESCE(r.headers, (s.headers - 'requested-acks')
-                           || jsonb_build_object('correlation-id', s.correlation_id, 'response-required', false))
+       CASE WHEN r.headers IS NOT NULL THEN r.headers
+            WHEN holds_derived_response(r.cause, r.headers)  -- with its body, or neither: never half made up
+                THEN CASE WHEN p.signal_id IS NOT NULL AND s.id IS NOT NULL
+                          THEN jsonb_build_object('correlation-id', s.correlation_id) END
+            ELSE (s.headers - 'requested-acks')
+                 || jsonb_build_object('correlation-id', s.correlation_id, 'response-required', false) END
            AS headers,
        r.cause, r.ack_statuses, r.decided_at, r.batch_id
 FROM request_results r
@@ -108,4 +131,9 @@ LEFT JOIN LATERAL (  -- looked up by key, for derived entries only; OFFSET 0 kee
     FROM command_facts c  -- both facts, or the stored nulls show: never an entry made up of a fact that is gone
     WHERE c.signal_id = r.signal_id AND holds_derived_entries(r.body, r.cause, r.ack_statuses)
       AND c.persisted_at IS NOT NULL AND c.indexed_at IS NOT NULL OFFSET 0
-) AS f ON true;
+) AS f ON true
+LEFT JOIN LATERAL (  -- by key, for a derived plain response only: the command's response
+    SELECT c.signal_id, c.payload
+    FROM command_responses c
+    WHERE c.signal_id = r.signal_id AND holds_derived_response(r.cause, r.headers) OFFSET 0
+) AS p ON true;
