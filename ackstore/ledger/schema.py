@@ -255,6 +255,9 @@ attempts = Table(
     CheckConstraint("attempt > 0", name="attempt"),
     CheckConstraint("deadline_at >= opened_at", name="deadline"),
 )
+# A redelivery's attempts, the few after the first (redelivery_attempt, the same predicate): a
+# backlog's reader of the next or a later attempt hashes them alone, not every attempt (0032).
+Index("ix_attempts_redelivery", attempts.c.signal_id, attempts.c.attempt, postgresql_where=text("attempt > 1"))
 
 # What the requester of an attempt is told, once decided: its status and body as decided (A.2.4),
 # and its headers — or NULL for the headers of an aggregated answer, which are the command's own

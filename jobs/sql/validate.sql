@@ -39,7 +39,8 @@ SELECT * FROM {batch} AS t WHERE t.id > :settlements_after AND t.id <= :settleme
 
 -- name: requests
 -- One row per decided request of the slice, with the facts the request invariants are stated
--- over: its attempt (stored: false when its signal or attempt is gone — an orphan), its response,
+-- over: its attempt (stored: false when its signal or attempt is gone — an orphan), the next one if
+-- a redelivery opened it (redelivery_attempt: their own index, not every attempt), its response,
 -- its counted acks — the stored ones aggregated per request, the derived built-in ones per label
 -- as builtin_acks counts them (one column each: no row per label). Only joins, each reading the
 -- slice's rows (the stored acks are grouped over the slice, {slice} again), so that the planner
@@ -112,7 +113,7 @@ FROM (
     ) AS r
     LEFT JOIN signals s ON s.id = r.signal_id
         AND s.id BETWEEN :first_signal_id AND :last_signal_id
-    LEFT JOIN attempts n ON n.signal_id = r.signal_id AND n.attempt = r.attempt + 1
+    LEFT JOIN attempts n ON n.signal_id = r.signal_id AND redelivery_attempt(n.attempt) AND n.attempt = r.attempt + 1
         AND n.signal_id BETWEEN :first_signal_id AND :last_signal_id
     OFFSET 0  -- computed once per request: not pulled up into each expression that reads it
 ) AS q

@@ -365,6 +365,8 @@ def test_verify_and_prove_commands(ledger: Engine, tmp_path: Path, capsys) -> No
     assert {"signals", "attempts", "command_responses", "request_results", "settlements", "search_marks",
             "ledger_batches", "validation_passes"} <= tables
     assert all(proof["verified"] for proof in proved["proofs"]) and proved["unsealed"] == []
+    seqs = [proof["seq"] for proof in proved["proofs"]]  # in the order the facts were numbered: the signal first
+    assert seqs == sorted(seqs) and proved["proofs"][0]["table"] == "signals", seqs
     for proof in proved["proofs"]:  # each proof checks with the RFC 9162 algorithm alone
         leaf = merkle.leaf_hash(bytes.fromhex(proof["canonical_row"]))
         assert merkle.verify_inclusion(leaf, proof["leaf_index"], proof["tree_size"],

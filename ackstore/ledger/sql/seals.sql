@@ -114,6 +114,8 @@ SELECT number, after_seq, upto_seq, counts, leaves, root, previous, hash, sealed
 FROM seals WHERE upto_seq >= :seq ORDER BY upto_seq LIMIT 1
 
 -- name: facts_of_signal
--- The facts of the signal with :correlation_id, by table and number (the function signal_facts).
+-- The facts of the signal with :correlation_id, by table and number (the function signal_facts),
+-- in the order they were numbered, a settlement not yet final (no number) last: prove prints them so.
 SELECT f.fact_table, f.seq FROM signals s CROSS JOIN LATERAL signal_facts(s.id) f
 WHERE s.correlation_id = :correlation_id
+ORDER BY f.seq NULLS LAST, f.fact_table

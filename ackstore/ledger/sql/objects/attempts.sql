@@ -17,14 +17,28 @@ END $$;
 CREATE OR REPLACE TRIGGER signals_open_first_attempts AFTER INSERT ON signals REFERENCING NEW TABLE AS received
 FOR EACH STATEMENT EXECUTE FUNCTION ackstore_open_first_attempts();
 
+-- name: redelivery_attempt
+-- Whether an attempt is a redelivery's: any after the first (A.2.10). Few of them, so they have
+-- their own index (ix_attempts_redelivery, the same predicate): a reader of a signal's later or
+-- next attempt says it is one, and a backlog's join or anti-join hashes the redeliveries alone
+-- instead of every attempt (decisions #144). Inlined where called (the planner proves the index's
+-- predicate from the inlined expression); PARALLEL SAFE, as builtin_disposition says why.
+-- version: 0032
+CREATE OR REPLACE FUNCTION redelivery_attempt(attempt integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT attempt > 1
+$$;
+
 -- name: current_attempts
--- A signal's current attempt: its newest. (Any attempt, by its number: the table attempts; one
--- signal's, by its key: the function current_attempt_of.)
--- version: 0008
+-- A signal's current attempt: its newest, the one no redelivery followed. (Any attempt, by its
+-- number: the table attempts; one signal's, by its key: the function current_attempt_of.)
+-- version: 0032
 CREATE OR REPLACE VIEW current_attempts AS
 SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
 FROM attempts a
-WHERE NOT EXISTS (SELECT 1 FROM attempts later WHERE later.signal_id = a.signal_id AND later.attempt > a.attempt);
+WHERE NOT EXISTS (SELECT 1 FROM attempts later
+                  WHERE later.signal_id = a.signal_id AND redelivery_attempt(later.attempt)
+                    AND later.attempt > a.attempt);
 
 -- name: current_attempt_of
 -- A signal's current attempt (the view current_attempts), reached by the signal's key: a join

@@ -89,8 +89,9 @@ WHERE f.fact_at IS NOT NULL;
 
 -- name: builtin_acks
 -- The built-in acks of every attempt that requested them, as if stored (A.2.10), each with its
--- disposition (the function builtin_disposition: counted, late, or not this attempt's).
--- version: 0008
+-- disposition (the function builtin_disposition: counted, late, or not this attempt's). The next
+-- attempt is a redelivery's (redelivery_attempt): its index, not every attempt, for a backlog.
+-- version: 0032
 CREATE OR REPLACE VIEW builtin_acks AS
 SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
        jsonb_build_object('correlation-id', f.correlation_id)
@@ -99,7 +100,8 @@ SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
 FROM builtin_facts f
 JOIN attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
 LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
+LEFT JOIN attempts later ON later.signal_id = a.signal_id AND redelivery_attempt(later.attempt)
+    AND later.attempt = a.attempt + 1
 CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
                                                later.opened_at) AS disposition) d
 WHERE d.disposition IS NOT NULL;
