@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine, Table, func, select, text, true
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.dialects.postgresql import insert
 
-from ackstore.ledger import failures
+from ackstore.ledger import failures, migrate
 from ackstore.ledger.database import make_engine
 from ackstore.ledger.schema import pipeline_runs
 from ackstore import faults
@@ -90,9 +90,10 @@ class Step:
     def locked(self) -> Iterator["Step"]:
         """Hold the step's lock for the whole run — a row lock of a transaction kept open on a
         connection of its own, which no other login may take (issue 37) —; clear staging left by
-        dead runs."""
+        dead runs. First, refuse a ledger not at this code's newest migration (decisions #145)."""
         try:
             with self.engine.connect() as lock_connection:
+                migrate.refuse_unless_at_head(lock_connection)  # the forms it writes are its migration's
                 lock_connection.execute(statement("batches", "keep_step_lock"))
                 if not lock_connection.execute(statement("batches", "lock_step"), {"step": self.name}).scalar_one():
                     raise PipelineBusy(f"another process is running the {self.name} step")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Callable
 
-from alembic import command
+from alembic import command, util
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -15,6 +16,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 import migrations
 from ackstore.ledger import failures
 from ackstore.ledger.named_sql import ledger_statement
+from ackstore.rules import errors
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 
@@ -79,5 +81,29 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    """The migrations (read once a process: a step asks for the newest before it writes)."""
+    return ScriptDirectory.from_config(alembic_config("postgresql://"))
+
+
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config("postgresql://")).get_current_head()
+    """The newest migration this code knows: the ledger it writes."""
+    return _scripts().get_current_head()
+
+
+def refuse_unless_at_head(connection: Connection) -> None:
+    """Raise ``ledger:migration.pending`` (or ``.unknown``) unless the ledger is at this code's
+    newest migration: new code on an older ledger writes forms the older views misread (a
+    derived answer read as a stored NULL), old code on a newer one forms its readers refuse."""
+    revision = connection.execute(ledger_statement("migrations", "ledger_revision")).scalar()
+    head = head_revision()
+    if revision != head:
+        raise errors.ledger_not_at_head(revision, head, known=revision is None or _known(revision))
+
+
+def _known(revision: str) -> bool:
+    try:
+        return _scripts().get_revision(revision) is not None
+    except util.CommandError:  # a revision it does not have (ResolutionError is one)
+        return False

@@ -168,13 +168,15 @@ def create(conn: Connection, name: str, revision: str) -> None:
 
 
 def declare(conn: Connection) -> None:
-    """Build the declared schema in an empty database: the tables of ``schema.py``, every current
-    object, the grants — what a database migrated from empty must equal. The connection's user
-    owns the database's schema and is a member of the admin role, which owns what is made."""
+    """Build the declared schema in an empty database: the tables of ``schema.py`` (and Alembic's,
+    which the pipeline's and archive's roles read), every current object, the grants — what a
+    database migrated from empty must equal. The connection's user owns the database's schema and
+    is a member of the admin role, which owns what is made."""
     grants = load(GRANTS)
     conn.exec_driver_sql(grants["schema"])  # the schema's owner grants on it
     conn.exec_driver_sql(f"SET LOCAL ROLE {ADMIN_ROLE}")
     metadata.create_all(conn)
+    conn.exec_driver_sql(load(LEDGER_SQL / "migrations.sql")["version_table"])  # Alembic's: granted below
     for statement in load(TABLE_SETTINGS).values():
         conn.exec_driver_sql(_escaped(statement))
     for item in current().values():

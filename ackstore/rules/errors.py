@@ -821,6 +821,26 @@ def heads_mismatch(path: str, why: str) -> DittoError:
     )
 
 
+def ledger_not_at_head(revision: str | None, head: str | None, known: bool) -> DittoError:
+    """The ledger's schema is not the one this ackstore writes: a step would write forms its views
+    do not read (an older ledger), or miss what a newer one's readers expect."""
+    if known:
+        return DittoError(
+            503,
+            "ledger:migration.pending",
+            f"The ledger is at migration <{revision or 'none'}>; "
+            f"this ackstore writes the ledger of migration <{head}>.",
+            "Run 'ackstore db upgrade' as a member of ackstore_admin (docs/roles.md), then run the step again. "
+            "Nothing was written.",
+        )
+    return DittoError(
+        503,
+        "ledger:migration.unknown",
+        f"The ledger is at migration <{revision}>, which this ackstore does not know (its newest is <{head}>).",
+        "A newer ackstore migrated this ledger: run the step with that version. Nothing was written.",
+    )
+
+
 def heads_unreadable(path: str, why: str) -> DittoError:
     """The exported heads `verify` is to compare with cannot be read."""
     return DittoError(

@@ -118,3 +118,8 @@ FROM request_results r WHERE holds_derived_response(r.cause, r.headers)
 UPDATE request_results r SET body = a.body, headers = a.headers
 FROM request_answers a
 WHERE holds_derived_response(r.cause, r.headers) AND a.signal_id = r.signal_id AND a.attempt = r.attempt
+
+-- name: ledger_revision
+-- The migration the ledger is at (Alembic's one row; none before the first migration). The
+-- pipeline reads it before each step: it writes only a ledger at the migration it was written for.
+SELECT max(version_num) FROM alembic_version

@@ -79,7 +79,9 @@ GRANT SELECT, INSERT, UPDATE ON metric_totals TO ackstore_pipeline;
 GRANT SELECT (id, claimed_at) ON connections TO ackstore_pipeline;
 GRANT SELECT, INSERT, DELETE ON metric_awaited_facts TO ackstore_pipeline;
 -- The step, facts and sealer locks, and the staging rows a committed COPY left (migration 0020).
-GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline
+GRANT EXECUTE ON FUNCTION lock_step, lock_facts, lock_sealer, clear_abandoned_staged_signals TO ackstore_pipeline;
+-- Which migration the ledger is at: a step writes only a ledger at its code's newest (migration 0033).
+GRANT SELECT ON alembic_version TO ackstore_pipeline
 
 -- name: ackstore_reporter
 -- The reports and what `show` reads, read-only; of a delivery all but the key its tokens are made
@@ -115,4 +117,6 @@ GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_a
 GRANT SELECT, INSERT ON archives TO ackstore_archive;
 GRANT SELECT, INSERT, UPDATE ON pipeline_runs TO ackstore_archive;
 -- one archive job at a time (migration 0020)
-GRANT EXECUTE ON FUNCTION lock_step TO ackstore_archive
+GRANT EXECUTE ON FUNCTION lock_step TO ackstore_archive;
+-- and only a ledger at its code's newest migration (migration 0033)
+GRANT SELECT ON alembic_version TO ackstore_archive
