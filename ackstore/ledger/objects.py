@@ -23,7 +23,7 @@ from functools import lru_cache
 from sqlalchemy import Connection
 
 from ackstore.ledger.migrate import ADMIN_ROLE
-from ackstore.ledger.named_sql import LEDGER_SQL, load
+from ackstore.ledger.named_sql import LEDGER_SQL, ledger_statement, load
 from ackstore.ledger.schema import metadata
 
 OBJECTS = LEDGER_SQL / "objects"
@@ -176,7 +176,7 @@ def declare(conn: Connection) -> None:
     conn.exec_driver_sql(grants["schema"])  # the schema's owner grants on it
     conn.exec_driver_sql(f"SET LOCAL ROLE {ADMIN_ROLE}")
     metadata.create_all(conn)
-    conn.exec_driver_sql(load(LEDGER_SQL / "migrations.sql")["version_table"])  # Alembic's: granted below
+    conn.execute(ledger_statement("migrations", "version_table"))  # Alembic's, as migrate makes it: granted below
     for statement in load(TABLE_SETTINGS).values():
         conn.exec_driver_sql(_escaped(statement))
     for item in current().values():
