@@ -39,8 +39,10 @@ SELECT * FROM {batch} AS t WHERE t.id > :settlements_after AND t.id <= :settleme
 
 -- name: requests
 -- One row per decided request of the slice, with the facts the request invariants are stated
--- over: its attempt (stored: false when its signal or attempt is gone — an orphan), the next one if
--- a redelivery opened it (redelivery_attempt: their own index, not every attempt), its response,
+-- over: its attempt — attempt 1 its signal, a redelivery its row (attempt_value: a backlog hashes
+-- no row of attempt 1, decisions #146) — (stored: false when its signal, or a redelivery's row, is
+-- gone — an orphan), the next one if a redelivery opened it (redelivery_attempt: their own index,
+-- not every attempt), its response,
 -- its counted acks — the stored ones aggregated per request, the derived built-in ones per label
 -- as builtin_acks counts them (one column each: no row per label). Only joins, each reading the
 -- slice's rows (the stored acks are grouped over the slice, {slice} again), so that the planner
@@ -92,37 +94,44 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
            AND NOT EXISTS (SELECT 1 FROM ledger_batches rb WHERE rb.id = cr.batch_id AND rb.step = 'migrated')
            AS builtin_stored_since_lean
 FROM (
-    SELECT r.*, r.attempt_stored AND s.id IS NOT NULL AS stored, n.opened_at AS next_opened_at,
-           r.body_derived AND s.api = 'http' AS derived_over_http, s.thing_id, s.path, s.response_required
+    SELECT r.*, n.opened_at AS next_opened_at
     FROM (  -- what the body says, against the labels requested, before any other join: a body is
             -- wide, and carried through the joins it cost more than reading it
         SELECT r.signal_id, r.attempt, r.cause, r.status, r.decided_at, r.body IS NOT NULL AS has_body,
-               a.signal_id IS NOT NULL AS attempt_stored, a.requested_acks, a.opened_at, a.deadline_at,
+               s.id IS NOT NULL AND x.stored AS stored, x.requested_acks, x.opened_at, x.deadline_at,
                jsonb_typeof(r.body) = 'object' AS body_is_object,
-               r.body ?& a.requested_acks AS body_has_every_label,
-               jsonb_typeof(r.body) = 'object' AND r.body - a.requested_acks <> jsonb_build_object()
+               r.body ?& x.requested_acks AS body_has_every_label,
+               jsonb_typeof(r.body) = 'object' AND r.body - x.requested_acks <> jsonb_build_object()
                    AS body_has_other_labels,
                NOT jsonb_path_exists(r.body, '$.* ? (!(@.status.type() == "number" && @.status >= 200 && @.status <= 299))')
                    AS body_entries_all_2xx,
                holds_derived_entries(r.body, r.cause, r.ack_statuses) AS body_derived,
-               holds_derived_response(r.cause, r.headers) AS response_derived
+               holds_derived_response(r.cause, r.headers) AS response_derived,
+               holds_derived_entries(r.body, r.cause, r.ack_statuses) AND s.api = 'http' AS derived_over_http,
+               s.thing_id, s.path, s.response_required
         FROM {slice} AS r
-        LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+        LEFT JOIN signals s ON s.id = r.signal_id
+            AND s.id BETWEEN :first_signal_id AND :last_signal_id
+        LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt AND redelivery_attempt(a.attempt)
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
+        CROSS JOIN LATERAL (  -- attempt 1 is its signal, a redelivery its row (attempt_value)
+            SELECT attempt_value(r.attempt, true, a.signal_id IS NOT NULL) AS stored,
+                   attempt_value(r.attempt, s.requested_acks, a.requested_acks) AS requested_acks,
+                   attempt_value(r.attempt, s.received_at, a.opened_at) AS opened_at,
+                   attempt_value(r.attempt, s.deadline_at, a.deadline_at) AS deadline_at
+        ) AS x
         OFFSET 0
     ) AS r
-    LEFT JOIN signals s ON s.id = r.signal_id
-        AND s.id BETWEEN :first_signal_id AND :last_signal_id
     LEFT JOIN attempts n ON n.signal_id = r.signal_id AND redelivery_attempt(n.attempt) AND n.attempt = r.attempt + 1
         AND n.signal_id BETWEEN :first_signal_id AND :last_signal_id
     OFFSET 0  -- computed once per request: not pulled up into each expression that reads it
 ) AS q
 LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, built-in ones from before the lean ledger
     SELECT k.signal_id, k.attempt,
-           array_agg(DISTINCT k.label) FILTER (WHERE k.received_at <= a.deadline_at
-                                                 AND k.label = ANY (a.requested_acks)) AS in_time,
+           array_agg(DISTINCT k.label) FILTER (WHERE k.received_at <= x.deadline_at
+                                                 AND k.label = ANY (x.requested_acks)) AS in_time,
            count(*) > count(DISTINCT k.label) AS duplicated,
-           bool_or(k.label <> ALL (a.requested_acks)) AS unrequested,
+           bool_or(k.label <> ALL (x.requested_acks)) AS unrequested,
            bool_or(k.label = twin_persisted()) AS persisted,
            bool_or(k.label IN (twin_persisted(), search_persisted())) AS stored_builtin,
            bool_or(k.weak AND k.status <> 200) AS weak_not_200,
@@ -131,8 +140,11 @@ LEFT JOIN (  -- the counted acks stored as rows: custom, weak, live responses, b
                    AND NOT EXISTS (SELECT 1 FROM declared_labels d WHERE d.label = k.label)) AS weak_undeclared
     FROM {slice} AS r
     JOIN acks k ON k.signal_id = r.signal_id AND k.attempt = r.attempt AND k.disposition = counted()
-    LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt
+    LEFT JOIN signals s ON s.id = r.signal_id AND s.id BETWEEN :first_signal_id AND :last_signal_id
+    LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt AND redelivery_attempt(a.attempt)
         AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
+    CROSS JOIN LATERAL (SELECT attempt_value(r.attempt, s.requested_acks, a.requested_acks) AS requested_acks,
+                               attempt_value(r.attempt, s.deadline_at, a.deadline_at) AS deadline_at) AS x
     GROUP BY k.signal_id, k.attempt
 ) AS k ON k.signal_id = q.signal_id AND k.attempt = q.attempt
 LEFT JOIN command_responses cr ON cr.signal_id = q.signal_id

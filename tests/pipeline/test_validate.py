@@ -196,6 +196,8 @@ CORRUPTIONS = [
     # leaves orphans, which the gate finds in its slice.
     ("a decided request whose signal is gone", "decided request of the slice belongs to a stored signal",
      [f"DELETE FROM signals WHERE id = {_id('shortcut')}"], "shortcut"),
+    ("a redelivery's decided request whose attempt is gone", "belongs to a stored signal and attempt",
+     [f"UPDATE request_results SET attempt = 2 WHERE signal_id = {_id('shortcut')}"], "shortcut"),
     ("a settlement whose signal is gone", "settlement decision of the slice belongs to a stored signal",
      [f"INSERT INTO settlements (signal_id, attempt, decision) VALUES ({_id('first')}, 1, 'ack')",
       f"DELETE FROM signals WHERE id = {_id('first')}"], "first"),
@@ -222,6 +224,21 @@ def test_a_spec_correct_slice_passes_and_is_settled(ledger: str) -> None:
     # The connection's decided requests (not API, CLI or gateway ones) wait for settle.
     assert _count(ledger, "SELECT count(*) FROM queue_settle") == 6
     assert _count(ledger, "SELECT count(*) FROM awaiting_validation()") == 0
+
+
+def test_a_slice_read_without_rows_of_attempt_1_passes_and_is_settled(ledger: str) -> None:
+    """Attempt 1 is its signal (decisions #146): the gate reads no row of it, so a slice whose
+    attempt-1 rows are gone — as a ledger written without them will hold — passes as it is."""
+    engine = make_engine(ledger)
+    with engine.begin() as conn:
+        conn.execute(text("SET LOCAL session_replication_role = replica"))  # a superuser, the guards' triggers off
+        gone = conn.execute(text("DELETE FROM attempts WHERE attempt = 1 AND signal_id IN "
+                                 "(SELECT signal_id FROM awaiting_validation())")).rowcount
+    engine.dispose()
+    assert gone == 10
+    stats = pipeline.run(None, PipelineSettings(database_url=ledger, partitions=2), ("validate",))
+    assert stats["validate"]["decisions"] == 10 and "failures" not in stats["validate"]
+    assert _count(ledger, "SELECT count(*) FROM queue_settle") == 6
 
 
 @pytest.mark.parametrize(("case", "fragment", "statements", "culprit"), CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
