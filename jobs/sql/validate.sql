@@ -115,7 +115,7 @@ FROM (
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt AND redelivery_attempt(a.attempt)
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
         CROSS JOIN LATERAL (  -- attempt 1 is its signal, a redelivery its row (attempt_value)
-            SELECT attempt_value(r.attempt, true, a.signal_id IS NOT NULL) AS stored,
+            SELECT attempt_found(r.attempt, a.signal_id IS NOT NULL) AS stored,
                    attempt_value(r.attempt, s.requested_acks, a.requested_acks) AS requested_acks,
                    attempt_value(r.attempt, s.received_at, a.opened_at) AS opened_at,
                    attempt_value(r.attempt, s.deadline_at, a.deadline_at) AS deadline_at

@@ -30,17 +30,27 @@ SELECT attempt > 1
 $$;
 
 -- name: attempt_value
--- One thing an attempt says of its request — its labels, when it opened, its deadline, whether
--- it is there — taken from where its number says it lies (A.2.10): attempt 1 is its signal
--- (requested_acks, received_at and deadline_at: what the trigger above copies into its row, so
--- that row, kept for ledgers written so far, says nothing the signal does not), a redelivery's is
--- its own row (redelivery_attempt: their own index, a few rows to hash, not one a signal). A
--- reader joins the signal and the redelivery's row and takes each value here: a backlog's join
+-- One thing an attempt says of its request — its labels, when it opened, its deadline — taken
+-- from where its number says it lies (A.2.10): attempt 1 is its signal (requested_acks,
+-- received_at and deadline_at: what the trigger above copies into its row, so that row, kept for
+-- ledgers written so far, says nothing the signal does not), a redelivery's is its own row
+-- (redelivery_attempt: their own index, a few rows to hash, not one a signal). A reader joins both
+-- and takes each value here, and whether the attempt is there from attempt_found: a backlog's join
 -- reads no row of attempt 1 (decisions #146). Polymorphic and inlined where called.
 -- version: 0034
 CREATE OR REPLACE FUNCTION attempt_value(attempt integer, of_signal anyelement, of_redelivery anyelement)
 RETURNS anyelement LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN redelivery_attempt(attempt) THEN of_redelivery ELSE of_signal END
+$$;
+
+-- name: attempt_found
+-- Whether an attempt is there, for a reader that joined its signal and a redelivery's row as
+-- attempt_value says: attempt 1 is there with its signal, a redelivery when its row was found.
+-- An OR of two conditions, inlined, so that the planner sizes it from each side's statistics.
+-- version: 0034
+CREATE OR REPLACE FUNCTION attempt_found(attempt integer, redelivery_found boolean) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT NOT redelivery_attempt(attempt) OR redelivery_found
 $$;
 
 -- name: current_attempts
