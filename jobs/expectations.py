@@ -6,8 +6,9 @@ decided request (``requests``) or per settlement decision (``settlements``). Eac
 a ledger that follows the specification, with its special cases in mind: a failed twin command
 decides at once with no per-label entries (A.2.7); the built-in-only shortcut answers with a plain
 response or 408 ``command.timeout`` (B.5); a weak ``search-persisted`` is a 200 with
-``ditto-weak-ack`` (B.8, B.11). A row whose signal or attempt is gone (``stored`` false) breaks
-the orphan invariant of its subject and no other: the rest speak about stored rows only.
+``ditto-weak-ack`` (B.8, B.11). A row whose signal, or a redelivery's attempt row, is gone
+(``stored`` false; attempt 1 is its signal, decisions #146) breaks the orphan invariant of its
+subject and no other: the rest speak about stored rows only.
 """
 
 from __future__ import annotations

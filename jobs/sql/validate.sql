@@ -39,10 +39,10 @@ SELECT * FROM {batch} AS t WHERE t.id > :settlements_after AND t.id <= :settleme
 
 -- name: requests
 -- One row per decided request of the slice, with the facts the request invariants are stated
--- over: its attempt — attempt 1 its signal, a redelivery its row (attempt_value: a backlog hashes
--- no row of attempt 1, decisions #146) — (stored: false when its signal, or a redelivery's row, is
--- gone — an orphan), the next one if a redelivery opened it (redelivery_attempt: their own index,
--- not every attempt), its response,
+-- over: its attempt, attempt 1's read from its signal and a redelivery's from its row
+-- (attempt_value, attempt_found: a backlog hashes no row of attempt 1, decisions #146; stored:
+-- false when its signal, or a redelivery's row, is gone — an orphan); the next one if a
+-- redelivery opened it (redelivery_attempt: their own index, not every attempt); its response;
 -- its counted acks — the stored ones aggregated per request, the derived built-in ones per label
 -- as builtin_acks counts them (one column each: no row per label). Only joins, each reading the
 -- slice's rows (the stored acks are grouped over the slice, {slice} again), so that the planner
@@ -94,9 +94,10 @@ SELECT q.signal_id, q.attempt, q.stored, q.cause, q.status, q.decided_at, q.dead
            AND NOT EXISTS (SELECT 1 FROM ledger_batches rb WHERE rb.id = cr.batch_id AND rb.step = 'migrated')
            AS builtin_stored_since_lean
 FROM (
-    SELECT r.*, n.opened_at AS next_opened_at
-    FROM (  -- what the body says, against the labels requested, before any other join: a body is
-            -- wide, and carried through the joins it cost more than reading it
+    SELECT r.*, n.opened_at AS next_opened_at, r.body_derived AND r.api = 'http' AS derived_over_http
+    FROM (  -- what the body says, against the labels requested, joined only to what those labels are
+            -- read from (the signal, a redelivery's row): a body is wide, and carried through the
+            -- other joins it cost more than reading it
         SELECT r.signal_id, r.attempt, r.cause, r.status, r.decided_at, r.body IS NOT NULL AS has_body,
                s.id IS NOT NULL AND x.stored AS stored, x.requested_acks, x.opened_at, x.deadline_at,
                jsonb_typeof(r.body) = 'object' AS body_is_object,
@@ -107,14 +108,14 @@ FROM (
                    AS body_entries_all_2xx,
                holds_derived_entries(r.body, r.cause, r.ack_statuses) AS body_derived,
                holds_derived_response(r.cause, r.headers) AS response_derived,
-               holds_derived_entries(r.body, r.cause, r.ack_statuses) AND s.api = 'http' AS derived_over_http,
-               s.thing_id, s.path, s.response_required
+               s.api, s.thing_id, s.path, s.response_required
         FROM {slice} AS r
         LEFT JOIN signals s ON s.id = r.signal_id
             AND s.id BETWEEN :first_signal_id AND :last_signal_id
         LEFT JOIN attempts a ON a.signal_id = r.signal_id AND a.attempt = r.attempt AND redelivery_attempt(a.attempt)
             AND a.signal_id BETWEEN :first_signal_id AND :last_signal_id
-        CROSS JOIN LATERAL (  -- attempt 1 is its signal, a redelivery its row (attempt_value)
+        CROSS JOIN LATERAL (  -- attempt 1 is its signal, a redelivery its row (attempt_value); attempt 1's
+                              -- opening is the signal's receipt, as the trigger that copies it says
             SELECT attempt_found(r.attempt, a.signal_id IS NOT NULL) AS stored,
                    attempt_value(r.attempt, s.requested_acks, a.requested_acks) AS requested_acks,
                    attempt_value(r.attempt, s.received_at, a.opened_at) AS opened_at,

@@ -1,4 +1,4 @@
-"""attempt 1 is its signal: readers take an attempt's values from the signal or a redelivery's row
+"""attempt 1 is its signal: the gate takes an attempt's values from the signal or a redelivery's row
 
 Revision ID: 0034
 Revises: 0033

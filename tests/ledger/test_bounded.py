@@ -238,11 +238,11 @@ def test_the_validation_gate_reads_a_backlogs_part_of_each_history_table(ledger,
     for table in BACKLOGS[backlog]:
         read = _rows_read(plan, table)
         if table == "attempts":
-            # a redelivery's rows alone, the attempt's and the next one (a tenth of the signals
-            # here, each read twice): attempt 1 is its signal (decisions #146; before 0034 a row
-            # per request, and before 0032 every attempt again, 2.4 times the backlog in all)
+            # a redelivery's rows alone (a tenth of the signals here): the request's attempt, its
+            # stored acks' and the next one, about 0.3 times the backlog; attempt 1 is its signal
+            # (decisions #146; 1.4 times the backlog before 0034, 2.4 before 0032)
             assert read <= backlog // 2, f"validating a backlog of {backlog} reads {read} rows of attempts"
-        else:  # read directly and in command_facts; signals a third time for the requests with stored acks (all here)
+        else:  # read directly and in command_facts; signals a third time for the requests with stored acks
             most = (3 if table == "signals" else 2) * backlog
             assert backlog <= read <= most, f"validating a backlog of {backlog} reads {read} rows of {table}"
 

@@ -44,9 +44,10 @@ SELECT CASE WHEN redelivery_attempt(attempt) THEN of_redelivery ELSE of_signal E
 $$;
 
 -- name: attempt_found
--- Whether an attempt is there, for a reader that joined its signal and a redelivery's row as
--- attempt_value says: attempt 1 is there with its signal, a redelivery when its row was found.
--- An OR of two conditions, inlined, so that the planner sizes it from each side's statistics.
+-- The attempt's own part of whether it is there, for a reader that joined its signal and a
+-- redelivery's row as attempt_value says: attempt 1 always (the caller checks its signal), a
+-- redelivery when its row was found. An OR, inlined, so that a condition on it is sized from
+-- each side's statistics.
 -- version: 0034
 CREATE OR REPLACE FUNCTION attempt_found(attempt integer, redelivery_found boolean) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
