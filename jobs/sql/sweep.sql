@@ -1,6 +1,9 @@
 -- Statements of the sweep job. Bind parameters: :run_id; :batch_id, the sweep batch a result is
 -- decided in (the validation gate's slice is the batches past its watermark).
--- A request is one attempt of a signal (A.2.10), with its labels and deadline: a row of attempts.
+-- A request is one attempt of a signal (A.2.10), with its labels and deadline: attempt 1's are its
+-- signal's, a redelivery's its row of attempts. Each statement joins the signal and a redelivery's
+-- row and takes them through attempt_value (named a, once per statement), whether the attempt is
+-- there through attempt_found: no statement reads a row of attempt 1 (decisions #146, #147).
 
 -- name: decide_builtin
 -- The bulk of the common case, one row per request and no per-label rows: every label built in
@@ -17,25 +20,31 @@
 -- decide_common below then decides what is left.
 -- The joins come first, on their own (MATERIALIZED): equi-joins the planner sizes from the tables'
 -- statistics, so a backlog of a million is hash- or merge-joined and a minute's few requests
--- walk the keys; the conditions across tables (no statistics can size them) filter its rows.
+-- walk the keys; the conditions across tables (no statistics can size them) filter its rows —
+-- the labels too: a filter over attempt_value in the joins was sized 2 500 of a million and
+-- nested-looped (decisions #146).
 WITH facts AS MATERIALIZED (
     SELECT q.signal_id, q.attempt, s.response_required, s.api, s.thing_id, s.path,
            a.requested_acks, a.deadline_at, f.persisted_at, f.persisted_status, f.persisted_payload,
            f.indexed_at, f.indexed_status, f.indexed_payload
     FROM queue_decide q
     JOIN signals s ON s.id = q.signal_id
-    JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+    LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = q.attempt
+    CROSS JOIN LATERAL (SELECT attempt_value(q.attempt, s.requested_acks, re.requested_acks) AS requested_acks,
+                               attempt_value(q.attempt, s.deadline_at, re.deadline_at) AS deadline_at) a
     JOIN command_facts f ON f.signal_id = q.signal_id
-    WHERE a.requested_acks <@ ARRAY[twin_persisted(), search_persisted()] AND a.requested_acks <> '{}'
+    WHERE attempt_found(q.attempt, re.signal_id IS NOT NULL)
 ), decided AS (
     SELECT f.signal_id, f.attempt, f.response_required,
            cardinality(f.requested_acks) AS labels,
-           twin_persisted() = ANY (f.requested_acks) AS persisted, search_persisted() = ANY (f.requested_acks) AS indexed,
+           twin_persisted() = ANY (f.requested_acks) AS persisted,
+           search_persisted() = ANY (f.requested_acks) AS indexed,
            f.response_required AND cardinality(f.requested_acks) = 1
                AND f.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])) AS plain,
            f.persisted_status, f.persisted_payload, f.indexed_status, f.indexed_payload
     FROM facts f
-    WHERE (twin_persisted() <> ALL (f.requested_acks)
+    WHERE f.requested_acks <@ ARRAY[twin_persisted(), search_persisted()] AND f.requested_acks <> '{}'
+      AND (twin_persisted() <> ALL (f.requested_acks)
            OR (f.persisted_at <= f.deadline_at AND f.persisted_status BETWEEN 200 AND 299))
       AND (search_persisted() <> ALL (f.requested_acks) OR f.indexed_at <= f.deadline_at)
       AND NOT (f.api = 'http' AND f.response_required AND cardinality(f.requested_acks) >= 2
@@ -81,14 +90,16 @@ WITH entries AS (  -- each requested label with its counted ack in time (derived
            s.api = 'http' AND s.response_required AND cardinality(a.requested_acks) >= 2 AS locates
     FROM queue_decide q
     JOIN signals s ON s.id = q.signal_id
-    JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+    LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = q.attempt
+    CROSS JOIN LATERAL (SELECT attempt_value(q.attempt, s.requested_acks, re.requested_acks) AS requested_acks,
+                               attempt_value(q.attempt, s.deadline_at, re.deadline_at) AS deadline_at) a
     LEFT JOIN command_responses r ON r.signal_id = q.signal_id
     LEFT JOIN LATERAL unnest(a.requested_acks) AS l(label) ON true
     LEFT JOIN builtin_acks b ON b.signal_id = q.signal_id AND b.attempt = q.attempt AND b.label = l.label
                             AND b.disposition = counted() AND b.received_at <= a.deadline_at
     LEFT JOIN acks k ON k.signal_id = q.signal_id AND k.attempt = q.attempt AND k.label = l.label
                     AND k.disposition = counted() AND k.received_at <= a.deadline_at
-    WHERE NOT COALESCE(r.is_error, false)
+    WHERE attempt_found(q.attempt, re.signal_id IS NOT NULL) AND NOT COALESCE(r.is_error, false)
       AND (cardinality(a.requested_acks) > 0 OR NOT s.response_required)
       AND NOT (s.response_required AND cardinality(a.requested_acks) = 1
                AND a.requested_acks[1] = ANY (CAST(:shortcut_labels AS text[])))
@@ -136,9 +147,12 @@ SELECT s.id AS signal_id, q.attempt, s.correlation_id, s.api, s.thing_id, s.path
          ORDER BY k.id DESC LIMIT 1) AS invalid_response
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = q.attempt
+CROSS JOIN LATERAL (SELECT attempt_value(q.attempt, s.requested_acks, re.requested_acks) AS requested_acks,
+                           attempt_value(q.attempt, s.deadline_at, re.deadline_at) AS deadline_at) a
 LEFT JOIN command_responses r ON r.signal_id = s.id
-WHERE NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_required, r.signal_id IS NOT NULL)
+WHERE attempt_found(q.attempt, re.signal_id IS NOT NULL)
+  AND NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_required, r.signal_id IS NOT NULL)
 
 -- name: undecided_bounds
 -- Whether anything waiting for a decision could be decided now, and the id range the
@@ -146,9 +160,12 @@ WHERE NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_re
 SELECT min(q.signal_id), max(q.signal_id)
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = q.attempt
+CROSS JOIN LATERAL (SELECT attempt_value(q.attempt, s.requested_acks, re.requested_acks) AS requested_acks,
+                           attempt_value(q.attempt, s.deadline_at, re.deadline_at) AS deadline_at) a
 LEFT JOIN command_responses r ON r.signal_id = q.signal_id
-WHERE NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_required, r.signal_id IS NOT NULL)
+WHERE attempt_found(q.attempt, re.signal_id IS NOT NULL)
+  AND NOT awaits_command_response(a.deadline_at, a.requested_acks, s.response_required, r.signal_id IS NOT NULL)
 
 -- name: pending_count
 -- How many requests wait for a decision: what the decision queue holds as this run starts.
@@ -168,9 +185,11 @@ SELECT lock_facts(true)
 DELETE FROM stage_results x
 WHERE x.run_id = :run_id AND x.cause = 'deadline'
   AND x.acks_seen <> (SELECT count(*) FROM request_acks k
-                      JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
+                      JOIN signals s ON s.id = x.signal_id
+                      LEFT JOIN attempts re ON re.signal_id = x.signal_id AND redelivery_attempt(re.attempt)
+                          AND re.attempt = x.attempt
                       WHERE k.signal_id = x.signal_id AND k.attempt = x.attempt AND k.disposition = counted()
-                        AND k.received_at <= a.deadline_at)
+                        AND k.received_at <= attempt_value(x.attempt, s.deadline_at, re.deadline_at))
 
 -- name: staged
 -- How many decisions this run staged.
@@ -192,10 +211,12 @@ ON CONFLICT (signal_id, attempt) DO NOTHING
 -- no counted acks.
 SELECT count(*)
 FROM stage_results x
-JOIN attempts a ON a.signal_id = x.signal_id AND a.attempt = x.attempt
+JOIN signals s ON s.id = x.signal_id
+LEFT JOIN attempts re ON re.signal_id = x.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = x.attempt
 JOIN acks k ON k.signal_id = x.signal_id AND k.attempt = x.attempt
 WHERE x.run_id = :run_id AND k.disposition = counted()
-  AND decided_disposition(k.disposition, k.received_at, a.deadline_at, x.cause) = 'late'
+  AND decided_disposition(k.disposition, k.received_at, attempt_value(x.attempt, s.deadline_at, re.deadline_at),
+                          x.cause) = 'late'
 
 -- name: dequeue
 -- Decided requests leave the decision queue; their batch waits for the validation gate, which

@@ -5,8 +5,10 @@
 -- With no label declared at all, nothing is read (the first EXISTS is checked once, first).
 SELECT min(q.signal_id), max(q.signal_id)
 FROM queue_decide q
-JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
-WHERE EXISTS (SELECT 1 FROM declared_labels)
+JOIN signals s ON s.id = q.signal_id
+LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = q.attempt
+CROSS JOIN LATERAL (SELECT attempt_value(q.attempt, s.requested_acks, re.requested_acks) AS requested_acks) a
+WHERE EXISTS (SELECT 1 FROM declared_labels) AND attempt_found(q.attempt, re.signal_id IS NOT NULL)
   AND EXISTS (SELECT 1 FROM unnest(a.requested_acks) AS l(label) JOIN declared_labels d ON d.label = l.label)
 
 -- name: candidates
@@ -21,11 +23,11 @@ SELECT q.signal_id, q.attempt, s.correlation_id, s.kind, s.thing_id, s.action, s
           FROM subscribers u WHERE u.holder = d.holder)::text AS group_members
 FROM queue_decide q
 JOIN signals s ON s.id = q.signal_id
-JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = q.attempt
 LEFT JOIN thing_events e ON e.signal_id = q.signal_id
-CROSS JOIN LATERAL unnest(a.requested_acks) AS l(label)
+CROSS JOIN LATERAL unnest(attempt_value(q.attempt, s.requested_acks, re.requested_acks)) AS l(label)
 JOIN declared_labels d ON d.label = l.label
-WHERE (s.channel = 'live' OR e.id IS NOT NULL)
+WHERE attempt_found(q.attempt, re.signal_id IS NOT NULL) AND (s.channel = 'live' OR e.id IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM acks k WHERE k.signal_id = q.signal_id AND k.attempt = q.attempt
                                           AND k.label = l.label AND k.disposition = counted())
 

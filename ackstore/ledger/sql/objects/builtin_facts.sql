@@ -89,22 +89,33 @@ WHERE f.fact_at IS NOT NULL;
 
 -- name: builtin_acks
 -- The built-in acks of every attempt that requested them, as if stored (A.2.10), each with its
--- disposition (the function builtin_disposition: counted, late, or not this attempt's). The next
--- attempt is a redelivery's (redelivery_attempt): its index, not every attempt, for a backlog.
--- version: 0032
+-- disposition (the function builtin_disposition: counted, late, or not this attempt's). A
+-- signal's attempts are attempt 1, its signal (attempt_value), and its redeliveries' rows
+-- (redelivery_attempt), numbered on from 2 (open_next_attempt opens the one after the last). So a
+-- fact is joined to its signal's redeliveries, and each joined row stands for its redelivery and,
+-- once — on attempt 2's row, or the one row when there is none —, for attempt 1: every join is on
+-- stored columns that their statistics size, and none reads a row of attempt 1 (decisions #147).
+-- An attempt's next is a redelivery's: attempt 1's the row in hand (attempt 2), a redelivery's the
+-- one after it, by their index.
+-- version: 0035
 CREATE OR REPLACE VIEW builtin_acks AS
-SELECT f.signal_id, a.attempt, f.label, f.status, f.payload,
+SELECT f.signal_id, n.attempt, f.label, f.status, f.payload,
        jsonb_build_object('correlation-id', f.correlation_id)
            || CASE WHEN f.weak THEN jsonb_build_object('ditto-weak-ack', true) ELSE '{}'::jsonb END AS headers,
        'ackstore'::text AS issuer, f.weak, f.fact_at AS received_at, d.disposition
 FROM builtin_facts f
-JOIN attempts a ON a.signal_id = f.signal_id AND f.label = ANY (a.requested_acks)
-LEFT JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-LEFT JOIN attempts later ON later.signal_id = a.signal_id AND redelivery_attempt(later.attempt)
-    AND later.attempt = a.attempt + 1
-CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause,
-                                               later.opened_at) AS disposition) d
-WHERE d.disposition IS NOT NULL;
+JOIN signals s ON s.id = f.signal_id
+LEFT JOIN attempts re ON re.signal_id = f.signal_id AND redelivery_attempt(re.attempt)
+LEFT JOIN attempts later ON later.signal_id = re.signal_id AND redelivery_attempt(later.attempt)
+    AND later.attempt = re.attempt + 1
+CROSS JOIN LATERAL (VALUES (1, re.attempt IS NULL OR re.attempt = 2, re.opened_at),
+                           (re.attempt, re.attempt IS NOT NULL, later.opened_at)) AS n(attempt, stands, next_opened_at)
+LEFT JOIN request_results r ON r.signal_id = f.signal_id AND r.attempt = n.attempt
+CROSS JOIN LATERAL (SELECT builtin_disposition(f.fact_at, attempt_value(n.attempt, s.received_at, re.opened_at),
+                                               attempt_value(n.attempt, s.deadline_at, re.deadline_at),
+                                               r.decided_at, r.cause, n.next_opened_at) AS disposition) d
+WHERE n.stands AND f.label = ANY (attempt_value(n.attempt, s.requested_acks, re.requested_acks))
+  AND d.disposition IS NOT NULL;
 
 -- name: decided_disposition
 -- A stored ack's disposition once its request is decided (A.2.5): a counted ack whose fact came
@@ -121,14 +132,17 @@ $$;
 
 -- name: request_acks
 -- Every ack of every request: the stored ones (custom, weak, live responses, and built-in acks
--- from before the lean ledger), with their dispositions as decided, and the derived built-in ones
--- (no id: they are not rows).
--- version: 0018
+-- from before the lean ledger), with their dispositions as decided (the deadline their attempt's,
+-- attempt_value: the signal's for attempt 1), and the derived built-in ones (no id: they are not
+-- rows).
+-- version: 0035
 CREATE OR REPLACE VIEW request_acks AS
 SELECT k.id, k.signal_id, k.attempt, k.label, k.status, k.payload, k.headers, k.issuer, k.weak, k.received_at,
-       decided_disposition(k.disposition, k.received_at, a.deadline_at, r.cause) AS disposition, k.reason
+       decided_disposition(k.disposition, k.received_at, attempt_value(k.attempt, s.deadline_at, re.deadline_at),
+                           r.cause) AS disposition, k.reason
 FROM acks k
-LEFT JOIN attempts a ON a.signal_id = k.signal_id AND a.attempt = k.attempt
+LEFT JOIN signals s ON s.id = k.signal_id
+LEFT JOIN attempts re ON re.signal_id = k.signal_id AND redelivery_attempt(re.attempt) AND re.attempt = k.attempt
 LEFT JOIN request_results r ON r.signal_id = k.signal_id AND r.attempt = k.attempt
 UNION ALL
 SELECT NULL::bigint, b.signal_id, b.attempt, b.label, b.status, b.payload, b.headers, b.issuer, b.weak,
