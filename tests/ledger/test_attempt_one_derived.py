@@ -24,7 +24,22 @@ from jobs import sweep
 from jobs.sql import statements
 from tests.support.generated_requests import CUSTOM, DEADLINE, T0, insert_request, request_spec
 
-VIEWS = ("builtin_acks", "request_acks")
+EVER = "'2000-01-01', '2100-01-01'"  # a report's window holding every signal
+QUERIES = {  # the views read whole, the functions over every signal or decision, the reports over every signal
+    "signal_attempts": "SELECT * FROM signal_attempts",
+    "builtin_acks": "SELECT * FROM builtin_acks",
+    "request_acks": "SELECT * FROM request_acks",
+    "current_attempts": "SELECT * FROM current_attempts",
+    "current_attempt_of": "SELECT a.* FROM signals s CROSS JOIN LATERAL current_attempt_of(s.id) a",
+    "signal_timeline": "SELECT * FROM signal_timeline",
+    "report_audit": "SELECT signal_id, attempt, stuck_at, detail FROM report_audit",  # not its age: now()
+    "report_labels": f"SELECT * FROM report_labels({EVER}, NULL)",
+    "report_late_acks": f"SELECT * FROM report_late_acks({EVER}, NULL)",
+    "late_builtin_acks": "SELECT s.id, l.* FROM signals s CROSS JOIN LATERAL late_builtin_acks(s.id) l",
+    "builtin_facts_to_come": "SELECT r.signal_id, r.attempt, f.label FROM request_results r "
+                             "CROSS JOIN LATERAL builtin_facts_to_come(r.signal_id, r.attempt, 9e15::bigint) f",
+    "metric_facts": "SELECT * FROM metric_facts(0, NULL)",
+}
 READS = (("sweep", "undecided"), ("sweep", "undecided_bounds"), ("weak_acks", "candidate_bounds"),
          ("weak_acks", "candidates"))
 RUN = "differential"
@@ -47,7 +62,7 @@ def _redeliver_again(conn: Connection, n: int, labels: list[str]) -> None:
 
 def _read(conn: Connection) -> dict[str, Any]:
     """Every answer of every converted reader, in a set order."""
-    answers: dict[str, Any] = {view: _rows(conn, f"SELECT * FROM {view}", {}) for view in VIEWS}
+    answers: dict[str, Any] = {name: _rows(conn, query, {}) for name, query in QUERIES.items()}
     for job, name in READS:
         answers[f"{job}.{name}"] = _rows(conn, statements(job)[name], {})
     saved = conn.begin_nested()  # the statements that write, rolled back
@@ -94,8 +109,8 @@ def test_every_converted_reader_answers_the_same_without_rows_of_attempt_1(
         derived = _read(conn)
         conn.rollback()
     assert gone == len(drawn)
-    for reader, answer in stored.items():
-        assert derived[reader] == answer, reader
+    moved = [reader for reader, answer in stored.items() if derived[reader] != answer]
+    assert moved == [], {reader: (stored[reader], derived[reader]) for reader in moved[:1]}
 
 
 def test_the_generated_ledgers_reach_every_attempt_and_disposition(engine: Engine) -> None:

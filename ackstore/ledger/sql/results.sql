@@ -1,6 +1,6 @@
 -- Statements that read what the ledger answers and shows about a signal
--- (ackstore/ledger/results.py). A signal's attempts are the table attempts, its current one the
--- view current_attempts.
+-- (ackstore/ledger/results.py). A signal's attempts are the view signal_attempts, its current one
+-- the view current_attempts (attempt 1 is its signal: decisions #148).
 
 -- name: latest_result
 -- What the requester of a signal is told: the result of its current attempt (NULL: undecided).
@@ -36,7 +36,7 @@ WHERE s.correlation_id = :correlation_id
 SELECT n.attempt, n.requested_acks, n.opened_at, n.deadline_at,
        r.status, r.cause, r.decided_at, st.decision, st.decided_at AS settlement_decided_at,
        st.carried_out_at
-FROM attempts n
+FROM signal_attempts n
 LEFT JOIN request_results r ON r.signal_id = :signal_id AND r.attempt = n.attempt
 LEFT JOIN settlements st ON st.signal_id = :signal_id AND st.attempt = n.attempt
 WHERE n.signal_id = :signal_id

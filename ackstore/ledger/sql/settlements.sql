@@ -8,14 +8,18 @@
 -- Each undone settlement's signal is looked up by its key (the lateral read is never turned into a
 -- join): joined, the planner could read every signal the source ever stored when its statistics
 -- said there were few (a young ledger's), and the poll's cost grew with the history (decisions #140).
+-- The attempt's labels with it: attempt 1's the signal's, a redelivery's its row (decisions #148).
 SELECT st.signal_id, st.attempt, st.decision,
-       a.requested_acks <> '{}' AS held_for_decision,
+       s.requested_acks <> '{}' AS held_for_decision,
        s.response_required AND s.headers ? 'reply-to' AS wants_reply
 FROM settlements st
 CROSS JOIN LATERAL (
-    SELECT s.response_required, s.headers FROM signals s WHERE s.id = st.signal_id AND s.source = :source OFFSET 0
+    SELECT s.response_required, s.headers,
+           attempt_value(st.attempt, s.requested_acks, re.requested_acks) AS requested_acks
+    FROM signals s
+    LEFT JOIN attempts re ON re.signal_id = s.id AND redelivery_attempt(re.attempt) AND re.attempt = st.attempt
+    WHERE s.id = st.signal_id AND s.source = :source AND attempt_found(st.attempt, re.signal_id IS NOT NULL) OFFSET 0
 ) AS s
-JOIN attempts a ON a.signal_id = st.signal_id AND a.attempt = st.attempt
 WHERE st.carried_out_at IS NULL
 
 -- name: replies

@@ -54,22 +54,69 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT NOT redelivery_attempt(attempt) OR redelivery_found
 $$;
 
+-- name: signal_attempts
+-- Every attempt of every signal (A.2.10) — its labels, when it opened, its deadline, and when the
+-- attempt after it opened (NULL: none did) —, for a reader of a signal's attempts or of one by its
+-- key. Attempt 1 is its signal and a redelivery its own row (attempt_value); redeliveries are
+-- numbered on from 2 (open_next_attempt opens only the attempt after one that exists). So a signal
+-- is joined to its redeliveries (their own index), and each joined row stands for its redelivery
+-- and, once — on attempt 2's row, or on the one row when there is none —, for attempt 1: joins on
+-- stored columns that their statistics size, no row of attempt 1 read, and a view the planner
+-- flattens into its reader, where a UNION ALL of the two would be planned whole (decisions #147,
+-- #148). A reader of the attempt of a queue's or a decision's key in bulk joins the signal and
+-- the redelivery's row itself, as the sweep does; builtin_acks spells this enumeration in its own
+-- joins: joined through this view, decide_common's plan for a queue of 200 hashed every signal.
+-- version: 0036
+CREATE OR REPLACE VIEW signal_attempts AS
+SELECT s.id AS signal_id, n.attempt,
+       attempt_value(n.attempt, s.requested_acks, re.requested_acks) AS requested_acks,
+       attempt_value(n.attempt, s.received_at, re.opened_at) AS opened_at,
+       attempt_value(n.attempt, s.deadline_at, re.deadline_at) AS deadline_at,
+       n.next_opened_at
+FROM signals s
+LEFT JOIN attempts re ON re.signal_id = s.id AND redelivery_attempt(re.attempt)
+LEFT JOIN attempts later ON later.signal_id = re.signal_id AND redelivery_attempt(later.attempt)
+    AND later.attempt = re.attempt + 1
+CROSS JOIN LATERAL (VALUES (1, re.attempt IS NULL OR re.attempt = 2, re.opened_at),
+                           (re.attempt, re.attempt IS NOT NULL, later.opened_at)) AS n(attempt, stands, next_opened_at)
+WHERE n.stands;
+
 -- name: current_attempts
--- A signal's current attempt: its newest, the one no redelivery followed. (Any attempt, by its
--- number: the table attempts; one signal's, by its key: the function current_attempt_of.)
--- version: 0032
+-- A signal's current attempt: its newest, the one no redelivery followed — the newest
+-- redelivery's row (redelivery_attempt: their own index), or attempt 1, its signal, when it has
+-- none; each value through attempt_value (decisions #148). Every signal has one. (Every attempt:
+-- the view signal_attempts; one signal's current one, by its key: the function current_attempt_of.)
+-- version: 0036
 CREATE OR REPLACE VIEW current_attempts AS
-SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at
-FROM attempts a
-WHERE NOT EXISTS (SELECT 1 FROM attempts later
-                  WHERE later.signal_id = a.signal_id AND redelivery_attempt(later.attempt)
-                    AND later.attempt > a.attempt);
+SELECT s.id AS signal_id, n.attempt,
+       attempt_value(n.attempt, s.requested_acks, re.requested_acks) AS requested_acks,
+       attempt_value(n.attempt, s.received_at, re.opened_at) AS opened_at,
+       attempt_value(n.attempt, s.deadline_at, re.deadline_at) AS deadline_at
+FROM signals s
+LEFT JOIN (SELECT r.* FROM attempts r
+           WHERE redelivery_attempt(r.attempt)
+             AND NOT EXISTS (SELECT 1 FROM attempts later
+                             WHERE later.signal_id = r.signal_id AND redelivery_attempt(later.attempt)
+                               AND later.attempt > r.attempt)) re ON re.signal_id = s.id
+CROSS JOIN LATERAL (SELECT COALESCE(re.attempt, 1) AS attempt) n;
 
 -- name: current_attempt_of
 -- A signal's current attempt (the view current_attempts), reached by the signal's key: a join
--- with the view over a window of thousands is planned as a hash join over every attempt.
--- version: 0010
+-- with the view over a window of thousands is planned as a hash join over every signal. Its
+-- newest redelivery is read by the index, newest first; none, and it is attempt 1, its signal.
+-- LIMIT 1 (a signal has one) keeps it a look-up by the key where it is inlined: without it the
+-- planner pulls the body up into its caller and may hash signals whole (tests/ledger/test_bounded.py).
+-- version: 0036
 CREATE OR REPLACE FUNCTION current_attempt_of(signal bigint)
-RETURNS SETOF attempts LANGUAGE sql STABLE AS $$
-SELECT a.* FROM attempts a WHERE a.signal_id = signal ORDER BY a.attempt DESC LIMIT 1
+RETURNS TABLE (signal_id bigint, attempt integer, requested_acks text[], opened_at timestamptz,
+               deadline_at timestamptz)
+LANGUAGE sql STABLE AS $$
+SELECT s.id, n.attempt, attempt_value(n.attempt, s.requested_acks, re.requested_acks),
+       attempt_value(n.attempt, s.received_at, re.opened_at), attempt_value(n.attempt, s.deadline_at, re.deadline_at)
+FROM signals s
+LEFT JOIN LATERAL (SELECT r.* FROM attempts r WHERE r.signal_id = s.id AND redelivery_attempt(r.attempt)
+                   ORDER BY r.attempt DESC LIMIT 1) re ON true
+CROSS JOIN LATERAL (SELECT COALESCE(re.attempt, 1) AS attempt) n
+WHERE s.id = current_attempt_of.signal
+LIMIT 1
 $$;

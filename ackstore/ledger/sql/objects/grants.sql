@@ -38,8 +38,8 @@ GRANT SELECT ON signals, attempts, acks, command_responses, subscribers, declare
                 request_results, search_index, search_things, things TO ackstore_ingest;  -- things: the HTTP API (0027)
 GRANT INSERT (ord, source, api, source_message_id, correlation_id, channel, kind, action, thing_id, topic, path,
               headers, value, requested_acks, response_required, timeout_ms) ON stage_signals TO ackstore_ingest;
-GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
-                request_answers TO ackstore_ingest;
+GRANT SELECT ON current_attempts, signal_attempts, thing_events, command_facts, builtin_facts, builtin_acks,
+                request_acks, request_answers TO ackstore_ingest;
 GRANT EXECUTE ON FUNCTION may_act_for, merge_staged_signals, insert_signal, hand_out_live,
                           lock_retransmitted, retransmitted, open_next_attempt, lock_request, store_ack,
                           store_live_response, lock_handout, answer_handout, close_handout, close_decided_handouts,
@@ -64,8 +64,8 @@ GRANT SELECT, INSERT, TRUNCATE ON stage_twin_outcomes, stage_search_things, stag
                                   stage_weak_acks, stage_settlements TO ackstore_pipeline;
 GRANT DELETE ON stage_results TO ackstore_pipeline;
 GRANT USAGE ON SEQUENCE ledger_batches_id_seq TO ackstore_pipeline;
-GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
-                request_answers TO ackstore_pipeline;
+GRANT SELECT ON current_attempts, signal_attempts, thing_events, command_facts, builtin_facts, builtin_acks,
+                request_acks, request_answers TO ackstore_pipeline;
 GRANT EXECUTE ON FUNCTION refresh_statistics(text, bigint) TO ackstore_pipeline;
 -- The seal step (migration 0018): it numbers the facts it writes, and seals them.
 GRANT USAGE ON SEQUENCE ledger_seq TO ackstore_pipeline;
@@ -90,8 +90,8 @@ GRANT SELECT ON signals, acks, attempts, command_responses, request_results, set
                 pipeline_watermarks TO ackstore_reporter;
 GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, done_at,
               answered_handout, answered_labels) ON deliveries TO ackstore_reporter;
-GRANT SELECT ON current_attempts, thing_events, command_facts, builtin_facts, builtin_acks, request_acks,
-                request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter;
+GRANT SELECT ON current_attempts, signal_attempts, thing_events, command_facts, builtin_facts, builtin_acks,
+                request_acks, request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter;
 -- What `ackstore verify` and `prove` read (migration 0018): every fact table and the seals.
 GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter;
 -- and which seals were archived, and where (migration 0019).

@@ -194,16 +194,17 @@ END $$;
 -- fact is derived from the twin's own records and counts for every attempt; a built-in ack
 -- stored before the lean ledger (0007) is carried to the new attempt when it requests that label
 -- again and the ack counted in time for the attempt it was stored for; no subscriber's ack ever
--- carries over — every custom label requested again is answered anew.
--- version: 0020
+-- carries over — every custom label requested again is answered anew. The previous attempt:
+-- signal_attempts (attempt 1 its signal, decisions #148).
+-- version: 0036
 CREATE OR REPLACE FUNCTION open_next_attempt(signal_id bigint, attempt integer, requested_acks text[]) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-  previous attempts%ROWTYPE;
+  previous signal_attempts%ROWTYPE;
 BEGIN
   PERFORM act_for_connection(s.source) FROM signals s WHERE s.id = open_next_attempt.signal_id;
-  SELECT a.* INTO previous FROM attempts a
+  SELECT a.* INTO previous FROM signal_attempts a
   WHERE a.signal_id = open_next_attempt.signal_id AND a.attempt = open_next_attempt.attempt - 1;
   IF previous.attempt IS NULL
      OR NOT EXISTS (SELECT FROM settlements st WHERE st.signal_id = previous.signal_id

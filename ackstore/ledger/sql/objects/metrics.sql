@@ -101,17 +101,19 @@ $$;
 -- name: late_builtin_acks
 -- One signal's built-in acks that are late for an attempt that requested them (builtin_disposition,
 -- as builtin_acks and report late-acks derive them), with the fact numbers of the two rows that
--- made each late: its attempt's decision and its fact.
--- version: 0025
+-- made each late: its attempt's decision and its fact. Its attempts: signal_attempts (#148).
+-- OFFSET 0 keeps it one signal's look-ups by its keys where it is inlined: pulled up into a
+-- caller that reads thousands, the planner hashed signals and request_results whole.
+-- version: 0036
 CREATE OR REPLACE FUNCTION late_builtin_acks(signal bigint)
 RETURNS TABLE (attempt integer, label text, decided_seq bigint, fact_seq bigint)
 LANGUAGE sql STABLE AS $$
 SELECT a.attempt, f.label, r.seq, f.seq
 FROM builtin_fact_times(late_builtin_acks.signal) f
-JOIN attempts a ON a.signal_id = late_builtin_acks.signal AND f.label = ANY (a.requested_acks)
+JOIN signal_attempts a ON a.signal_id = late_builtin_acks.signal AND f.label = ANY (a.requested_acks)
 JOIN request_results r ON r.signal_id = a.signal_id AND r.attempt = a.attempt
-LEFT JOIN attempts later ON later.signal_id = a.signal_id AND later.attempt = a.attempt + 1
-WHERE builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause, later.opened_at) = 'late'
+WHERE builtin_disposition(f.fact_at, a.opened_at, a.deadline_at, r.decided_at, r.cause, a.next_opened_at) = 'late'
+OFFSET 0
 $$;
 
 -- name: builtin_facts_to_come
@@ -119,13 +121,14 @@ $$;
 -- none is numbered up to it, and the command was not answered without a change or with an error
 -- (then no fact ever comes); none for an attempt that is gone. What the seal keeps a decided
 -- attempt for in metric_awaited_facts, and forgets it by. A table, so a statement inlines it and
--- plans it with its own rows (a boolean function of a sub-select is a call per row: 29 µs).
--- version: 0025
+-- plans it with its own rows (a boolean function of a sub-select is a call per row: 29 µs). The
+-- attempt: signal_attempts (decisions #148).
+-- version: 0036
 CREATE OR REPLACE FUNCTION builtin_facts_to_come(signal bigint, attempt integer, upto bigint)
 RETURNS TABLE (label text)
 LANGUAGE sql STABLE AS $$
 SELECT q.label
-FROM attempts a CROSS JOIN LATERAL unnest(a.requested_acks) AS q(label)
+FROM signal_attempts a CROSS JOIN LATERAL unnest(a.requested_acks) AS q(label)
 WHERE a.signal_id = builtin_facts_to_come.signal AND a.attempt = builtin_facts_to_come.attempt
   AND q.label IN (twin_persisted(), search_persisted())
   AND NOT EXISTS (SELECT FROM builtin_fact_times(a.signal_id) f
@@ -153,8 +156,9 @@ $$;
 -- interval's own — so the cost follows the new facts, never the awaited set or every command.
 -- Each fact is read through its table's index on seq; a row's source through its signal's key,
 -- one look-up each (LATERAL ... LIMIT 1): a scrape's planner cannot know how few facts follow the
--- last seal, and would guess a third of each table and join it whole.
--- version: 0025
+-- last seal, and would guess a third of each table and join it whole. An attempt's deadline:
+-- signal_attempts (decisions #148).
+-- version: 0036
 CREATE OR REPLACE FUNCTION metric_facts(after_seq bigint, upto_seq bigint)
 RETURNS TABLE (metric text, source text, label text, detail text, value float8)
 LANGUAGE sql STABLE AS $$
@@ -183,7 +187,7 @@ WITH received AS (
     WHERE k.seq > after_seq AND (upto_seq IS NULL OR k.seq <= upto_seq)
 ), late_when_decided AS (
     SELECT d.source, count(*) AS n FROM decided d
-    CROSS JOIN LATERAL (SELECT x.deadline_at FROM attempts x
+    CROSS JOIN LATERAL (SELECT x.deadline_at FROM signal_attempts x
                         WHERE x.signal_id = d.signal_id AND x.attempt = d.attempt LIMIT 1) a
     CROSS JOIN LATERAL (SELECT x.received_at FROM acks x WHERE x.signal_id = d.signal_id AND x.attempt = d.attempt
                           AND x.disposition = counted() OFFSET 0) k

@@ -5,8 +5,9 @@
 -- transaction), each attempt opened, applied (its apply batch's commit), indexed, each ack with
 -- its disposition, decided, validated (the gate's pass), settlement decided, carried out.
 -- ``stage`` orders checkpoints of the same time as a signal lives them. Read per signal: every
--- branch is reached through the signal's keys (tests/ledger/test_bounded.py).
--- version: 0009
+-- branch is reached through the signal's keys (tests/ledger/test_bounded.py). Its attempts are
+-- signal_attempts' (attempt 1 its signal, decisions #148).
+-- version: 0036
 CREATE OR REPLACE VIEW signal_timeline AS
 SELECT t.signal_id, t.attempt, t.at, t.stage, t.checkpoint, t.label, t.status, t.detail
 FROM (
@@ -18,7 +19,7 @@ FROM (
     SELECT a.signal_id, a.attempt, a.opened_at, 2, 'attempt opened', NULL, NULL,
            'requested ' || COALESCE(NULLIF(array_to_string(a.requested_acks, ', '), ''), 'nothing')
            || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC'
-    FROM attempts a
+    FROM signal_attempts a
     UNION ALL
     SELECT r.signal_id, NULL, b.committed_at, 3, 'applied', NULL, r.status,
            CASE WHEN r.event_action IS NOT NULL THEN r.event_action || ', revision ' || r.revision

@@ -2,8 +2,9 @@
 
 -- name: report_audit
 -- The QoS-1 audit: every signal received but not yet answered (API, CLI) or not yet settled
--- (connections), oldest first, with its age and the checkpoint it is stuck before.
--- version: 0011
+-- (connections), oldest first, with its age and the checkpoint it is stuck before. A waiting
+-- request's labels and deadline: signal_attempts (decisions #148).
+-- version: 0036
 CREATE OR REPLACE VIEW report_audit AS
 SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
        received_at, now() - received_at AS age
@@ -24,7 +25,7 @@ FROM (
                                        AND k.label = l.label AND k.disposition = counted())), 'nothing')
                || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
         FROM queue_decide q
-        JOIN attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+        JOIN signal_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
         UNION ALL
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
         FROM awaiting_validation() q

@@ -5,8 +5,8 @@
 -- those a failed command decided: it discards every ack, A.2.7): how each was answered — the
 -- status the decision counted, or the ack counted, else 408 (none arrived: issuer '(none
 -- arrived)') — and the p95 of the time from the attempt's opening to its counted ack (0 for a
--- fact that came before the attempt opened).
--- version: 0011
+-- fact that came before the attempt opened). The attempt: signal_attempts (decisions #148).
+-- version: 0036
 CREATE OR REPLACE FUNCTION report_labels(since timestamptz, until timestamptz, only_source text)
 RETURNS TABLE (label text, issuer text, answered bigint, ok bigint, weak bigint, client_errors bigint,
                timeouts bigint, server_errors bigint, p95_seconds double precision)
@@ -22,7 +22,7 @@ SELECT e.label, COALESCE(k.issuer, '(none arrived)'), count(*),
 FROM signals_received(since, until, only_source) s
 CROSS JOIN LATERAL (SELECT x.signal_id, x.attempt, x.ack_statuses FROM request_results x
                     WHERE x.signal_id = s.id AND x.cause <> 'error' OFFSET 0) r
-CROSS JOIN LATERAL (SELECT x.opened_at, x.requested_acks FROM attempts x
+CROSS JOIN LATERAL (SELECT x.opened_at, x.requested_acks FROM signal_attempts x
                     WHERE x.signal_id = r.signal_id AND x.attempt = r.attempt LIMIT 1) a
 CROSS JOIN LATERAL unnest(a.requested_acks) AS l(label)
 LEFT JOIN LATERAL (SELECT x.issuer, x.weak, x.received_at, x.status FROM request_acks x
