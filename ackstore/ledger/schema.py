@@ -241,7 +241,11 @@ Index("ix_command_responses_batch_id", command_responses.c.batch_id, postgresql_
 # message whose last decision was "redeliver" opens the next, requesting again the labels that
 # did not succeed, with a new deadline. A table, not a view over signals: the planner knows how
 # many attempts a join finds (a constant attempt 1 in a UNION ALL has no statistics). A hot
-# append-only child of signals, so no foreign key (see above).
+# append-only child of signals, so no foreign key (see above). Attempt 1's row only copies its
+# signal, and every reader takes attempt 1 from the signal instead (attempt_value, the view
+# signal_attempts; decisions #146–#148). Redeliveries are numbered on from 2 with no gap:
+# open_next_attempt opens only the attempt after one that exists, and signal_attempts relies on it
+# (attempt 1 is enumerated on attempt 2's row).
 attempts = Table(
     "attempts",
     metadata,

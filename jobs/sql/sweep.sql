@@ -2,8 +2,9 @@
 -- decided in (the validation gate's slice is the batches past its watermark).
 -- A request is one attempt of a signal (A.2.10), with its labels and deadline: attempt 1's are its
 -- signal's, a redelivery's its row of attempts. Each statement joins the signal and a redelivery's
--- row and takes them through attempt_value (named a, once per statement), whether the attempt is
--- there through attempt_found: no statement reads a row of attempt 1 (decisions #146, #147).
+-- row by the request's keys and takes the values through attempt_value — the reads of the queue
+-- name them a, once per statement, and say whether the attempt is there through attempt_found —:
+-- no statement reads a row of attempt 1 (decisions #146, #147).
 
 -- name: decide_builtin
 -- The bulk of the common case, one row per request and no per-label rows: every label built in

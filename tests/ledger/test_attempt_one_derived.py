@@ -1,13 +1,16 @@
-"""Attempt 1 is its signal (decisions #146, #147): a reader that takes attempt 1's labels, opening
-and deadline from the signal answers the same whether attempt 1's row is stored — as every ledger
-written so far holds it — or not, as a ledger written without it will.
+"""Attempt 1 is its signal (decisions #146–#148): every reader takes attempt 1's labels, opening and
+deadline from the signal, and answers as the readers before it did from attempt 1's row — on
+ledgers written so far, which hold that row, and on ledgers written without it.
 
 On generated ledgers (every shape of :mod:`tests.support.generated_requests`, some redelivered
 twice, their facts' batches moved so that a fact comes before, between or after the attempts'
-openings, deadlines and decisions; a custom label declared, for weak acks), each converted reader
-is read — the views, and the sweep's and weak acks' statements over the decision queue, those that
-write rolled back —, attempt 1's rows are deleted, and it is read again: every answer the same.
-Readers join these lists as they are converted.
+openings, deadlines and decisions; a custom label declared, for weak acks), each reader is read
+twice: as it was before (its superseded definition, ``BEFORE``; for ``signal_attempts``, the rows of
+``attempts`` themselves) over the ledger as written, attempt 1's rows included; and as it is now,
+with attempt 1's rows deleted. Every answer must be the same. The sweep's and weak acks' statements
+(jobs/sql, not versioned: no earlier definition to run) are read as they are now, with the rows and
+without: they must not depend on them; tests/ledger/test_aggregation_python_and_sql.py holds what
+they decide to Python's rules.
 """
 
 from __future__ import annotations
@@ -19,18 +22,27 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, Engine, text
 
+from ackstore.ledger import objects
 from ackstore.ledger.schema import LEDGER_TABLES
 from jobs import sweep
 from jobs.sql import statements
 from tests.support.generated_requests import CUSTOM, DEADLINE, T0, insert_request, request_spec
 
+# Each reader's definition before it read attempt 1 from its signal (migrations 0035, 0036).
+BEFORE = {"builtin_acks": "0032", "request_acks": "0018", "current_attempts": "0032", "current_attempt_of": "0010",
+          "signal_timeline": "0009", "report_audit": "0011", "report_labels": "0011", "report_late_acks": "0011",
+          "late_builtin_acks": "0025", "builtin_facts_to_come": "0025", "metric_facts": "0025"}
+# What signal_attempts answers, from the rows of attempts.
+STORED_ATTEMPTS = ("SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at, n.opened_at "
+                   "FROM attempts a LEFT JOIN attempts n ON n.signal_id = a.signal_id AND n.attempt = a.attempt + 1")
 EVER = "'2000-01-01', '2100-01-01'"  # a report's window holding every signal
 QUERIES = {  # the views read whole, the functions over every signal or decision, the reports over every signal
     "signal_attempts": "SELECT * FROM signal_attempts",
     "builtin_acks": "SELECT * FROM builtin_acks",
     "request_acks": "SELECT * FROM request_acks",
     "current_attempts": "SELECT * FROM current_attempts",
-    "current_attempt_of": "SELECT a.* FROM signals s CROSS JOIN LATERAL current_attempt_of(s.id) a",
+    "current_attempt_of": "SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at "
+                          "FROM signals s CROSS JOIN LATERAL current_attempt_of(s.id) a",
     "signal_timeline": "SELECT * FROM signal_timeline",
     "report_audit": "SELECT signal_id, attempt, stuck_at, detail FROM report_audit",  # not its age: now()
     "report_labels": f"SELECT * FROM report_labels({EVER}, NULL)",
@@ -60,9 +72,17 @@ def _redeliver_again(conn: Connection, n: int, labels: list[str]) -> None:
     conn.execute(text("UPDATE queue_decide SET attempt = 3 WHERE signal_id = :n"), {"n": n})
 
 
-def _read(conn: Connection) -> dict[str, Any]:
-    """Every answer of every converted reader, in a set order."""
-    answers: dict[str, Any] = {name: _rows(conn, query, {}) for name, query in QUERIES.items()}
+def _read(conn: Connection, before: bool) -> dict[str, Any]:
+    """Every answer of every reader, in a set order: as the readers were before (their superseded
+    definitions, rolled back after) or as they are."""
+    saved = conn.begin_nested()
+    if before:
+        conn.exec_driver_sql("DROP FUNCTION current_attempt_of(bigint)")  # 0036 changed its type
+        for name, revision in BEFORE.items():
+            objects.create(conn, name, revision)
+    answers: dict[str, Any] = {name: _rows(conn, STORED_ATTEMPTS if before and name == "signal_attempts" else query,
+                                           {}) for name, query in QUERIES.items()}
+    saved.rollback()
     for job, name in READS:
         answers[f"{job}.{name}"] = _rows(conn, statements(job)[name], {})
     saved = conn.begin_nested()  # the statements that write, rolled back
@@ -103,10 +123,11 @@ def test_every_converted_reader_answers_the_same_without_rows_of_attempt_1(
             conn.execute(text("UPDATE ledger_batches SET committed_at = committed_at + make_interval(secs => :s) "
                               "WHERE id = :b"), {"s": shift, "b": batch})
     with engine.connect() as conn:
-        stored = _read(conn)
+        stored = _read(conn, before=True)
         conn.execute(text("SET LOCAL session_replication_role = replica"))  # a superuser, the guards' triggers off
         gone = conn.execute(text("DELETE FROM attempts WHERE attempt = 1")).rowcount
-        derived = _read(conn)
+        conn.execute(text("SET LOCAL session_replication_role = origin"))  # and on again for the reads
+        derived = _read(conn, before=False)
         conn.rollback()
     assert gone == len(drawn)
     moved = [reader for reader, answer in stored.items() if derived[reader] != answer]

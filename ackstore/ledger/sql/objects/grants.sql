@@ -91,7 +91,8 @@ GRANT SELECT ON signals, acks, attempts, command_responses, request_results, set
 GRANT SELECT (subscriber_id, signal_id, attempt, event_id, handouts, available_at, leased_at, done_at,
               answered_handout, answered_labels) ON deliveries TO ackstore_reporter;
 GRANT SELECT ON current_attempts, signal_attempts, thing_events, command_facts, builtin_facts, builtin_acks,
-                request_acks, request_answers, signal_timeline, report_settlement_status, report_audit TO ackstore_reporter;
+                request_acks, request_answers, signal_timeline, report_settlement_status, report_audit
+                TO ackstore_reporter;
 -- What `ackstore verify` and `prove` read (migration 0018): every fact table and the seals.
 GRANT SELECT ON search_marks, ledger_batches, validation_passes, seals, seal_leaves TO ackstore_reporter;
 -- and which seals were archived, and where (migration 0019).

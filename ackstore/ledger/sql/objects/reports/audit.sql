@@ -3,7 +3,8 @@
 -- name: report_audit
 -- The QoS-1 audit: every signal received but not yet answered (API, CLI) or not yet settled
 -- (connections), oldest first, with its age and the checkpoint it is stuck before. A waiting
--- request's labels and deadline: signal_attempts (decisions #148).
+-- request's labels and deadline: its signal's for attempt 1, a redelivery's row's (attempt_value,
+-- joined by the queue's keys as the sweep joins them: decisions #148).
 -- version: 0036
 CREATE OR REPLACE VIEW report_audit AS
 SELECT signal_id, correlation_id, source, source_message_id, attempt, stuck_at, detail,
@@ -25,7 +26,12 @@ FROM (
                                        AND k.label = l.label AND k.disposition = counted())), 'nothing')
                || '; deadline ' || to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
         FROM queue_decide q
-        JOIN signal_attempts a ON a.signal_id = q.signal_id AND a.attempt = q.attempt
+        JOIN signals qs ON qs.id = q.signal_id
+        LEFT JOIN attempts re ON re.signal_id = q.signal_id AND redelivery_attempt(re.attempt)
+                             AND re.attempt = q.attempt
+        CROSS JOIN LATERAL (SELECT attempt_value(q.attempt, qs.requested_acks, re.requested_acks) AS requested_acks,
+                                   attempt_value(q.attempt, qs.deadline_at, re.deadline_at) AS deadline_at) a
+        WHERE attempt_found(q.attempt, re.signal_id IS NOT NULL)
         UNION ALL
         SELECT q.signal_id, q.attempt, 3, 'validate: decided, waiting for the validation gate', NULL
         FROM awaiting_validation() q
