@@ -7,8 +7,9 @@ Create Date: 2026-11-30 03:30:00
 Issue 52 (decisions #148), after #146 and #147. signal_attempts is every attempt of every signal:
 attempt 1 from the signal, a redelivery from its row, each signal joined to its redeliveries and
 one joined row standing for attempt 1 too (#147's enumeration, named). The timeline, the reports
-(audit, labels, late acks), the metrics' late built-in acks and awaited facts, and
-open_next_attempt read their attempts from it. current_attempts is every signal joined to its
+(labels, late acks), the metrics' late built-in acks and awaited facts, and open_next_attempt
+read their attempts from it; the audit report joins its queue's keys to the signal and a
+redelivery's row, as the sweep does. current_attempts is every signal joined to its
 newest redelivery's row, if any; current_attempt_of reads the same by the signal's key and returns
 the attempt's values without a sequence number (no caller read one): its return type changes, so
 it is dropped and made again. Every one answers the same whether attempt 1's row is stored or not.
@@ -28,7 +29,8 @@ down_revision = '0035'
 branch_labels = None
 depends_on = None
 
-# What reads signal_attempts, each with the version this replaces (callers after what they call).
+# What now reads attempt 1 from its signal, each with the version this replaces (callers after
+# what they call): signal_attempts' readers, and the audit report.
 READERS = {
     "signal_timeline": "0009",
     "report_audit": "0011",

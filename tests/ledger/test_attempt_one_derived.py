@@ -28,10 +28,21 @@ from jobs import sweep
 from jobs.sql import statements
 from tests.support.generated_requests import CUSTOM, DEADLINE, T0, insert_request, request_spec
 
-# Each reader's definition before it read attempt 1 from its signal (migrations 0035, 0036).
-BEFORE = {"builtin_acks": "0032", "request_acks": "0018", "current_attempts": "0032", "current_attempt_of": "0010",
-          "signal_timeline": "0009", "report_audit": "0011", "report_labels": "0011", "report_late_acks": "0011",
-          "late_builtin_acks": "0025", "builtin_facts_to_come": "0025", "metric_facts": "0025"}
+# The migrations that made the readers take attempt 1 from its signal.
+CONVERTING = ("0035", "0036")
+
+
+def _before() -> dict[str, str]:
+    """Each object the converting migrations replaced, with its version before them (one they made
+    anew, signal_attempts, has none)."""
+    earlier: dict[str, str] = {}
+    for name, version in sorted(objects.stored()):  # in version order: the last kept is the newest
+        if version < CONVERTING[0]:
+            earlier[name] = version
+    return {name: earlier[name] for name, version in objects.stored() if version in CONVERTING and name in earlier}
+
+
+BEFORE = _before()
 # What signal_attempts answers, from the rows of attempts.
 STORED_ATTEMPTS = ("SELECT a.signal_id, a.attempt, a.requested_acks, a.opened_at, a.deadline_at, n.opened_at "
                    "FROM attempts a LEFT JOIN attempts n ON n.signal_id = a.signal_id AND n.attempt = a.attempt + 1")
